@@ -1,0 +1,87 @@
+"""Shared fixtures.
+
+``mariadb_factory`` starts private MariaDB servers (see
+``tests/mariadb_server.py``), one per distinct set of options for the whole
+session; ``mariadb`` is the default one.  Tests that use either fixture get
+the ``mariadb`` marker, so ``-m "not mariadb"`` deselects them.
+
+Without the MariaDB server binaries these tests are skipped, except when the
+environment variable CI is set to a true value: there they fail.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from tests.mariadb_server import MariaDBServer, _normalize_options, mariadb_binaries
+
+#: The configuration of the ``mariadb`` fixture; ``mariadb_factory(**opts)``
+#: applies ``opts`` on top of it.
+DEFAULT_OPTIONS: dict[str, str] = {
+    "binlog_checksum": "CRC32",
+    "binlog_row_metadata": "FULL",
+    "binlog_row_image": "FULL",
+}
+
+_MARIADB_FIXTURES = {"mariadb", "mariadb_factory"}
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _MARIADB_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.mariadb)
+
+
+def _require_mariadb() -> None:
+    mariadbd, install_db = mariadb_binaries()
+    if mariadbd and install_db:
+        return
+    missing = [n for n, p in (("mariadbd", mariadbd), ("mariadb-install-db", install_db)) if not p]
+    reason = f"MariaDB server binaries not found: {', '.join(missing)} (Debian package mariadb-server)"
+    if _in_ci():
+        pytest.fail(f"{reason}; CI must install them (.ci/run does)", pytrace=False)
+    pytest.skip(reason)
+
+
+MariaDBFactory = Callable[..., MariaDBServer]
+
+
+@pytest.fixture(scope="session")
+def mariadb_factory() -> Iterator[MariaDBFactory]:
+    """``get(**options) -> MariaDBServer``: a running server with
+    ``DEFAULT_OPTIONS`` updated by ``options``; the same server for the same
+    options during the whole session.  Tests sharing a server must not
+    depend on its binlog holding only their own events: record
+    ``master_status()`` first, or ``flush_binary_logs()``."""
+    _require_mariadb()
+    servers: dict[frozenset, MariaDBServer] = {}
+
+    def get(**options: Any) -> MariaDBServer:
+        merged = _normalize_options({**DEFAULT_OPTIONS, **_normalize_options(options)})
+        key = frozenset(merged.items())
+        srv = servers.get(key)
+        if srv is None or not srv.running:
+            if srv is not None:
+                srv.stop()
+            srv = servers[key] = MariaDBServer(merged)
+        return srv
+
+    try:
+        yield get
+    finally:
+        for srv in servers.values():
+            srv.stop()
+
+
+@pytest.fixture(scope="session")
+def mariadb(mariadb_factory: MariaDBFactory) -> MariaDBServer:
+    """The default server: ROW binlog, CRC32 checksums, full row image and
+    full row metadata."""
+    return mariadb_factory()

@@ -1,0 +1,474 @@
+"""Where a load stopped in the binlog, and a durable store for it.
+
+A ``Checkpoint`` holds binlog coordinates (file + position) and/or the GTID
+state reached (a MySQL GTID set or a MariaDB GTID position).  Stores save one
+current checkpoint per key with compare-and-set, so two runs of the same load
+cannot both advance it.
+"""
+from __future__ import annotations
+
+import abc
+import contextlib
+import datetime as dt
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping
+from urllib.parse import unquote, urlsplit
+
+from airflow_provider_binlog.codec.gtid import MariadbGtidPosition, MysqlGtidSet
+
+FLAVOR_MYSQL = "mysql"
+FLAVOR_MARIADB = "mariadb"
+FLAVORS = (FLAVOR_MYSQL, FLAVOR_MARIADB)
+
+MIN_POSITION = 4  # the first event follows the 4-byte magic
+
+ACCEPTED_FORMS = (
+    "accepted forms: file:position (mysql-bin.000003:4); "
+    "a MySQL GTID set (3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5); "
+    "a MariaDB GTID position (0-1-100,1-2-5); "
+    'JSON ({"file": "mysql-bin.000003", "pos": 4} or {"gtid": "...", "flavor": "mysql"})'
+)
+
+_FILE_RE = re.compile(r"(?P<base>[^\s/\\:]+)\.(?P<index>\d+)")
+_MARIADB_POS_RE = re.compile(r"\d+-\d+-\d+(\s*,\s*\d+-\d+-\d+)*,?")
+_UUID_IN_TEXT_RE = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
+_JSON_KEYS = ("file", "pos", "position", "gtid", "flavor", "server_id", "server_uuid")
+
+
+def split_binlog_file_name(name: str) -> tuple[str, int]:
+    """``mysql-bin.000010`` -> (``mysql-bin``, 10)."""
+    m = _FILE_RE.fullmatch(name)
+    if not m:
+        raise ValueError(f"invalid binlog file name {name!r}: expected basename.number, "
+                         f"e.g. mysql-bin.000003")
+    return m.group("base"), int(m.group("index"))
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Binlog coordinates and/or GTID state reached by a load.
+
+    Ordering compares coordinates: file index (numeric suffix, so
+    ``mysql-bin.1000000`` > ``mysql-bin.999999``) then position.  Only
+    checkpoints with coordinates and the same file basename can be ordered.
+    """
+
+    file: str | None = None
+    position: int | None = None
+    gtid: MysqlGtidSet | MariadbGtidPosition | None = None
+    flavor: str | None = None
+    server_id: int | None = None
+    server_uuid: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.file is None) != (self.position is None):
+            raise ValueError("a checkpoint needs both file and position, or neither")
+        if self.file is not None:
+            split_binlog_file_name(self.file)
+            if isinstance(self.position, bool) or not isinstance(self.position, int) \
+                    or self.position < MIN_POSITION:
+                raise ValueError(f"binlog position must be an integer >= {MIN_POSITION}, "
+                                 f"got {self.position!r}")
+        if self.gtid is not None and not isinstance(self.gtid, (MysqlGtidSet, MariadbGtidPosition)):
+            raise TypeError(f"gtid must be a MysqlGtidSet or MariadbGtidPosition, "
+                            f"got {type(self.gtid).__name__}")
+        if self.file is None and self.gtid is None:
+            raise ValueError("a checkpoint needs a file:position or a GTID state")
+        implied = _flavor_of(self.gtid)
+        if self.flavor is not None and self.flavor not in FLAVORS:
+            raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, got {self.flavor!r}")
+        if implied is not None:
+            if self.flavor not in (None, implied):
+                raise ValueError(f"flavor {self.flavor!r} does not match a {implied} GTID state")
+            object.__setattr__(self, "flavor", implied)
+        if self.server_id is not None and (isinstance(self.server_id, bool)
+                                           or not isinstance(self.server_id, int)
+                                           or not 0 <= self.server_id < 1 << 32):
+            raise ValueError(f"server_id must be an unsigned 32-bit integer, got {self.server_id!r}")
+
+    # -- coordinates -------------------------------------------------------
+
+    @property
+    def has_coordinates(self) -> bool:
+        return self.file is not None
+
+    @property
+    def file_basename(self) -> str | None:
+        return None if self.file is None else split_binlog_file_name(self.file)[0]
+
+    @property
+    def file_index(self) -> int | None:
+        return None if self.file is None else split_binlog_file_name(self.file)[1]
+
+    def _order_key(self, other: object) -> tuple[tuple[int, int], tuple[int, int]]:
+        if not isinstance(other, Checkpoint):
+            raise TypeError(f"cannot compare Checkpoint with {type(other).__name__}")
+        if self.file is None or other.file is None:
+            raise ValueError("cannot order checkpoints without file/position "
+                             "(GTID states are compared with their own methods)")
+        base_a, index_a = split_binlog_file_name(self.file)
+        base_b, index_b = split_binlog_file_name(other.file)
+        if base_a != base_b:
+            raise ValueError(f"cannot order binlog files of different series: {self.file!r} "
+                             f"vs {other.file!r} (basenames {base_a!r} and {base_b!r})")
+        return (index_a, self.position), (index_b, other.position)  # type: ignore[return-value]
+
+    def __lt__(self, other: object) -> bool:
+        a, b = self._order_key(other)
+        return a < b
+
+    def __le__(self, other: object) -> bool:
+        a, b = self._order_key(other)
+        return a <= b
+
+    def __gt__(self, other: object) -> bool:
+        a, b = self._order_key(other)
+        return a > b
+
+    def __ge__(self, other: object) -> bool:
+        a, b = self._order_key(other)
+        return a >= b
+
+    # -- text and JSON -----------------------------------------------------
+
+    def __str__(self) -> str:
+        parts = []
+        if self.file is not None:
+            parts.append(f"{self.file}:{self.position}")
+        if self.gtid is not None:
+            parts.append(f"gtid={self.gtid}")
+        return " ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        """Dict with stable keys; absent values are None."""
+        return {
+            "file": self.file,
+            "pos": self.position,
+            "gtid": None if self.gtid is None else str(self.gtid),
+            "flavor": self.flavor,
+            "server_id": self.server_id,
+            "server_uuid": self.server_uuid,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | str) -> "Checkpoint":
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"invalid checkpoint JSON: {exc}; {ACCEPTED_FORMS}") from None
+        if not isinstance(data, Mapping):
+            raise ValueError(f"checkpoint JSON must be an object; {ACCEPTED_FORMS}")
+        unknown = sorted(set(data) - set(_JSON_KEYS))
+        if unknown:
+            raise ValueError(f"unknown checkpoint key(s) {', '.join(unknown)}; "
+                             f"known keys: {', '.join(_JSON_KEYS)}")
+        if "pos" in data and "position" in data:
+            raise ValueError("give either 'pos' or 'position', not both")
+        position = data.get("pos", data.get("position"))
+        if isinstance(position, str) and position.strip().isdigit():
+            position = int(position)
+        flavor = data.get("flavor")
+        gtid_text = data.get("gtid")
+        gtid = None
+        if gtid_text is not None:
+            if not isinstance(gtid_text, str):
+                raise ValueError("checkpoint 'gtid' must be a string")
+            gtid = _parse_gtid_state(gtid_text, flavor)
+        try:
+            return cls(file=data.get("file"), position=position, gtid=gtid, flavor=flavor,
+                       server_id=data.get("server_id"), server_uuid=data.get("server_uuid"))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"invalid checkpoint {dict(data)!r}: {exc}") from None
+
+    @classmethod
+    def parse(cls, text: str) -> "Checkpoint":
+        """Read a checkpoint the way users type one (see ``ACCEPTED_FORMS``)."""
+        value = text.strip() if isinstance(text, str) else ""
+        if not value:
+            raise ValueError(f"empty checkpoint; {ACCEPTED_FORMS}")
+        if value.startswith("{"):
+            return cls.from_json(value)
+        try:
+            if _MARIADB_POS_RE.fullmatch(value):
+                return cls(gtid=MariadbGtidPosition(value))
+            if _UUID_IN_TEXT_RE.match(value):
+                return cls(gtid=MysqlGtidSet(value))
+            file, sep, position = value.rpartition(":")
+            if sep and position.strip().isdigit():
+                return cls(file=file.strip(), position=int(position))
+        except ValueError as exc:
+            raise ValueError(f"invalid checkpoint {text!r}: {exc}; {ACCEPTED_FORMS}") from None
+        raise ValueError(f"invalid checkpoint {text!r}; {ACCEPTED_FORMS}")
+
+
+def _flavor_of(gtid: object) -> str | None:
+    if isinstance(gtid, MysqlGtidSet):
+        return FLAVOR_MYSQL
+    if isinstance(gtid, MariadbGtidPosition):
+        return FLAVOR_MARIADB
+    return None
+
+
+def _parse_gtid_state(text: str, flavor: str | None) -> MysqlGtidSet | MariadbGtidPosition:
+    if flavor == FLAVOR_MYSQL:
+        return MysqlGtidSet(text)
+    if flavor == FLAVOR_MARIADB:
+        return MariadbGtidPosition(text)
+    if flavor is not None:
+        raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, got {flavor!r}")
+    if not text.strip():
+        raise ValueError("an empty 'gtid' needs 'flavor' (mysql or mariadb)")
+    if _MARIADB_POS_RE.fullmatch(text.strip()):
+        return MariadbGtidPosition(text)
+    return MysqlGtidSet(text)
+
+
+# --------------------------------------------------------------------------
+# Stores
+# --------------------------------------------------------------------------
+
+class CheckpointStoreError(Exception):
+    """The store cannot be read or written."""
+
+
+class CheckpointConflictError(CheckpointStoreError):
+    """Compare-and-set failed: the stored checkpoint is not the expected one."""
+
+    def __init__(self, key: str, expected: object, actual: Checkpoint | None) -> None:
+        self.key, self.expected, self.actual = key, expected, actual
+        super().__init__(f"checkpoint {key!r} changed concurrently: expected {_describe(expected)}, "
+                         f"found {_describe(actual)}; another run may be loading the same source")
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Any = _Absent()
+"""``save(..., expected=ABSENT)`` succeeds only if nothing is stored yet."""
+
+
+def _describe(value: object) -> str:
+    if value is None or value is ABSENT:
+        return "no checkpoint"
+    return f"[{value}]"
+
+
+@dataclass(frozen=True)
+class SavedCheckpoint:
+    checkpoint: Checkpoint
+    saved_at: dt.datetime
+
+
+class CheckpointStore(abc.ABC):
+    """One current checkpoint per key, plus a bounded history of saves."""
+
+    @abc.abstractmethod
+    def load(self, key: str) -> Checkpoint | None:
+        """The current checkpoint, or None if the key was never saved."""
+
+    @abc.abstractmethod
+    def save(self, key: str, checkpoint: Checkpoint, *, expected: Checkpoint | None = None) -> None:
+        """Store ``checkpoint``.  If ``expected`` is given (a checkpoint, or
+        ``ABSENT``), raise ``CheckpointConflictError`` unless the stored value
+        equals it; the check and the write are atomic."""
+
+    @abc.abstractmethod
+    def history(self, key: str, limit: int | None = None) -> list[SavedCheckpoint]:
+        """The last saves, newest first (at most ``limit``)."""
+
+
+_SAFE_KEY_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+_FORMAT_VERSION = 1
+
+
+def key_to_file_stem(key: str) -> str:
+    """A file-system-safe, collision-resistant name for a store key."""
+    if not isinstance(key, str) or not key:
+        raise ValueError("checkpoint key must be a non-empty string")
+    if _SAFE_KEY_RE.fullmatch(key):
+        return key
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    readable = re.sub(r"[^A-Za-z0-9_-]+", "_", key)[:80].strip("_") or "key"
+    return f"{readable}~{digest}"
+
+
+class FileCheckpointStore(CheckpointStore):
+    """Checkpoints as JSON files under ``root``: ``<key>.json`` each, written
+    atomically (temp file, fsync, rename, directory fsync) under an exclusive
+    ``flock`` on ``<key>.lock``.  Files are 0600 and the directory 0700."""
+
+    def __init__(self, root: str | os.PathLike[str], *, history_limit: int = 100,
+                 clock: Callable[[], dt.datetime] | None = None) -> None:
+        if history_limit < 1:
+            raise ValueError("history_limit must be at least 1")
+        self.root = os.fspath(root)
+        self.history_limit = history_limit
+        self._clock = clock or (lambda: dt.datetime.now(dt.timezone.utc))
+
+    def __repr__(self) -> str:
+        return f"FileCheckpointStore({self.root!r})"
+
+    # -- paths and locking -------------------------------------------------
+
+    def _ensure_root(self) -> None:
+        if not os.path.isdir(self.root):
+            os.makedirs(self.root, mode=0o700, exist_ok=True)
+            os.chmod(self.root, 0o700)
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, key_to_file_stem(key) + ".json")
+
+    @contextlib.contextmanager
+    def _locked(self, key: str) -> Iterator[None]:
+        self._ensure_root()
+        lock_path = os.path.join(self.root, key_to_file_stem(key) + ".lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    # -- reading -----------------------------------------------------------
+
+    def _read(self, key: str) -> dict[str, Any] | None:
+        path = self._path(key)
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise CheckpointStoreError(f"cannot read checkpoint file {path}: {exc}") from None
+        if not isinstance(doc, dict) or doc.get("format") != _FORMAT_VERSION or doc.get("key") != key:
+            raise CheckpointStoreError(f"checkpoint file {path} is not a format-{_FORMAT_VERSION} "
+                                       f"checkpoint for key {key!r}")
+        return doc
+
+    def _current(self, key: str, doc: dict[str, Any] | None) -> Checkpoint | None:
+        if doc is None or doc.get("current") is None:
+            return None
+        try:
+            return Checkpoint.from_json(doc["current"])
+        except ValueError as exc:
+            raise CheckpointStoreError(f"checkpoint file {self._path(key)} holds an invalid "
+                                       f"checkpoint: {exc}") from None
+
+    def load(self, key: str) -> Checkpoint | None:
+        return self._current(key, self._read(key))
+
+    def history(self, key: str, limit: int | None = None) -> list[SavedCheckpoint]:
+        doc = self._read(key)
+        if doc is None:
+            return []
+        entries = doc.get("history", [])
+        if limit is not None:
+            entries = entries[:max(limit, 0)]
+        try:
+            return [SavedCheckpoint(Checkpoint.from_json(e["checkpoint"]),
+                                    dt.datetime.fromisoformat(e["saved_at"])) for e in entries]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointStoreError(f"checkpoint file {self._path(key)} has a bad history "
+                                       f"entry: {exc}") from None
+
+    # -- writing -----------------------------------------------------------
+
+    def save(self, key: str, checkpoint: Checkpoint, *, expected: Checkpoint | None = None) -> None:
+        if not isinstance(checkpoint, Checkpoint):
+            raise TypeError(f"expected a Checkpoint, got {type(checkpoint).__name__}")
+        with self._locked(key):
+            self._remove_stale_temp_files(key)
+            doc = self._read(key)
+            current = self._current(key, doc)
+            if expected is ABSENT:
+                if current is not None:
+                    raise CheckpointConflictError(key, ABSENT, current)
+            elif expected is not None and current != expected:
+                raise CheckpointConflictError(key, expected, current)
+            saved_at = self._clock().isoformat()
+            entry = {"checkpoint": checkpoint.to_json(), "saved_at": saved_at}
+            previous = doc.get("history", []) if doc else []
+            new_doc = {
+                "format": _FORMAT_VERSION,
+                "key": key,
+                "current": checkpoint.to_json(),
+                "saved_at": saved_at,
+                "history": [entry, *previous][:self.history_limit],
+            }
+            self._write_atomically(self._path(key), json.dumps(new_doc, indent=1, sort_keys=True))
+
+    def _temp_prefix(self, key: str) -> str:
+        return f".{key_to_file_stem(key)}.json~"
+
+    def _remove_stale_temp_files(self, key: str) -> None:
+        """Temp files of this key left by a crashed writer (we hold the lock, so
+        no live writer owns one)."""
+        pattern = re.compile(re.escape(self._temp_prefix(key)) + r"[A-Za-z0-9_]+\.tmp")
+        for name in os.listdir(self.root):
+            if pattern.fullmatch(name):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.root, name))
+
+    def _write_atomically(self, path: str, text: str) -> None:
+        directory = os.path.dirname(path)
+        stem = os.path.basename(path)[:-len(".json")]
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{stem}.json~", suffix=".tmp")  # mode 0600
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        _fsync_directory(directory)
+
+
+def _fsync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:  # some file systems cannot fsync a directory
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
+SUPPORTED_STORE_SCHEMES = ("file",)
+
+
+def open_checkpoint_store(uri: str | os.PathLike[str], **options: Any) -> CheckpointStore:
+    """Open a store from a plain path or a ``file://`` URI; ``options`` go to
+    the store's constructor (e.g. ``history_limit``)."""
+    text = os.fspath(uri)
+    if not text:
+        raise ValueError("empty checkpoint store location; give a directory path or file:///path")
+    m = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", text)
+    if m is None:
+        return FileCheckpointStore(text, **options)
+    scheme = m.group(1).lower()
+    if scheme != "file":
+        raise ValueError(f"unsupported checkpoint store scheme {scheme!r} in {text!r}; supported: "
+                         f"a plain directory path or {', '.join(s + '://' for s in SUPPORTED_STORE_SCHEMES)}")
+    parts = urlsplit(text)
+    if parts.netloc not in ("", "localhost"):
+        raise ValueError(f"file:// URI {text!r} names host {parts.netloc!r}; only local paths "
+                         f"are supported (file:///path)")
+    path = unquote(parts.path)
+    if not path:
+        raise ValueError(f"file:// URI {text!r} has no path")
+    return FileCheckpointStore(path, **options)
+

@@ -1,0 +1,45 @@
+"""Precompiled struct readers and MySQL length-encoded integers."""
+from __future__ import annotations
+
+import struct
+
+U8 = struct.Struct("<B").unpack_from
+U16 = struct.Struct("<H").unpack_from
+I16 = struct.Struct("<h").unpack_from
+U32 = struct.Struct("<I").unpack_from
+I32 = struct.Struct("<i").unpack_from
+U64 = struct.Struct("<Q").unpack_from
+I64 = struct.Struct("<q").unpack_from
+F32 = struct.Struct("<f").unpack_from
+F64 = struct.Struct("<d").unpack_from
+HEADER = struct.Struct("<IBIIIH")
+
+
+def read_packed(buf, p: int) -> tuple:
+    """MySQL length-encoded integer (net_field_length); 251 means NULL and returns None."""
+    b = buf[p]
+    if b < 251:
+        return b, p + 1
+    if b == 252:
+        return U16(buf, p + 1)[0], p + 3
+    if b == 253:
+        return buf[p + 1] | (buf[p + 2] << 8) | (buf[p + 3] << 16), p + 4
+    if b == 254:
+        return U64(buf, p + 1)[0], p + 9
+    if b == 251:
+        return None, p + 1
+    raise ValueError(f"invalid length-encoded integer prefix 0x{b:02x}")
+
+
+def read_uint(buf, p: int, n: int) -> int:
+    if p + n > len(buf):
+        raise IndexError("read past end of buffer")
+    return int.from_bytes(buf[p:p + n], "little")
+
+
+def cstring(raw: bytes) -> str:
+    """Decode a NUL-padded/terminated identifier."""
+    i = raw.find(b"\x00")
+    if i >= 0:
+        raw = raw[:i]
+    return raw.decode("utf-8", "replace")

@@ -1,0 +1,154 @@
+"""Command line: ``python -m airflow_provider_binlog decode FILE...``."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Iterable, Optional
+
+from .codec import read_binlog_file
+from .codec.errors import BinlogError
+from .codec.events import (ABSENT, FormatDescriptionEvent, GtidEvent, MariadbGtidEvent, QueryEvent, RowsEvent, TableMapEvent,
+                           TransactionPayloadEvent)
+from .codec.render import RowRenderer, sql_literal
+
+
+def _flatten(events: Iterable):
+    for event in events:
+        yield event
+        if isinstance(event, TransactionPayloadEvent):
+            yield from event.events
+
+
+def _write_jsonl(out, name: str, events, renderer: RowRenderer) -> None:
+    gtid = None
+    dumps = json.dumps
+    for event in _flatten(events):
+        if isinstance(event, (GtidEvent, MariadbGtidEvent)):
+            gtid = event.gtid
+            continue
+        if not isinstance(event, RowsEvent) or event.table_map is None or event.skipped:
+            continue
+        tm = event.table_map
+        head = {"file": name, "pos": event.pos, "ts": event.header.timestamp, "gtid": gtid,
+                "schema": tm.schema, "table": tm.table, "op": event.kind}
+        for row in event.rows:
+            if event.kind == "insert":
+                before, after = None, renderer.as_json_dict(tm, row)
+            elif event.kind == "delete":
+                before, after = renderer.as_json_dict(tm, row), None
+            else:
+                before, after = renderer.as_json_dict(tm, row[0]), renderer.as_json_dict(tm, row[1])
+            record = dict(head)
+            record["before"] = before
+            record["after"] = after
+            out.write(dumps(record, ensure_ascii=False))
+            out.write("\n")
+
+
+def _describe(event) -> str:
+    if isinstance(event, QueryEvent):
+        return f"Query\tthread_id={event.thread_id}\texec_time={event.exec_time}\terror_code={event.error_code}" \
+               f"\n{'use `' + event.schema + '`; ' if event.schema else ''}{event.query}"
+    if isinstance(event, TableMapEvent):
+        tm = event.table_map
+        return f"Table_map: `{tm.schema}`.`{tm.table}` mapped to number {tm.table_id}"
+    if isinstance(event, (GtidEvent, MariadbGtidEvent)):
+        return f"GTID {event.gtid or 'anonymous'}"
+    if isinstance(event, RowsEvent):
+        verb = {"insert": "Write_rows", "update": "Update_rows", "delete": "Delete_rows"}[event.kind]
+        flags = " flags: STMT_END_F" if event.stmt_end else ""
+        return f"{verb}: table id {event.table_id}{flags} ({event.type_name}, {len(event.rows)} rows)"
+    if isinstance(event, FormatDescriptionEvent):
+        return (f"Start: binlog v {event.binlog_version}, server v {event.server_version}, "
+                f"checksum {({0: 'NONE', 1: 'CRC32'}).get(event.checksum_alg, 'none (pre-5.6)')}")
+    fields = []
+    for slot in getattr(type(event), "__slots__", ()):
+        if slot in ("header", "pos", "events", "rows", "table_map", "body"):
+            continue
+        value = getattr(event, slot, None)
+        if value not in (None, b"", ""):
+            fields.append(f"{slot}={value}")
+    return event.type_name + ("\t" + " ".join(fields) if fields else "")
+
+
+def _write_text(out, name: str, events) -> None:
+    for event in _flatten(events):
+        h = event.header
+        stamp = time.strftime("%y%m%d %H:%M:%S", time.gmtime(h.timestamp))
+        out.write(f"# at {event.pos}\n#{stamp} server id {h.server_id}  end_log_pos {h.log_pos}  "
+                  f"{_describe(event)}\n")
+        if isinstance(event, RowsEvent) and event.table_map is not None:
+            tm = event.table_map
+            cols = tm.columns
+            verb = {"insert": "INSERT INTO", "update": "UPDATE", "delete": "DELETE FROM"}[event.kind]
+            for row in event.rows:
+                images = [("SET", row)] if event.kind == "insert" else (
+                    [("WHERE", row)] if event.kind == "delete" else [("WHERE", row[0]), ("SET", row[1])])
+                out.write(f"### {verb} `{tm.schema}`.`{tm.table}`\n")
+                for label, values in images:
+                    out.write(f"### {label}\n")
+                    for col, value in zip(cols, values):
+                        if value is ABSENT:
+                            continue
+                        out.write(f"###   @{col.index + 1}={sql_literal(value, col)} /* {col.name} {col.type_name} */\n")
+
+
+def decode_command(args) -> int:
+    renderer = RowRenderer()
+    out = sys.stdout
+    files = args.files
+    for i, path in enumerate(files):
+        start = args.start_position if i == 0 else None
+        stop = args.stop_position if i == len(files) - 1 else None
+        events = read_binlog_file(path, start_position=start, stop_position=stop,
+                                  verify_checksum=not args.no_verify_checksum)
+        try:
+            if args.format == "jsonl":
+                _write_jsonl(out, os.path.basename(path), events, renderer)
+            else:
+                _write_text(out, path, events)
+        except BrokenPipeError:
+            raise
+        except BinlogError as exc:
+            out.flush()
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except (OSError, ValueError) as exc:
+            out.flush()
+            print(f"error: {path}: {exc}", file=sys.stderr)
+            return 2
+    out.flush()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="airflow-provider-binlog",
+                                     description="MySQL/MariaDB binlog tools.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    dec = sub.add_parser("decode", help="decode binlog or relay-log files",
+                         description="Decode binlog files: one JSON object per row change "
+                                     "(jsonl) or a mysqlbinlog-like view of every event (text).")
+    dec.add_argument("files", nargs="+", metavar="FILE")
+    dec.add_argument("--format", choices=("jsonl", "text"), default="jsonl")
+    dec.add_argument("--start-position", type=int, default=None,
+                     help="start at this event offset in the first file")
+    dec.add_argument("--stop-position", type=int, default=None,
+                     help="stop before the event at or after this offset in the last file")
+    dec.add_argument("--no-verify-checksum", action="store_true",
+                     help="do not check CRC32 event checksums")
+    dec.set_defaults(func=decode_command)
+    return parser
+
+
+def main(argv: Optional[list] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        # the reader (e.g. ``head``) went away: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

@@ -28,7 +28,7 @@ from .events import (ABSENT, AnnotateRowsEvent, BinlogCheckpointEvent, EventHead
 from .rows import compile_image_decoder
 from .schema import SchemaSource
 from .table_map import parse_table_map
-from .values import decode_decimal
+from .binary_decimal import decode_binary_decimal as decode_decimal
 
 # Post-header lengths used before any FORMAT_DESCRIPTION is seen (MySQL 5.6+/MariaDB defaults).
 _DEFAULT_POST_HEADER = {
@@ -625,8 +625,7 @@ class EventDecoder:
         else:
             before = self._image_decoder(tm, present)
             after = self._image_decoder(tm, present_after, partial=True)
-            json_count = sum(1 for c in tm.columns
-                             if c.type == C.MYSQL_TYPE_JSON and (present_after >> c.index) & 1)
+            json_count = sum(1 for c in tm.columns if c.type == C.MYSQL_TYPE_JSON)
             while p < end:
                 b, p = before(data, p)
                 options, p = read_packed(data, p)

@@ -41,7 +41,7 @@ def json_encoder(col: Column) -> Callable:
         if isinstance(v, (bytes, bytearray)):
             return _b64(v)
         if isinstance(v, Decimal):
-            return str(v)
+            return format(v, "f")  # str() would print a scaled zero as 0E-30
         if isinstance(v, dt.datetime):
             return format_datetime(v, fsp)
         if isinstance(v, dt.date):

@@ -110,8 +110,12 @@ def _value_lines(col: Column, v: str, consts: dict, partial_bit: int | None) -> 
         return [f"{v}, p = decode_timestamp_v1(buf, p)"]
     if t in (C.MYSQL_TYPE_VARCHAR, C.MYSQL_TYPE_VAR_STRING, C.MYSQL_TYPE_STRING):
         width = 1 if meta < 256 else 2
+        pad = []
+        if t == C.MYSQL_TYPE_STRING and col.text is False:
+            # BINARY(n) (and MariaDB INET6/INET4/UUID) are n bytes; the binlog strips trailing 0x00
+            pad = [f"if n < {meta}: s += bytes({meta} - n)"]
         return [f"n = {_LEN_READERS[width]}", f"p += {width}", "s = buf[p:p + n]", "p += n",
-                *_text_lines(col, v, consts)]
+                *pad, *_text_lines(col, v, consts)]
     if t == C.MYSQL_TYPE_ENUM:
         size = meta & 0xFF
         lines = [f"{v} = {_LEN_READERS[size]}", f"p += {size}"]
@@ -155,8 +159,8 @@ def compile_image_decoder(columns: tuple, present: int, *, partial_json: bool = 
     """Build ``decode(buf, p[, pj]) -> (values_tuple, new_p)`` for one row image.
 
     ``present`` is the columns-present bitmap as an int (bit i = column i). ``pj`` is the
-    partial-JSON bitmap of a PARTIAL_UPDATE_ROWS after image: one bit per JSON column in the
-    image, in column order.
+    partial-JSON bitmap of a PARTIAL_UPDATE_ROWS after image: one bit per JSON column of the
+    table, in column order.
     """
     n_present = bin(present).count("1")
     nb_bytes = (n_present + 7) // 8
@@ -170,15 +174,15 @@ def compile_image_decoder(columns: tuple, present: int, *, partial_json: bool = 
     bit = 0
     json_k = 0
     for col in columns:
+        partial_bit = None
+        if partial_json and col.type == C.MYSQL_TYPE_JSON:
+            partial_bit = json_k  # partial bits count every JSON column of the table
+            json_k += 1
         if not (present >> col.index) & 1:
             out.append("ABSENT")
             continue
         v = f"v{col.index}"
         out.append(v)
-        partial_bit = None
-        if partial_json and col.type == C.MYSQL_TYPE_JSON:
-            partial_bit = json_k
-            json_k += 1
         body = _value_lines(col, v, consts, partial_bit)
         lines.append(f"    if nb & {1 << bit}:")
         lines.append(f"        {v} = None")

@@ -165,8 +165,10 @@ def parse_table_map(buf, p: int, end: int, table_id_len: int, *, schemas: Schema
         numeric = [i for i, t in enumerate(real_types) if t in C.NUMERIC_TYPES]
         for i, flag in zip(numeric, _bits_msb_first(fields[C.OPT_SIGNEDNESS], len(numeric))):
             unsigned[i] = flag
+    # MariaDB counts GEOMETRY (a BLOB underneath, collation binary) in the charset lists.
     text_colls = _collations(real_types, fields, C.OPT_DEFAULT_CHARSET, C.OPT_COLUMN_CHARSET,
-                             lambda t: t in _CHARACTER_TYPES)
+                             lambda t: t in _CHARACTER_TYPES
+                             or (flavor == "mariadb" and t == C.MYSQL_TYPE_GEOMETRY))
     enum_colls = _collations(real_types, fields, C.OPT_ENUM_AND_SET_DEFAULT_CHARSET,
                              C.OPT_ENUM_AND_SET_COLUMN_CHARSET,
                              lambda t: t in (C.MYSQL_TYPE_ENUM, C.MYSQL_TYPE_SET))

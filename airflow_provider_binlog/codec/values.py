@@ -9,60 +9,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import struct
-from decimal import Decimal
+
+from .binary_decimal import decimal_binary_size as decimal_size  # noqa: F401 (re-export)
+from .binary_decimal import decode_binary_decimal as decode_decimal  # noqa: F401 (re-export)
 
 UTC = _dt.timezone.utc
 EPOCH = _dt.datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = _dt.timedelta(microseconds=1)
 
-_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _U32BE = struct.Struct(">I")
 _U16BE = struct.Struct(">H")
-
-
-def decimal_size(precision: int, scale: int) -> int:
-    """Byte size of a binary DECIMAL(precision, scale) value."""
-    intg = precision - scale
-    return (intg // 9) * 4 + _DIG2BYTES[intg % 9] + (scale // 9) * 4 + _DIG2BYTES[scale % 9]
-
-
-def decode_decimal(buf, p: int, precision: int, scale: int) -> tuple[Decimal, int]:
-    """Decode MySQL's binary DECIMAL encoding (exact, up to DECIMAL(65,30))."""
-    intg = precision - scale
-    intg0, intg0x = divmod(intg, 9)
-    frac0, frac0x = divmod(scale, 9)
-    size = intg0 * 4 + _DIG2BYTES[intg0x] + frac0 * 4 + _DIG2BYTES[frac0x]
-    raw = bytearray(buf[p:p + size])
-    if len(raw) != size:
-        raise ValueError("truncated DECIMAL value")
-    negative = not (raw[0] & 0x80)
-    raw[0] ^= 0x80
-    if negative:
-        raw = bytes(b ^ 0xFF for b in raw)
-    parts = []
-    i = 0
-    n = _DIG2BYTES[intg0x]
-    if n:
-        parts.append(str(int.from_bytes(raw[0:n], "big")))
-        i = n
-    for _ in range(intg0):
-        parts.append("%09d" % _U32BE.unpack_from(raw, i)[0])
-        i += 4
-    int_digits = "".join(parts).lstrip("0") or "0"
-    if scale:
-        fparts = []
-        for _ in range(frac0):
-            fparts.append("%09d" % _U32BE.unpack_from(raw, i)[0])
-            i += 4
-        n = _DIG2BYTES[frac0x]
-        if n:
-            fparts.append(str(int.from_bytes(raw[i:i + n], "big")).zfill(frac0x))
-        text = int_digits + "." + "".join(fparts)
-    else:
-        text = int_digits
-    if negative:
-        text = "-" + text
-    return Decimal(text), p + size
 
 
 def format_fraction(micro: int, fsp: int) -> str:

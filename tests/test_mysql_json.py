@@ -30,7 +30,7 @@ from airflow_provider_binlog.codec.mysql_json import (
     to_mysql_json_text,
 )
 
-CORPUS = Path("/work/shared/binlog-corpus")
+from tests.corpus import CORPUS  # noqa: E402
 JSON_OPAQUE = CORPUS / "blackbeam__rust_mysql_common/test-data/binlogs/json-opaque.binlog"
 JSON_PARTIAL = CORPUS / "blackbeam__rust_mysql_common/test-data/binlogs/json.binlog.000001"
 MYSQLCDC = CORPUS / "rusuly__MySqlCdc/samples/MySqlCdc.Sample/mysql-bin.000001"

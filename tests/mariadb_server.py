@@ -340,10 +340,13 @@ class MariaDBServer:
         if os.geteuid() == 0:
             cmd.append("--user=root")
         log = self.basedir / "install-db.log"
+        # a private temp directory: concurrent suites must not share the installer's temp files
+        tmp = self.basedir / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
         with open(log, "wb") as out:
             rc = subprocess.run(
                 cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                timeout=120,
+                timeout=120, env={**os.environ, "TMPDIR": str(tmp)},
             ).returncode
         if rc != 0:
             raise MariaDBServerError(

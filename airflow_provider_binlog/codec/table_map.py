@@ -64,16 +64,22 @@ def _bits_msb_first(data: bytes, count: int) -> list[bool]:
     return [bool(data[i >> 3] & (0x80 >> (i & 7))) for i in range(count)]
 
 
-def _read_strings(data: bytes, codec: str = "utf-8") -> list[list[str]]:
-    """SET_STR_VALUE / ENUM_STR_VALUE: per column a count then that many length-prefixed strings."""
+def _read_strings(data: bytes, codecs: list = ()) -> list[list[str]]:
+    """SET_STR_VALUE / ENUM_STR_VALUE: per column a count then that many length-prefixed strings.
+
+    The labels are in the column's character set: ``codecs[k]`` is the Python codec of the
+    k-th column listed (utf-8 when unknown)."""
+    from .charsets import decode_text
     out = []
     p = 0
     while p < len(data):
+        codec = codecs[len(out)] if len(out) < len(codecs) else None
         count, p = read_packed(data, p)
         values = []
         for _ in range(count):
             n, p = read_packed(data, p)
-            values.append(bytes(data[p:p + n]).decode(codec or "utf-8", "replace"))
+            label = decode_text(bytes(data[p:p + n]), codec or "utf-8")
+            values.append(label if isinstance(label, str) else label.decode("utf-8", "replace"))
             p += n
         out.append(values)
     return out
@@ -191,10 +197,12 @@ def parse_table_map(buf, p: int, end: int, table_id_len: int, *, schemas: Schema
             return "utf-8"
 
     if C.OPT_ENUM_STR_VALUE in fields:
-        for i, vals in zip(enum_idx, _read_strings(fields[C.OPT_ENUM_STR_VALUE])):
+        label_codecs = [codec_of(enum_colls[i]) if i in enum_colls else None for i in enum_idx]
+        for i, vals in zip(enum_idx, _read_strings(fields[C.OPT_ENUM_STR_VALUE], label_codecs)):
             enum_values[i] = tuple(vals)
     if C.OPT_SET_STR_VALUE in fields:
-        for i, vals in zip(set_idx, _read_strings(fields[C.OPT_SET_STR_VALUE])):
+        label_codecs = [codec_of(enum_colls[i]) if i in enum_colls else None for i in set_idx]
+        for i, vals in zip(set_idx, _read_strings(fields[C.OPT_SET_STR_VALUE], label_codecs)):
             set_values[i] = tuple(vals)
     geometry: dict[int, int] = {}
     if C.OPT_GEOMETRY_TYPE in fields:

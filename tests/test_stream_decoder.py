@@ -146,3 +146,22 @@ def test_event_decoder_decodes_network_events_with_a_known_checksum():
     assert first.next_file == "mysql-bin.01" and first.position == 4 and first.artificial
     got = [decoder.decode(data[e.pos:e.header.log_pos], e.pos) for e in reference]
     assert got == reference
+
+
+def test_rows_event_with_no_logged_columns_but_row_bytes_is_corrupt_not_a_hang():
+    from airflow_provider_binlog.codec import CorruptEventError
+    data = (CORPUS / FILES[0]).read_bytes()
+    events = list(read_binlog_file(CORPUS / FILES[0]))
+    rows_event = next(e for e in events if isinstance(e, RowsEvent))
+    decoder = EventDecoder("x")
+    for event in events[:events.index(rows_event)]:
+        decoder.decode(data[event.pos:event.header.log_pos], event.pos)
+    raw = bytearray(data[rows_event.pos:rows_event.header.log_pos])
+    # v2 rows event: 19 header + 6 table id + 2 flags + 2 extra length, then column count
+    ncols_at = 19 + 10
+    assert raw[ncols_at] == 3
+    raw[ncols_at + 1] = 0  # columns-present bitmap: none
+    raw[-4:] = struct.pack("<I", zlib.crc32(bytes(raw[:-4])))
+    with pytest.raises(CorruptEventError) as info:
+        decoder.decode(bytes(raw), rows_event.pos)
+    assert "logs no columns" in str(info.value)

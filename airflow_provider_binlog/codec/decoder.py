@@ -25,7 +25,7 @@ from .events import (ABSENT, AnnotateRowsEvent, BinlogCheckpointEvent, EventHead
                      RawEvent, RotateEvent, RowsEvent, RowsQueryEvent, StartEncryptionEvent,
                      StopEvent, TableMap, TableMapEvent, TransactionPayloadEvent, UserVarEvent,
                      XaPrepareEvent, XidEvent)
-from .rows import compile_image_decoder
+from .rows import compile_image_decoder, compile_rows_decoder
 from .schema import SchemaSource
 from .table_map import parse_table_map
 from .binary_decimal import decode_binary_decimal as decode_decimal
@@ -550,6 +550,14 @@ class EventDecoder:
             self._row_decoders[key] = fn
         return fn
 
+    def _rows_decoder(self, tm: TableMap, present: int, present_after: Optional[int]):
+        key = (tm.table_id, "rows", present, present_after)
+        fn = self._row_decoders.get(key)
+        if fn is None:
+            fn = compile_rows_decoder(tm.columns, present, present_after)
+            self._row_decoders[key] = fn
+        return fn
+
     def _rows(self, h, pos, data, p, end):
         kind, version, compressed = C.ROWS_EVENT_TYPES[h.type_code]
         post_len = self._post(h.type_code)
@@ -589,6 +597,10 @@ class EventDecoder:
         elif not isinstance(data, bytes):
             data = bytes(data)
         partial = h.type_code == C.PARTIAL_UPDATE_ROWS_EVENT
+        if present == 0 and (kind != "update" or present_after == 0) and p < end:
+            # images of zero columns take zero bytes: row data here cannot belong to them
+            raise CorruptEventError(
+                f"rows event for {tm.qualified_name} logs no columns but carries {end - p} bytes of rows")
         rows = self._decode_rows(tm, kind, data, p, end, present, present_after, partial)
         return RowsEvent(h, pos, kind, table_id, tm, flags, rows, extra, False, version, compressed, partial)
 
@@ -608,21 +620,13 @@ class EventDecoder:
             raise CorruptEventError(f"row data of {tm.qualified_name}: {exc}") from None
 
     def _decode_rows_unchecked(self, tm, kind, data, p, end, present, present_after, partial):
-        rows = []
-        append = rows.append
         if kind != "update":
-            dec = self._image_decoder(tm, present)
-            while p < end:
-                row, p = dec(data, p)
-                append(row)
+            rows, p = self._rows_decoder(tm, present, None)(data, p, end)
         elif not partial:
-            before = self._image_decoder(tm, present)
-            after = self._image_decoder(tm, present_after)
-            while p < end:
-                b, p = before(data, p)
-                a, p = after(data, p)
-                append((b, a))
+            rows, p = self._rows_decoder(tm, present, present_after)(data, p, end)
         else:
+            rows = []
+            append = rows.append
             before = self._image_decoder(tm, present)
             after = self._image_decoder(tm, present_after, partial=True)
             json_count = sum(1 for c in tm.columns if c.type == C.MYSQL_TYPE_JSON)

@@ -8,10 +8,13 @@ readers, plain ``bytes`` slicing.
 from __future__ import annotations
 
 import struct
+from datetime import datetime as _datetime, timedelta as _timedelta
+from decimal import MAX_PREC, Context, Decimal
 from typing import Callable
 
 from . import constants as C
 from . import values as V
+from .charsets import decode_text as _charset_decode_text
 from ._bytes import F32, F64, I16, I32, I64, U16, U32, U64
 from .errors import UnsupportedColumnTypeError
 from .events import ABSENT, Column, JsonDiffs
@@ -36,9 +39,11 @@ def _vector(data: bytes) -> tuple:
 
 
 def _decode_text(data: bytes, codec: str):
+    # charsets.decode_text applies the server's table where it differs from Python's codec
+    # (latin1 0x81/0x8D/0x8F/0x90/0x9D, ...); bytes when the value is not valid text.
     try:
-        return data.decode(codec)
-    except (UnicodeDecodeError, LookupError):
+        return _charset_decode_text(data, codec)
+    except LookupError:
         return data
 
 
@@ -63,6 +68,9 @@ _GLOBALS = {
     "decode_mariadb_hires_timestamp": V.decode_mariadb_hires_timestamp,
     "decode_mariadb_hires_datetime": V.decode_mariadb_hires_datetime,
     "decode_mariadb_hires_time": V.decode_mariadb_hires_time,
+    "Decimal": Decimal, "DECIMAL_CONTEXT": Context(prec=MAX_PREC), "datetime": _datetime,
+    "timedelta": _timedelta, "EPOCH": V.EPOCH,
+    "U32BE": struct.Struct(">I").unpack_from, "U64BE": struct.Struct(">Q").unpack_from,
 }
 
 
@@ -71,8 +79,126 @@ def _text_lines(col: Column, v: str, consts: dict) -> list[str]:
     if col.text is False or col.codec is None:
         return [f"{v} = s"]
     if col.codec == "utf-8":
-        return ["try:", f"    {v} = s.decode('utf-8')", "except UnicodeDecodeError:", f"    {v} = s"]
+        # decode() without arguments is UTF-8 (strict) and faster than decode('utf-8')
+        return ["try:", f"    {v} = s.decode()", "except UnicodeDecodeError:", f"    {v} = s"]
     return [f"{v} = decode_text(s, {col.codec!r})"]
+
+
+# Inlined decoders for DECIMAL, DATETIME2 and TIMESTAMP2. They handle the common case (the
+# bytes are there, the value is valid) and hand anything else to the function in .values /
+# .binary_decimal, which produces the exact same value or error. ``blen`` is len(buf).
+
+_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+
+
+def _read_be(size: int) -> str:
+    if size == 4:
+        return "U32BE(buf, p)[0]"
+    if size == 8:
+        return "U64BE(buf, p)[0]"
+    return f"int.from_bytes(buf[p:p + {size}], 'big')"
+
+
+def _decimal_lines(v: str, precision: int, scale: int, consts: dict) -> list[str]:
+    call = f"{v}, p = decode_decimal(buf, p, {precision}, {scale})"
+    if not (1 <= precision <= 18 and 0 <= scale <= precision):
+        return [call]
+    int_words, lead_digits = divmod(precision - scale, 9)
+    frac_words, trail_digits = divmod(scale, 9)
+    # digit groups, most significant first: (bytes, decimal digits)
+    groups = [(4, 9)] * (int_words + frac_words)
+    if lead_digits:
+        groups.insert(0, (_DIG2BYTES[lead_digits], lead_digits))
+    if trail_digits:
+        groups.append((_DIG2BYTES[trail_digits], trail_digits))
+    # one big-endian struct field per group (two for a 3-byte group)
+    fmt, widths, exprs = "", [], []
+    for nbytes, _ in groups:
+        k = len(widths)
+        if nbytes == 3:
+            fmt += "BH"
+            widths += [8, 16]
+            exprs.append(f"(f{k} << 16 | f{k + 1})")
+        else:
+            fmt += {1: "B", 2: "H", 4: "I"}[nbytes]
+            widths.append(8 * nbytes)
+            exprs.append(f"f{k}")
+    name = "DEC_" + fmt
+    consts[name] = struct.Struct(">" + fmt).unpack_from
+    size = sum(n for n, _ in groups)
+    top = 1 << (widths[0] - 1)  # the sign bit, set for positive values
+    fields = ", ".join(f"f{k}" for k in range(len(widths)))
+    checks = " and ".join(f"{e} < {10 ** digits}" for e, (_, digits) in zip(exprs, groups))
+    value = exprs[0]
+    for e, (_, digits) in zip(exprs[1:], groups[1:]):
+        value = f"({value}) * {10 ** digits} + {e}"
+
+    def finish(unscaled: str) -> list[str]:
+        # exact: the context has the largest precision; -0 gives 0 as decode_decimal does
+        make = f"Decimal({unscaled})" + (f".scaleb(-{scale}, DECIMAL_CONTEXT)" if scale else "")
+        return [f"    if {checks}:", f"        {v} = {make}", f"        p += {size}",
+                "    else:", "        " + call]
+
+    lines = [f"if p + {size} <= blen:",
+             f"    {fields}{',' if len(widths) == 1 else ''} = {name}(buf, p)",
+             f"    if f0 >= {top}:",
+             f"        f0 -= {top}"]
+    lines += ["    " + line for line in finish(value)]
+    lines += ["    else:",  # negative: every byte inverted
+              f"        f0 ^= {top - 1}"]
+    lines += [f"        f{k} ^= {(1 << w) - 1}" for k, w in enumerate(widths) if k]
+    lines += ["    " + line for line in finish(f"-({value})")]
+    lines += ["else:", "    " + call]
+    return lines
+
+
+def _fraction(fsp: int) -> tuple[int, str]:
+    """(bytes, expression for the microseconds in the low bytes of ``x``) of a fraction."""
+    if fsp <= 0:
+        return 0, "0"
+    if fsp <= 2:
+        return 1, "(x & 255) * 10000"
+    if fsp <= 4:
+        return 2, "(x & 65535) * 100"
+    return 3, "x & 16777215"
+
+
+def _datetime2_lines(v: str, fsp: int) -> list[str]:
+    frac_bytes, micro = _fraction(fsp)
+    size = 5 + frac_bytes
+    fallback = f"decode_datetime2(buf, p, {fsp})"
+    shift = f" >> {8 * frac_bytes}" if frac_bytes else ""
+    return [f"if p + {size} <= blen:",
+            f"    x = {_read_be(size)}",
+            f"    d = (x{shift}) - 549755813888",
+            "    if d >= 0:",  # negative values are printed by the fallback
+            "        y = d >> 22",
+            "        try:",
+            f"            {v} = datetime(y // 13, y % 13, (d >> 17) & 31, (d >> 12) & 31, "
+            f"(d >> 6) & 63, d & 63, {micro})",
+            "        except ValueError:",
+            f"            {v} = {fallback}[0]",
+            "    else:",
+            f"        {v} = {fallback}[0]",
+            f"    p += {size}",
+            "else:",
+            f"    {v}, p = {fallback}"]
+
+
+def _timestamp2_lines(v: str, fsp: int) -> list[str]:
+    frac_bytes, micro = _fraction(fsp)
+    size = 4 + frac_bytes
+    fallback = f"decode_timestamp2(buf, p, {fsp})"
+    sec = f"x >> {8 * frac_bytes}" if frac_bytes else "x"
+    return [f"if p + {size} <= blen:",
+            f"    x = {_read_be(size)}",
+            "    if x:",  # zero is the text '0000-00-00 00:00:00'
+            f"        {v} = EPOCH + timedelta(0, {sec}, {micro})",
+            "    else:",
+            f"        {v} = {fallback}[0]",
+            f"    p += {size}",
+            "else:",
+            f"    {v}, p = {fallback}"]
 
 
 def _value_lines(col: Column, v: str, consts: dict, partial_bit: int | None) -> list[str]:
@@ -91,15 +217,15 @@ def _value_lines(col: Column, v: str, consts: dict, partial_bit: int | None) -> 
     if t == C.MYSQL_TYPE_INT24:
         return [f"{v} = int.from_bytes(buf[p:p + 3], 'little', signed={not col.unsigned})", "p += 3"]
     if t == C.MYSQL_TYPE_NEWDECIMAL:
-        return [f"{v}, p = decode_decimal(buf, p, {meta >> 8}, {meta & 0xFF})"]
+        return _decimal_lines(v, meta >> 8, meta & 0xFF, consts)
     if t == C.MYSQL_TYPE_YEAR:
         return [f"{v} = buf[p]", "p += 1", f"if {v}: {v} += 1900"]
     if t in (C.MYSQL_TYPE_DATE, C.MYSQL_TYPE_NEWDATE):
         return [f"{v}, p = decode_date(buf, p)"]
     if t == C.MYSQL_TYPE_DATETIME2:
-        return [f"{v}, p = decode_datetime2(buf, p, {meta})"]
+        return _datetime2_lines(v, meta)
     if t == C.MYSQL_TYPE_TIMESTAMP2:
-        return [f"{v}, p = decode_timestamp2(buf, p, {meta})"]
+        return _timestamp2_lines(v, meta)
     if t == C.MYSQL_TYPE_TIME2:
         return [f"{v}, p = decode_time2(buf, p, {meta})"]
     if t == C.MYSQL_TYPE_TIME:
@@ -155,24 +281,22 @@ def _value_lines(col: Column, v: str, consts: dict, partial_bit: int | None) -> 
         f"column {col.name} has type {col.type_name} ({t}), which row events cannot be decoded for")
 
 
-def compile_image_decoder(columns: tuple, present: int, *, partial_json: bool = False) -> Callable:
-    """Build ``decode(buf, p[, pj]) -> (values_tuple, new_p)`` for one row image.
-
-    ``present`` is the columns-present bitmap as an int (bit i = column i). ``pj`` is the
-    partial-JSON bitmap of a PARTIAL_UPDATE_ROWS after image: one bit per JSON column of the
-    table, in column order.
-    """
+def _image_lines(columns: tuple, present: int, partial_json: bool, prefix: str,
+                 consts: dict) -> tuple[list[str], str]:
+    """Statements that decode one row image at ``p`` (values in ``<prefix><column index>``),
+    and the expression of its values tuple."""
     n_present = bin(present).count("1")
     nb_bytes = (n_present + 7) // 8
-    args = "buf, p, pj" if partial_json else "buf, p"
-    lines = [f"def decode({args}):"]
-    if nb_bytes:
-        lines.append(f"    nb = int.from_bytes(buf[p:p + {nb_bytes}], 'little')")
-        lines.append(f"    p += {nb_bytes}")
-    consts: dict = {}
+    lines = []
+    if nb_bytes == 1:
+        lines += ["nb = buf[p]", "p += 1"]
+    elif nb_bytes:
+        lines += [f"nb = int.from_bytes(buf[p:p + {nb_bytes}], 'little')", f"p += {nb_bytes}"]
     out = []
     bit = 0
     json_k = 0
+    checked, unchecked = [], []  # every null bit tested / those of NOT NULL columns not
+    not_null = 0
     for col in columns:
         partial_bit = None
         if partial_json and col.type == C.MYSQL_TYPE_JSON:
@@ -181,19 +305,72 @@ def compile_image_decoder(columns: tuple, present: int, *, partial_json: bool = 
         if not (present >> col.index) & 1:
             out.append("ABSENT")
             continue
-        v = f"v{col.index}"
+        v = f"{prefix}{col.index}"
         out.append(v)
         body = _value_lines(col, v, consts, partial_bit)
-        lines.append(f"    if nb & {1 << bit}:")
-        lines.append(f"        {v} = None")
-        lines.append("    else:")
-        lines.extend("        " + line for line in body)
+        block = [f"if nb & {1 << bit}:", f"    {v} = None", "else:"]
+        block += ["    " + line for line in body]
+        checked += block
+        if col.nullable:
+            unchecked += block
+        else:
+            not_null |= 1 << bit
+            unchecked += body
         bit += 1
-    lines.append(f"    return ({', '.join(out)}{',' if len(out) == 1 else ''}), p")
+    if bin(not_null).count("1") >= 2:
+        # The null bits of NOT NULL columns are clear: test them at once, not one by one (the
+        # general code still decodes an image where one is set).
+        lines.append(f"if not nb & {not_null}:")
+        lines += ["    " + line for line in unchecked]
+        lines.append("else:")
+        lines += ["    " + line for line in checked]
+    else:
+        lines += checked
+    return lines, f"({', '.join(out)}{',' if len(out) == 1 else ''})"
+
+
+def _compile(lines: list[str], consts: dict, name: str) -> Callable:
     source = "\n".join(lines)
     namespace = dict(_GLOBALS)
     namespace.update(consts)
     exec(compile(source, "<row decoder>", "exec"), namespace)
-    fn = namespace["decode"]
+    fn = namespace[name]
     fn.source = source  # kept for debugging
     return fn
+
+
+def compile_image_decoder(columns: tuple, present: int, *, partial_json: bool = False) -> Callable:
+    """Build ``decode(buf, p[, pj]) -> (values_tuple, new_p)`` for one row image.
+
+    ``present`` is the columns-present bitmap as an int (bit i = column i). ``pj`` is the
+    partial-JSON bitmap of a PARTIAL_UPDATE_ROWS after image: one bit per JSON column of the
+    table, in column order.
+    """
+    consts: dict = {}
+    body, row = _image_lines(columns, present, partial_json, "v", consts)
+    args = "buf, p, pj" if partial_json else "buf, p"
+    lines = [f"def decode({args}):", "    blen = len(buf)"]
+    lines += ["    " + line for line in body]
+    lines.append(f"    return {row}, p")
+    return _compile(lines, consts, "decode")
+
+
+def compile_rows_decoder(columns: tuple, present: int,
+                         present_after: int | None = None) -> Callable:
+    """Build ``decode_rows(buf, p, end) -> (rows_list, new_p)`` for the rows of one event.
+
+    It decodes row images from ``p`` while ``p < end``: one values tuple per row, or with
+    ``present_after`` (UPDATE_ROWS) a ``(before, after)`` pair of them. Same values as
+    :func:`compile_image_decoder`, without a function call per image.
+    """
+    consts: dict = {}
+    body, row = _image_lines(columns, present, False, "v" if present_after is None else "b", consts)
+    if present_after is not None:
+        after, after_row = _image_lines(columns, present_after, False, "a", consts)
+        body += after
+        row = f"({row}, {after_row})"
+    lines = ["def decode_rows(buf, p, end):", "    blen = len(buf)", "    rows = []",
+             "    append = rows.append", "    while p < end:"]
+    lines += ["        " + line for line in body]
+    lines += [f"        append({row})", "    return rows, p"]
+    return _compile(lines, consts, "decode_rows")

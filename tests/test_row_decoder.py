@@ -12,6 +12,7 @@ import pytest
 
 from airflow_provider_binlog.codec import constants as C
 from airflow_provider_binlog.codec import values as V
+from airflow_provider_binlog.codec.binary_decimal import decimal_binary_size
 from airflow_provider_binlog.codec.events import Column
 from airflow_provider_binlog.codec.rows import compile_image_decoder, compile_rows_decoder
 
@@ -92,7 +93,7 @@ SHAPES = [(p, s) for p in range(1, 21) for s in range(0, p + 1)] + [(65, 30), (0
 def test_decimal_matches_decode_decimal(precision, scale):
     col = Column(0, "d", C.MYSQL_TYPE_NEWDECIMAL, precision << 8 | scale, unsigned=False)
     rnd = random.Random(precision * 100 + scale)
-    size = V.decimal_size(precision, scale) if 1 <= precision <= 65 and scale <= precision else 4
+    size = decimal_binary_size(precision, scale) if 1 <= precision <= 65 and scale <= precision else 4
 
     def reference(buf, p):
         return V.decode_decimal(buf, p, precision, scale)

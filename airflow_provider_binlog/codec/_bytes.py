@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import struct
 
-U8 = struct.Struct("<B").unpack_from
 U16 = struct.Struct("<H").unpack_from
 I16 = struct.Struct("<h").unpack_from
 U32 = struct.Struct("<I").unpack_from
@@ -29,17 +28,3 @@ def read_packed(buf, p: int) -> tuple:
     if b == 251:
         return None, p + 1
     raise ValueError(f"invalid length-encoded integer prefix 0x{b:02x}")
-
-
-def read_uint(buf, p: int, n: int) -> int:
-    if p + n > len(buf):
-        raise IndexError("read past end of buffer")
-    return int.from_bytes(buf[p:p + n], "little")
-
-
-def cstring(raw: bytes) -> str:
-    """Decode a NUL-padded/terminated identifier."""
-    i = raw.find(b"\x00")
-    if i >= 0:
-        raw = raw[:i]
-    return raw.decode("utf-8", "replace")

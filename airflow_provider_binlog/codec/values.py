@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as _dt
 import struct
 
-from .binary_decimal import decimal_binary_size as decimal_size  # noqa: F401 (re-export)
 from .binary_decimal import decode_binary_decimal as decode_decimal  # noqa: F401 (re-export)
 
 UTC = _dt.timezone.utc
@@ -181,14 +180,6 @@ def format_datetime(value, fsp: int = 0) -> str:
 _HIRES_DATETIME_BYTES = (5, 6, 6, 7, 7, 7, 8)
 _HIRES_TIME_BYTES = (3, 4, 4, 5, 5, 5, 6)
 _HIRES_TIME_ZERO = 3020400 * 1000000  # (TIME_MAX_VALUE_SECONDS + 1) in microseconds
-
-
-def hires_size(type_code: int, dec: int) -> int:
-    if type_code == 7:
-        return 4 + (dec + 1) // 2
-    if type_code == 12:
-        return _HIRES_DATETIME_BYTES[dec]
-    return _HIRES_TIME_BYTES[dec]
 
 
 def decode_mariadb_hires_timestamp(buf, p: int, dec: int):

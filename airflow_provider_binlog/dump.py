@@ -223,7 +223,14 @@ class BoundedDump:
         attempt = 0
         while True:
             try:
-                return self._run_once()
+                before = self.boundary
+                if self._run_once():
+                    return self.boundary
+                if self.boundary == before:
+                    return self.boundary  # the server has nothing more
+                # MariaDB ends a non-blocking dump at the end of each binlog file: go on
+                # from the boundary reached, in the next file
+                continue
             except ReplicationConnectionLost as exc:
                 if self._processed is not None:
                     self._resume_at = max(self._resume_at or self._processed, self._processed)
@@ -236,14 +243,15 @@ class BoundedDump:
                 self.replica.close()
                 self.replica.connect()
 
-    def _run_once(self) -> Checkpoint:
+    def _run_once(self) -> bool:
+        """Stream from the last boundary; True when a stop point or limit was reached."""
         self.txn = None
         for file, event in self._stream_from(self.boundary):
             if event.header.log_pos == 0 or isinstance(event, FormatDescriptionEvent):
                 continue  # artificial ROTATE/FDE the server sends first, or a file's header
             pos = event.pos
             if self.txn is None and self._reached_stop(file, pos):
-                return self.boundary
+                return True
             next_pos = event.header.log_pos
             self.bytes_read += max(0, next_pos - pos)
             if isinstance(event, RotateEvent):
@@ -258,16 +266,19 @@ class BoundedDump:
             self._processed = _pos_key(file, next_pos)
             if self.txn is None:
                 if self._stop_by_gtid():
-                    return self.boundary
+                    return True
                 limit = self._limit_reached()
                 if limit:
                     log.info("binlog dump stops at %s: %s reached", self.boundary, limit)
-                    return self.boundary
+                    return True
             self._progress(file, pos)
         if self.txn is not None:
             raise ReplicationConnectionLost("the server ended the stream inside a transaction",
                                             "resume from the last transaction boundary")
-        return self.boundary
+        return self._reached_stop(*self._boundary_key()) if self.boundary.has_coordinates else False
+
+    def _boundary_key(self) -> tuple:
+        return self.boundary.file, self.boundary.position
 
 
 def run_dump(replica: ReplicaConnection, *, staging_dir, start: Optional[Checkpoint] = None,

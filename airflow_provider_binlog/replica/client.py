@@ -105,6 +105,8 @@ class ReplicaConnection:
 
     def master_status(self) -> tuple:
         """(file, position, executed GTID set text) of the server now."""
+        if self.conn is None:
+            self.connect()
         row = None
         for sql in ("SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"):
             try:
@@ -174,25 +176,38 @@ class ReplicaConnection:
             from_stream=True, **decoder_kwargs)
         current_file = file or ""
         current_pos = position
-        while True:
-            try:
-                packet = _pymysql.read_packet(self.conn)
-            except pymysql.err.MySQLError as exc:
-                raise self._translate(exc, current_file, gtid) from None
-            data = protocol.event_from_packet(packet)
-            if data is None:
-                return
-            size = int.from_bytes(data[9:13], "little")
-            log_pos = int.from_bytes(data[13:17], "little")
-            flags = int.from_bytes(data[17:19], "little")
-            artificial = bool(flags & LOG_EVENT_ARTIFICIAL_F) or log_pos == 0
-            pos = current_pos if artificial or log_pos < size else log_pos - size
-            event = decoder.decode(data, pos)
-            if isinstance(event, RotateEvent):
-                current_file, current_pos = event.next_file, event.position
-            elif not artificial:
-                current_pos = log_pos
-            yield current_file, event
+        try:
+            while True:
+                try:
+                    packet = _pymysql.read_packet(self.conn)
+                except pymysql.err.MySQLError as exc:
+                    raise self._translate(exc, current_file, gtid) from None
+                data = protocol.event_from_packet(packet)
+                if data is None:
+                    return
+                size = int.from_bytes(data[9:13], "little")
+                log_pos = int.from_bytes(data[13:17], "little")
+                flags = int.from_bytes(data[17:19], "little")
+                artificial = bool(flags & LOG_EVENT_ARTIFICIAL_F) or log_pos == 0
+                pos = current_pos if artificial or log_pos < size else log_pos - size
+                event = decoder.decode(data, pos)
+                if isinstance(event, RotateEvent):
+                    # a real ROTATE is the last event of its file; an artificial one names
+                    # the file the stream continues in
+                    if artificial:
+                        current_file, current_pos = event.next_file, event.position
+                        yield current_file, event
+                    else:
+                        yield current_file, event
+                        current_file, current_pos = event.next_file, event.position
+                    continue
+                if not artificial:
+                    current_pos = log_pos
+                yield current_file, event
+        finally:
+            # a replication session cannot run other commands after a dump: the next
+            # call opens a new one
+            self.close()
 
     def _translate(self, exc: Exception, file, gtid) -> Exception:
         code = exc.args[0] if exc.args else None

@@ -5,8 +5,12 @@
 session; ``mariadb`` is the default one.  Tests that use either fixture get
 the ``mariadb`` marker, so ``-m "not mariadb"`` deselects them.
 
-Without the MariaDB server binaries these tests are skipped, except when the
-environment variable CI is set to a true value: there they fail.
+``spark`` is one local SparkSession with an Iceberg catalog ``lake`` for the
+whole session; tests using it get the ``spark`` marker.
+
+Without the MariaDB server binaries (or pyspark, the Iceberg runtime and a
+Java 17 for ``spark``) these tests are skipped, except when the environment
+variable CI is set to a true value: there they fail.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _MARIADB_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.mariadb)
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
 
 
 def _require_mariadb() -> None:
@@ -85,3 +91,41 @@ def mariadb(mariadb_factory: MariaDBFactory) -> MariaDBServer:
     """The default server: ROW binlog, CRC32 checksums, full row image and
     full row metadata."""
     return mariadb_factory()
+
+
+def _require_spark() -> None:
+    """Skip (fail in CI) unless pyspark, the Iceberg runtime jar and a Java 17
+    are there."""
+    from airflow_provider_binlog.spark import SparkRuntimeError, find_java17_home, iceberg_runtime_jars
+
+    try:
+        import pyspark  # noqa: F401
+
+        find_java17_home()
+        iceberg_runtime_jars()
+    except (ImportError, SparkRuntimeError) as exc:
+        reason = f"embedded Spark runtime unavailable: {exc}"
+        if _in_ci():
+            pytest.fail(f"{reason}; CI must install it (.ci/run does)", pytrace=False)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def spark_warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The warehouse directory of the ``spark`` fixture's catalog ``lake``."""
+    return str(tmp_path_factory.mktemp("warehouse"))
+
+
+@pytest.fixture(scope="session")
+def spark(spark_warehouse: str) -> Iterator[Any]:
+    """One local SparkSession for the whole test run, with the Iceberg
+    Hadoop catalog ``lake`` over ``spark_warehouse``.  Tests sharing it use
+    their own namespace or table names."""
+    _require_spark()
+    from airflow_provider_binlog.spark import local_spark_session
+
+    session = local_spark_session(spark_warehouse, "lake", app_name="airflow-provider-binlog-tests")
+    try:
+        yield session
+    finally:
+        session.stop()

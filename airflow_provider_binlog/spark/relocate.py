@@ -192,6 +192,9 @@ def relocate_jars(
                                      compress_type=zipfile.ZIP_DEFLATED)
             for name, parts in services.items():
                 out.writestr(name, "".join(parts))
+        # mkstemp makes it private; the jar is no secret and other users'
+        # Spark processes may read it.
+        os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
     except BaseException:
         try:

@@ -1,0 +1,380 @@
+"""The embedded Spark + Iceberg runtime: Java and jar discovery, the
+relocated Jackson, the shared configuration, MERGE INTO on a Hadoop catalog
+and snapshot properties set through ``CommitMetadata``."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import zipfile
+
+import pytest
+
+from airflow_provider_binlog.spark import runtime
+from airflow_provider_binlog.spark.relocate import ClassFormatError, relocate_class
+from airflow_provider_binlog.spark.runtime import (
+    ICEBERG_EXTENSIONS,
+    ICEBERG_PACKAGE,
+    SHADED_JACKSON_PROBE,
+    SparkRuntimeError,
+    find_java17_home,
+    iceberg_runtime_jars,
+    java_major_version,
+    local_spark_conf,
+    run_with_commit_properties,
+    shaded_jackson_jar,
+    snapshot_summary,
+    spark_conf_for,
+    spark_submit_args,
+)
+from tests.conftest import _require_spark
+
+SHADED = "org/apache/iceberg/shaded/com/fasterxml/jackson/"
+
+
+@pytest.fixture(scope="module")
+def embedded() -> None:
+    _require_spark()
+
+
+# --- without a JVM -----------------------------------------------------------
+
+
+def test_importing_the_provider_does_not_import_pyspark() -> None:
+    code = (
+        "import sys, airflow_provider_binlog, airflow_provider_binlog.spark as s\n"
+        "conf = s.spark_conf_for('/w', 'lake', packages='g:a:1')\n"
+        "print(s.spark_submit_args(conf)[:2])\n"
+        "assert 'pyspark' not in sys.modules and 'py4j' not in sys.modules, sorted(sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "--conf" in out.stdout
+
+
+def test_conf_with_packages_leaves_out_the_embedded_jars() -> None:
+    conf = spark_conf_for("/data/wh", "lake", packages=ICEBERG_PACKAGE)
+    assert conf["spark.jars.packages"] == ICEBERG_PACKAGE
+    assert "spark.jars" not in conf
+    assert not any("snowpark" in v or "shaded-jackson" in v for v in conf.values())
+    assert conf["spark.sql.extensions"] == ICEBERG_EXTENSIONS
+    assert conf["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
+    assert conf["spark.sql.catalog.lake.type"] == "hadoop"
+    assert conf["spark.sql.catalog.lake.warehouse"] == "/data/wh"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+
+
+def test_conf_with_own_jars_or_none() -> None:
+    conf = spark_conf_for("s3a://bucket/wh", "cat", jars=["/opt/a.jar", "/opt/b.jar"])
+    assert conf["spark.jars"] == "/opt/a.jar,/opt/b.jar"
+    assert "spark.jars.packages" not in conf
+    assert conf["spark.sql.catalog.cat.warehouse"] == "s3a://bucket/wh"
+    conf = spark_conf_for("file:/tmp/wh", "cat", jars=[])
+    assert "spark.jars" not in conf and "spark.jars.packages" not in conf
+    assert conf["spark.sql.catalog.cat.warehouse"] == "file:/tmp/wh"
+
+
+def test_conf_makes_a_local_warehouse_absolute(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    conf = spark_conf_for("wh", packages=ICEBERG_PACKAGE)
+    assert conf["spark.sql.catalog.lake.warehouse"] == str(tmp_path / "wh")
+
+
+def test_conf_rejects_a_catalog_name_that_is_no_identifier() -> None:
+    with pytest.raises(ValueError):
+        spark_conf_for("/w", "lake; drop", jars=[])
+
+
+def test_spark_submit_args() -> None:
+    assert spark_submit_args({"a.b": "1", "c": "x=y"}) == ["--conf", "a.b=1", "--conf", "c=x=y"]
+
+
+def test_local_conf_leaves_out_embedded_jars_when_extra_conf_sets_them() -> None:
+    conf = local_spark_conf("/w", "lake", {"spark.jars.packages": ICEBERG_PACKAGE})
+    assert conf["spark.jars.packages"] == ICEBERG_PACKAGE
+    assert "spark.jars" not in conf
+    conf = local_spark_conf("/w", "lake", {"spark.jars": "/x.jar", "spark.sql.shuffle.partitions": 8})
+    assert conf["spark.jars"] == "/x.jar"
+    assert conf["spark.sql.shuffle.partitions"] == "8"
+    assert conf["spark.ui.enabled"] == "false"
+    assert conf["spark.pyspark.python"] == sys.executable
+
+
+def test_java_major_version_reads_release_files(tmp_path) -> None:
+    def fake(name: str, version: str) -> str:
+        home = tmp_path / name
+        (home / "bin").mkdir(parents=True)
+        java = home / "bin" / "java"
+        java.write_text("#!/bin/sh\nexit 1\n")
+        java.chmod(0o755)
+        (home / "release").write_text(f'IMPLEMENTOR="x"\nJAVA_VERSION="{version}"\n')
+        return str(home)
+
+    assert java_major_version(fake("j17", "17.0.15")) == 17
+    assert java_major_version(fake("j8", "1.8.0_412")) == 8
+    assert java_major_version(fake("j25", "25")) == 25
+    assert java_major_version(str(tmp_path / "absent")) is None
+
+
+def test_find_java17_home_skips_a_java_home_of_another_version(tmp_path, monkeypatch) -> None:
+    home = tmp_path / "jdk25"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "java").write_text("#!/bin/sh\nexit 1\n")
+    (home / "bin" / "java").chmod(0o755)
+    (home / "release").write_text('JAVA_VERSION="25"\n')
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    try:
+        found = find_java17_home()
+    except SparkRuntimeError as exc:
+        assert "openjdk-17-jre-headless" in str(exc)
+        return
+    assert found != str(home)
+    assert java_major_version(found) == 17
+
+
+def test_relocate_class_rejects_other_bytes() -> None:
+    with pytest.raises(ClassFormatError):
+        relocate_class(b"PK\x03\x04not a class", {"a": "b"})
+    with pytest.raises(ClassFormatError):
+        relocate_class(b"\xca\xfe\xba\xbe\x00\x00\x00\x34\x00\x05\x01\x00\x09ab", {"a": "b"})
+
+
+# --- the embedded jars -------------------------------------------------------
+
+
+def test_find_java17_home(embedded) -> None:
+    home = find_java17_home()
+    assert java_major_version(home) == 17
+    assert os.access(os.path.join(home, "bin", "java"), os.X_OK)
+
+
+def test_iceberg_runtime_jars(embedded) -> None:
+    runtime_jar, jackson_jar = iceberg_runtime_jars()
+    assert re.search(r"iceberg-spark-runtime-3\.5_2\.12-1\.10\.\d+\.jar$", runtime_jar)
+    assert os.path.isfile(jackson_jar)
+    with zipfile.ZipFile(jackson_jar) as z:
+        z.getinfo(SHADED_JACKSON_PROBE)
+    conf = spark_conf_for("/w")
+    assert conf["spark.jars"] == f"{runtime_jar},{jackson_jar}"
+
+
+def test_shaded_jackson_jar_is_built_cached_and_rebuilt(embedded, tmp_path) -> None:
+    path = shaded_jackson_jar(str(tmp_path))
+    assert os.path.dirname(path) == str(tmp_path)
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+        assert SHADED_JACKSON_PROBE == SHADED + "core/JsonFactoryBuilder.class"
+        assert SHADED_JACKSON_PROBE in names
+        assert SHADED + "databind/ObjectMapper.class" in names
+        assert SHADED + "annotation/JsonProperty.class" in names
+        assert SHADED + "datatype/jsr310/JavaTimeModule.class" in names
+        classes = [n for n in names if n.endswith(".class")]
+        assert len(classes) > 900
+        assert all(n.startswith(SHADED) for n in classes), [n for n in classes if not n.startswith(SHADED)][:5]
+        assert not any("module-info" in n or n.startswith("META-INF/versions/") for n in names)
+        services = {n: z.read(n).decode() for n in names if n.startswith("META-INF/services/")}
+        assert "META-INF/services/org.apache.iceberg.shaded.com.fasterxml.jackson.core.JsonFactory" in services
+        assert all("org.apache.iceberg.shaded.com.fasterxml.jackson." in v for v in services.values())
+        # No name is left unrelocated, in either form.
+        for n in classes:
+            data = z.read(n)
+            rest = data.replace(SHADED.encode(), b"").replace(SHADED.replace("/", ".").encode(), b"")
+            assert b"com/fasterxml/jackson" not in rest and b"com.fasterxml.jackson" not in rest, n
+    # Cached: the second call does not rewrite it.
+    mtime = os.stat(path).st_mtime_ns
+    assert shaded_jackson_jar(str(tmp_path)) == path
+    assert os.stat(path).st_mtime_ns == mtime
+    # Missing or damaged: rebuilt.
+    os.unlink(path)
+    assert shaded_jackson_jar(str(tmp_path)) == path and os.path.isfile(path)
+    with open(path, "wb") as f:
+        f.write(b"junk")
+    shaded_jackson_jar(str(tmp_path))
+    with zipfile.ZipFile(path) as z:
+        z.getinfo(SHADED_JACKSON_PROBE)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".relocate-")]
+
+
+def test_shaded_jackson_covers_what_the_iceberg_runtime_uses(embedded) -> None:
+    runtime_jar, jackson_jar = iceberg_runtime_jars()
+    with zipfile.ZipFile(jackson_jar) as z:
+        have = set(z.namelist())
+    wanted = set()
+    pattern = re.compile(rb"L?(" + re.escape(SHADED.encode()) + rb"[A-Za-z0-9_/$]+)")
+    with zipfile.ZipFile(runtime_jar) as z:
+        for name in z.namelist():
+            if name.endswith(".class") and name.startswith(("org/apache/iceberg/", "org/apache/iceberg/shaded/org/apache/arrow/")):
+                for m in pattern.finditer(z.read(name)):
+                    wanted.add(m.group(1).decode())
+    assert len(wanted) > 50
+    missing = sorted(c for c in wanted if c + ".class" not in have)
+    assert not missing
+
+
+def test_relocate_class_with_no_mapping_is_the_identity(embedded) -> None:
+    sources = runtime._jackson_sources()
+    count = 0
+    for src in sources:
+        with zipfile.ZipFile(src) as z:
+            for name in z.namelist():
+                if name.endswith(".class") and not name.startswith("META-INF/"):
+                    data = z.read(name)
+                    assert relocate_class(data, {}) == data, name
+                    count += 1
+    assert count > 900
+
+
+# --- a running session -------------------------------------------------------
+
+
+def _rows(spark, sql: str) -> list[tuple]:
+    return [tuple(r) for r in spark.sql(sql).collect()]
+
+
+def test_session_settings(spark, spark_warehouse) -> None:
+    conf = spark.sparkContext.getConf()
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
+    assert conf.get("spark.sql.extensions") == ICEBERG_EXTENSIONS
+    assert conf.get("spark.ui.enabled") == "false"
+    assert spark.conf.get("spark.sql.catalog.lake.warehouse") == spark_warehouse
+    jvm_version = spark.sparkContext._jvm.java.lang.System.getProperty("java.specification.version")
+    assert jvm_version == "17"
+
+
+def test_create_insert_merge(spark, spark_warehouse) -> None:
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.rt")
+    spark.sql("DROP TABLE IF EXISTS lake.rt.merge_t")
+    spark.sql(
+        "CREATE TABLE lake.rt.merge_t (id BIGINT, name STRING, amount DECIMAL(10,2), ts TIMESTAMP) USING iceberg"
+    )
+    spark.sql(
+        "INSERT INTO lake.rt.merge_t VALUES "
+        "(1, 'a', 1.50, TIMESTAMP '2024-01-01 00:00:00'), "
+        "(2, 'b', 2.00, TIMESTAMP '2024-01-02 00:00:00'), "
+        "(3, 'c', 3.25, TIMESTAMP '2024-01-03 00:00:00')"
+    )
+    assert _rows(spark, "SELECT count(*) FROM lake.rt.merge_t") == [(3,)]
+    spark.createDataFrame(
+        [(1, "A", "10.00", "U"), (2, None, None, "D"), (4, "d", "4.00", "I"), (5, "e", "5.00", "D")],
+        "id BIGINT, name STRING, amount STRING, op STRING",
+    ).createOrReplaceTempView("merge_src")
+    spark.sql(
+        """
+        MERGE INTO lake.rt.merge_t t
+        USING merge_src s ON t.id = s.id
+        WHEN MATCHED AND s.op = 'D' THEN DELETE
+        WHEN MATCHED THEN UPDATE SET t.name = s.name, t.amount = CAST(s.amount AS DECIMAL(10,2))
+        WHEN NOT MATCHED AND s.op <> 'D' THEN
+            INSERT (id, name, amount, ts) VALUES (s.id, s.name, CAST(s.amount AS DECIMAL(10,2)), NULL)
+        """
+    )
+    rows = _rows(spark, "SELECT id, name, CAST(amount AS STRING), CAST(ts AS STRING) FROM lake.rt.merge_t ORDER BY id")
+    assert rows == [
+        (1, "A", "10.00", "2024-01-01 00:00:00"),
+        (3, "c", "3.25", "2024-01-03 00:00:00"),
+        (4, "d", "4.00", None),
+    ]
+    assert os.path.isdir(os.path.join(spark_warehouse, "rt", "merge_t", "metadata"))
+    ops = [r[0] for r in spark.sql("SELECT operation FROM lake.rt.merge_t.snapshots ORDER BY committed_at").collect()]
+    assert ops == ["append", "overwrite"]
+
+
+def _fresh_table(spark, name: str) -> str:
+    table = f"lake.rt.{name}"
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.rt")
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, v STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')")
+    return table
+
+
+def _merge(spark, table: str, rows: list[tuple]) -> None:
+    spark.createDataFrame(rows, "id BIGINT, v STRING, op STRING").createOrReplaceTempView("cp_src")
+    spark.sql(
+        f"""
+        MERGE INTO {table} t USING cp_src s ON t.id = s.id
+        WHEN MATCHED AND s.op = 'D' THEN DELETE
+        WHEN MATCHED THEN UPDATE SET t.v = s.v
+        WHEN NOT MATCHED AND s.op <> 'D' THEN INSERT (id, v) VALUES (s.id, s.v)
+        """
+    )
+
+
+def test_merge_with_commit_properties(spark) -> None:
+    table = _fresh_table(spark, "props_t")
+    props = {"binlog.checkpoint": '{"file": "mysql-bin.000003", "pos": 1234}', "binlog.batch_id": "42"}
+
+    def merge() -> str:
+        _merge(spark, table, [(1, "A", "U"), (2, None, "D"), (3, "c", "I")])
+        return "merged"
+
+    assert run_with_commit_properties(spark, props, merge) == "merged"
+    assert _rows(spark, f"SELECT id, v FROM {table} ORDER BY id") == [(1, "A"), (3, "c")]
+    summary = snapshot_summary(spark, table)
+    assert summary["binlog.checkpoint"] == props["binlog.checkpoint"]
+    assert summary["binlog.batch_id"] == "42"
+    # Read back the plain way too.
+    rows = spark.sql(f"SELECT operation, summary FROM {table}.snapshots ORDER BY committed_at").collect()
+    assert [r.operation for r in rows] == ["append", "overwrite"]
+    assert rows[-1].summary["binlog.batch_id"] == "42"
+    assert "binlog.batch_id" not in rows[0].summary
+
+    # The properties do not outlive the call.
+    _merge(spark, table, [(3, "C", "U")])
+    assert "binlog.batch_id" not in snapshot_summary(spark, table)
+    first = rows[-1]
+    snapshot_id = spark.sql(
+        f"SELECT snapshot_id FROM {table}.snapshots WHERE summary['binlog.batch_id'] = '42'"
+    ).collect()[0][0]
+    assert snapshot_summary(spark, table, snapshot_id)["binlog.checkpoint"] == first.summary["binlog.checkpoint"]
+
+
+def test_commit_properties_from_another_thread(spark) -> None:
+    table = _fresh_table(spark, "props_thread_t")
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            run_with_commit_properties(spark, {"binlog.batch_id": "7"}, lambda: _merge(spark, table, [(2, "B", "U")]))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(120)
+    assert not t.is_alive() and not errors
+    assert snapshot_summary(spark, table)["binlog.batch_id"] == "7"
+    assert _rows(spark, f"SELECT v FROM {table} WHERE id = 2") == [("B",)]
+
+
+def test_commit_properties_error_propagates(spark) -> None:
+    table = _fresh_table(spark, "props_err_t")
+    before = spark.sql(f"SELECT count(*) FROM {table}.snapshots").collect()[0][0]
+
+    class Boom(Exception):
+        pass
+
+    def fail() -> None:
+        raise Boom("no merge")
+
+    with pytest.raises(Boom, match="no merge"):
+        run_with_commit_properties(spark, {"binlog.batch_id": "9"}, fail)
+    assert spark.sql(f"SELECT count(*) FROM {table}.snapshots").collect()[0][0] == before
+
+    # A failing statement inside surfaces as pyspark's own error.
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException):
+        run_with_commit_properties(spark, {"binlog.batch_id": "9"}, lambda: spark.sql("SELECT * FROM lake.rt.no_such"))
+    _merge(spark, table, [(1, "x", "U")])
+    assert "binlog.batch_id" not in snapshot_summary(spark, table)
+
+
+def test_snapshot_summary_of_an_empty_table(spark) -> None:
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.rt")
+    spark.sql("DROP TABLE IF EXISTS lake.rt.empty_t")
+    spark.sql("CREATE TABLE lake.rt.empty_t (id BIGINT) USING iceberg")
+    assert snapshot_summary(spark, "lake.rt.empty_t") == {}

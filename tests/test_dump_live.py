@@ -195,3 +195,29 @@ def test_killed_dump_publishes_nothing_and_a_rerun_succeeds(mariadb, table, tmp_
     rc.close()
     assert result.rows[f"dumpdb.{table}"]["insert"] == 20000
     assert len(list(tmp_path.glob("*/manifest.json"))) == 1
+
+
+def test_connection_cut_mid_event_resumes_without_loss_or_duplicates(mariadb, table, tmp_path):
+    from tests.cutting_proxy import CuttingProxy
+    start = here(mariadb)
+    workload(mariadb, table, random.Random(7), 400)
+    # cut the replication stream twice, well inside the binlog data
+    proxy = CuttingProxy(mariadb.host, mariadb.port, cut_after=30_000, cuts=2)
+    rc = ReplicaConnection("127.0.0.1", proxy.port, mariadb.user, mariadb.password, server_id=4444)
+    rc.connect()
+    stop = here(mariadb)
+    try:
+        result = run_dump(rc, staging_dir=tmp_path, start=start, stop=stop, backoff_seconds=0.05,
+                          tables=TableFilter([f"dumpdb.{table}"]))
+    finally:
+        rc.close()
+        proxy.close()
+    assert proxy.cuts_done == 2
+    assert (result.end.file, result.end.position) == (stop.file, stop.position)
+    assert replay([result.manifest], table) == source_rows(mariadb, table)
+    positions = []
+    for entry in result.manifest.tables:
+        for path in result.manifest.files(entry):
+            t = pq.read_table(path, columns=["_binlog_seq", "_binlog_pos", "_row"]).to_pylist()
+            positions += [(r["_binlog_seq"], r["_binlog_pos"], r["_row"]) for r in t]
+    assert len(positions) == len(set(positions))

@@ -221,3 +221,27 @@ def test_connection_cut_mid_event_resumes_without_loss_or_duplicates(mariadb, ta
             t = pq.read_table(path, columns=["_binlog_seq", "_binlog_pos", "_row"]).to_pylist()
             positions += [(r["_binlog_seq"], r["_binlog_pos"], r["_row"]) for r in t]
     assert len(positions) == len(set(positions))
+
+
+def test_ddl_on_captured_tables_is_recorded_with_positions(mariadb, table, tmp_path):
+    start = here(mariadb)
+    mariadb.execute(f"INSERT INTO dumpdb.{table} (id) VALUES (1), (2)")
+    mariadb.execute(f"ALTER TABLE dumpdb.{table} ADD COLUMN extra INT")
+    mariadb.execute(f"TRUNCATE TABLE dumpdb.{table}")
+    mariadb.execute(f"INSERT INTO dumpdb.{table} (id) VALUES (3)")
+    mariadb.execute(f"RENAME TABLE dumpdb.{table} TO dumpdb.{table}_r")
+    mariadb.execute("CREATE TABLE IF NOT EXISTS dumpdb.other_tbl (id INT PRIMARY KEY)")
+    rc = replica(mariadb)
+    result = run_dump(rc, staging_dir=tmp_path, start=start, tables=TableFilter([f"dumpdb.{table}*"]))
+    rc.close()
+    mariadb.execute(f"DROP TABLE dumpdb.{table}_r")
+    ddl = result.manifest.data["ddl"]
+    assert [d["kind"] for d in ddl] == ["alter", "truncate", "rename"]
+    assert ddl[0]["tables"] == [f"dumpdb.{table}"]
+    assert ddl[2]["tables"] == [f"dumpdb.{table}", f"dumpdb.{table}_r"]
+    assert ddl[0]["pos"] < ddl[1]["pos"] < ddl[2]["pos"]
+    (entry,) = result.manifest.tables
+    # the insert after TRUNCATE lies between the truncate and the rename
+    rows = pq.read_table(result.manifest.files(entry)[-1]).to_pylist()
+    assert ddl[1]["pos"] < rows[-1]["_binlog_pos"] < ddl[2]["pos"]
+    assert len({f["fingerprint"] for f in entry["files"]}) == 2  # ADD COLUMN: a new file layout

@@ -26,7 +26,20 @@ class Counters:
         self.replaced_text = 0
 
 
+def identity(v):
+    return v
+
+
+def _passing(fn: Callable, *types: type) -> Callable:
+    """Mark ``fn`` as returning values of exactly these types (and None) unchanged, so that
+    a column holding nothing else can be staged without calling it per value."""
+    fn.passes = frozenset((type(None),) + types)
+    return fn
+
+
 def converter_for(col: Column, counters: Counters) -> Callable:
+    """The function converting one non-None decoded value of ``col``; it is :func:`identity`
+    when there is nothing to convert, and may carry a ``passes`` set (see ``_passing``)."""
     t = col.type
     arrow = arrow_type_for(col)
 
@@ -35,7 +48,7 @@ def converter_for(col: Column, counters: Counters) -> Callable:
     if t in (C.MYSQL_TYPE_NEWDECIMAL, C.MYSQL_TYPE_DECIMAL):
         if pa.types.is_string(arrow):
             return lambda v: None if v is None else format(v, "f")
-        return lambda v: v
+        return identity
     if t in (C.MYSQL_TYPE_DATE, C.MYSQL_TYPE_NEWDATE, C.MYSQL_TYPE_DATETIME, C.MYSQL_TYPE_DATETIME2,
              C.MYSQL_TYPE_TIMESTAMP, C.MYSQL_TYPE_TIMESTAMP2):
         def temporal(v):
@@ -43,13 +56,13 @@ def converter_for(col: Column, counters: Counters) -> Callable:
                 counters.invalid_temporals += 1
                 return None
             return v
-        return temporal
+        return _passing(temporal, dt.datetime, dt.date)
     if t in (C.MYSQL_TYPE_TIME, C.MYSQL_TYPE_TIME2):
         return lambda v: None if v is None else v // _MICROSECOND
     if t == C.MYSQL_TYPE_BIT:
         return lambda v: v if v is None or v < (1 << 63) else v - (1 << 64)
     if t in (C.MYSQL_TYPE_ENUM, C.MYSQL_TYPE_SET):
-        return lambda v: v if v is None or isinstance(v, str) else str(v)
+        return _passing(lambda v: v if v is None or isinstance(v, str) else str(v), str)
     if t == C.MYSQL_TYPE_JSON:
         from ..codec.mysql_json import to_mysql_json_text
 
@@ -64,12 +77,12 @@ def converter_for(col: Column, counters: Counters) -> Callable:
     if t == C.MYSQL_TYPE_VECTOR:
         return lambda v: None if v is None else list(v)
     if pa.types.is_binary(arrow):
-        return lambda v: v.encode("utf-8") if isinstance(v, str) else v
+        return _passing(lambda v: v.encode("utf-8") if isinstance(v, str) else v, bytes)
     if pa.types.is_string(arrow):
         def text(v):
             if isinstance(v, (bytes, bytearray)):
                 counters.replaced_text += 1
                 return bytes(v).decode("utf-8", "replace")
             return v
-        return text
-    return lambda v: v
+        return _passing(text, str)
+    return identity

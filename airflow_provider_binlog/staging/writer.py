@@ -21,10 +21,11 @@ import pyarrow.parquet as pq
 from ..codec.events import ABSENT, RowsEvent, TableMap
 from .contract import (MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, column_descriptions,
                        schema_fingerprint, staging_schema)
-from .convert import Counters, converter_for
+from .convert import Counters, converter_for, identity
 from .manifest import Manifest, load_manifest, write_json_atomically
 
 UTC = dt.timezone.utc
+_Absent = type(ABSENT)
 
 
 def _safe(name: str) -> str:
@@ -57,65 +58,74 @@ class _PartFile:
         self._reset()
 
     def _reset(self) -> None:
-        self.env = {k: [] for k in ("_op", "_binlog_file", "_binlog_seq", "_binlog_pos", "_row",
-                                    "_gtid", "_commit_ts", "_txn", "_before_absent", "_after_absent")}
-        n = len(self.columns)
-        self.before = [[] for _ in range(n)]
-        self.after = [[] for _ in range(n)]
-        self.before_null: list = []
-        self.after_null: list = []
-
-    def _image(self, values, target: list, nulls: list):
-        if values is None:
-            nulls.append(True)
-            for col in target:
-                col.append(None)
-            return None
-        nulls.append(False)
-        absent = None
-        for i, (value, convert) in enumerate(zip(values, self.converters)):
-            if value is ABSENT:
-                if absent is None:
-                    absent = []
-                absent.append(self.names[i])
-                target[i].append(None)
-            else:
-                target[i].append(None if value is None else convert(value))
-        return absent
+        # one tuple per row; the columns are built per row group (see flush)
+        self.pending: list = []
 
     def append(self, op, file, seq, pos, row_index, gtid, commit_ts, txn, before, after) -> None:
-        env = self.env
-        env["_op"].append(op)
-        env["_binlog_file"].append(file)
-        env["_binlog_seq"].append(seq)
-        env["_binlog_pos"].append(pos)
-        env["_row"].append(row_index)
-        env["_gtid"].append(gtid)
-        env["_commit_ts"].append(commit_ts)
-        env["_txn"].append(txn)
-        env["_before_absent"].append(self._image(before, self.before, self.before_null))
-        env["_after_absent"].append(self._image(after, self.after, self.after_null))
+        pending = self.pending
+        pending.append((op, file, seq, pos, row_index, gtid, commit_ts, txn, before, after))
         self.rows += 1
-        if len(env["_op"]) >= self.row_group_rows:
+        if len(pending) >= self.row_group_rows:
             self.flush()
 
-    def _struct(self, lists, nulls):
-        children = [pa.array(values, type=field.type) for values, field in zip(lists, self.image_type)]
-        return pa.StructArray.from_arrays(children, fields=list(self.image_type),
-                                          mask=pa.array(nulls, type=pa.bool_()))
+    def _image(self, images: tuple) -> tuple:
+        """The struct array of one image column and the absent column names of each row."""
+        n = len(images)
+        fields = list(self.image_type)
+        mask = [v is None for v in images]
+        absent: list = [None] * n
+        if all(mask):  # the before images of inserts, the after images of deletes
+            children = [pa.nulls(n, type=f.type) for f in fields]
+            return pa.StructArray.from_arrays(children, fields=fields,
+                                              mask=pa.array(mask, type=pa.bool_())), absent
+        if not any(mask):
+            rows = images
+        else:
+            null = (None,) * len(self.columns)
+            rows = [null if v is None else v for v in images]
+        columns = list(zip(*rows))
+        if len(columns) < len(self.columns):
+            raise ValueError(f"{self.relpath}: a row image does not have the "
+                             f"{len(self.columns)} columns of the table map")
+        children = []
+        for i, (values, field, convert) in enumerate(zip(columns, fields, self.converters)):
+            types = set(map(type, values))  # cheaper than ``ABSENT in values`` for Decimals
+            if _Absent in types:  # not in the image (binlog_row_image MINIMAL or NOBLOB)
+                name = self.names[i]
+                for r, value in enumerate(values):
+                    if value is ABSENT:
+                        if absent[r] is None:
+                            absent[r] = []
+                        absent[r].append(name)
+                values = [None if v is ABSENT else v for v in values]
+                types.discard(_Absent)
+            if convert is not identity:
+                passes = getattr(convert, "passes", None)
+                if passes is None or not passes.issuperset(types):
+                    values = [None if v is None else convert(v) for v in values]
+            children.append(pa.array(values, type=field.type))
+        return pa.StructArray.from_arrays(children, fields=fields,
+                                          mask=pa.array(mask, type=pa.bool_())), absent
 
     def flush(self) -> None:
-        if not self.env["_op"]:
+        if not self.pending:
             return
+        (ops, files, seqs, poss, row_indexes, gtids, commit_tss, txns, befores,
+         afters) = zip(*self.pending)
+        before, before_absent = self._image(befores)
+        after, after_absent = self._image(afters)
+        columns = {"_op": ops, "_binlog_file": files, "_binlog_seq": seqs, "_binlog_pos": poss,
+                   "_row": row_indexes, "_gtid": gtids, "_commit_ts": commit_tss, "_txn": txns,
+                   "_before_absent": before_absent, "_after_absent": after_absent}
         arrays = []
         for field in self.schema:
             name = field.name
             if name == "_before":
-                arrays.append(self._struct(self.before, self.before_null))
+                arrays.append(before)
             elif name == "_after":
-                arrays.append(self._struct(self.after, self.after_null))
+                arrays.append(after)
             else:
-                arrays.append(pa.array(self.env[name], type=field.type))
+                arrays.append(pa.array(columns[name], type=field.type))
         self.writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
         self._reset()
 

@@ -1,0 +1,430 @@
+"""Bounded-dump throughput from a live server against python-mysql-replication.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/dump_bench.py [--rows N] [--runs K] [--profile N]
+
+The script starts a private MariaDB server (``tests/mariadb_server.py``; needs
+``mariadbd`` and ``mariadb-install-db``) with CRC32 checksums, FULL row images
+and FULL row metadata, creates a table with mixed column types (INT and
+BIGINT, DECIMAL(12,2), DATETIME(6), utf8mb4 VARCHAR with non-ASCII text, ENUM,
+JSON (stored as text by MariaDB) and a nullable VARCHAR), records the binlog
+position, inserts ``--rows`` rows in multi-row INSERTs (one transaction per
+2000 rows), updates every 10th row and deletes every 50th in transactions of a
+few thousand rows, and records the end position.  The defaults (200000 rows,
+3 runs) give about 42 MB of binlog and take under a minute on two cores.
+
+It then reads that range over the replication protocol, best of ``--runs``:
+
+* ``ours``: :func:`airflow_provider_binlog.dump.run_dump` from the start to
+  the end position into a temporary staging directory: every row decoded,
+  converted and written to zstd Parquet, and the manifest published.  Each
+  run is a separate process, so its peak RSS (``ru_maxrss`` from
+  ``os.wait4``, with ``VmHWM`` as reported by the process itself) is ours
+  alone and not the server's;
+* ``theirs``: python-mysql-replication's ``BinLogStreamReader`` (non-blocking,
+  rows events only) over the same range, every value of every row image
+  touched; the ``mysql-replication`` package is installed with pip into the
+  running interpreter's environment when it is missing (without it the script
+  still measures ours and the ceiling, then exits with status 2);
+* ``raw``: ``mariadb-binlog --read-from-remote-server --raw`` copying the same
+  range to a temporary directory, the transfer ceiling of the protocol.
+
+It prints the rows per second of ours and theirs, the ratio ours/theirs (the
+project aims at 10 or more), our peak RSS, our binlog megabytes per second and
+the raw transfer megabytes per second.  ``--profile N`` also runs the dump once
+under cProfile and prints its N most expensive functions.  The row-change
+counts of both readers are cross-checked (and ours against the rows in the
+Parquet files); the script exits with status 1 when they differ and 2 when
+the setup fails.  The server is stopped on every exit path.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import pathlib
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SERVER_OPTIONS = {
+    "binlog_checksum": "CRC32",
+    "binlog_row_metadata": "FULL",
+    "binlog_row_image": "FULL",
+    # the multi-row INSERT texts would double the binlog without adding rows
+    "binlog_annotate_row_events": "OFF",
+    "max_allowed_packet": "64M",
+    "innodb_buffer_pool_size": "128M",
+    "innodb_log_file_size": "64M",
+}
+
+SCHEMA, TABLE = "test", "dump_bench"
+OURS_SERVER_ID, THEIRS_SERVER_ID = 4201, 4202
+
+CREATE_TABLE = f"""
+CREATE TABLE {SCHEMA}.{TABLE} (
+    id INT NOT NULL PRIMARY KEY,
+    account_id BIGINT NOT NULL,
+    amount DECIMAL(12,2) NOT NULL,
+    created_at DATETIME(6) NOT NULL,
+    name VARCHAR(255) CHARACTER SET utf8mb4 NOT NULL,
+    status ENUM('new', 'paid', 'shipped', 'returned', 'cancelled') NOT NULL,
+    attrs JSON NOT NULL,
+    note VARCHAR(64) CHARACTER SET utf8mb4 NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+"""
+
+INSERT = (f"INSERT INTO {SCHEMA}.{TABLE} (id, account_id, amount, created_at, name, status, "
+          "attrs, note) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
+
+_WORDS = ("alpha", "Müller", "façade", "naïve", "Ωmega", "東京", "straße", "crème brûlée",
+          "smörgåsbord", "Zürich", "jalapeño", "Δelta", "łódź", "emoji 🚀", "plain", "order")
+_STATUSES = ("new", "paid", "shipped", "returned", "cancelled")
+
+
+def _rows(n: int, seed: int = 20240601):
+    rnd = random.Random(seed)
+    base = datetime(2024, 1, 1)
+    for i in range(1, n + 1):
+        words = " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(2, 6)))
+        amount = Decimal(rnd.randint(-5_000_000, 99_999_999)) / 100
+        created = base + timedelta(seconds=rnd.randint(0, 300 * 86400),
+                                   microseconds=rnd.randint(0, 999_999))
+        attrs = ('{"sku": "SKU-%06d", "qty": %d, "tags": ["%s", "%s"], "gift": %s}'
+                 % (rnd.randint(0, 999_999), rnd.randint(1, 50), rnd.choice(_WORDS),
+                    rnd.choice(_WORDS), "true" if rnd.random() < 0.1 else "false"))
+        note = None if rnd.random() < 0.4 else "note %d — %s" % (i, rnd.choice(_WORDS))
+        yield (i, rnd.randint(1, 2**40), amount, created, f"{words} #{i}",
+               rnd.choice(_STATUSES), attrs, note)
+
+
+def write_workload(srv, n_rows: int) -> None:
+    """Inserts in transactions of 2000 rows, then updates and deletes in chunks of ids."""
+    conn = srv.connect(autocommit=False)
+    try:
+        with conn.cursor() as cur:
+            batch = 2000
+            gen = _rows(n_rows)
+            done = 0
+            while done < n_rows:
+                chunk = [next(gen) for _ in range(min(batch, n_rows - done))]
+                cur.executemany(INSERT, chunk)  # one multi-row INSERT per transaction
+                conn.commit()
+                done += len(chunk)
+            step = 25_000
+            for lo in range(0, n_rows, step):
+                cur.execute(f"UPDATE {SCHEMA}.{TABLE} SET amount = amount + 1.25, "
+                            "status = 'paid', note = CONCAT('updated ', id) "
+                            "WHERE id > %s AND id <= %s AND id %% 10 = 0", (lo, lo + step))
+                conn.commit()
+            for lo in range(0, n_rows, 2 * step):
+                cur.execute(f"DELETE FROM {SCHEMA}.{TABLE} WHERE id > %s AND id <= %s "
+                            "AND id %% 50 = 1", (lo, lo + 2 * step))
+                conn.commit()
+    finally:
+        conn.close()
+
+
+def range_bytes(srv, start: tuple, end: tuple) -> int:
+    """Binlog bytes from ``start`` to ``end`` (both (file, pos)), across files."""
+    total = 0
+    for name, size in ((r[0], int(r[1])) for r in srv.query("SHOW BINARY LOGS")):
+        if name < start[0] or name > end[0]:
+            continue
+        lo = start[1] if name == start[0] else 4
+        hi = end[1] if name == end[0] else size
+        total += max(0, hi - lo)
+    return total
+
+
+# --------------------------------------------------------------------------- workers
+# Each reader runs in its own process (``--worker ours|theirs``, its settings as JSON on
+# standard input), which prints one JSON line with its timing and counts.
+
+def _vmhwm_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def worker_ours(spec: dict) -> dict:
+    import pyarrow.parquet as pq
+
+    from airflow_provider_binlog.checkpoint import Checkpoint
+    from airflow_provider_binlog.dump import run_dump
+    from airflow_provider_binlog.replica import ReplicaConnection
+    from airflow_provider_binlog.tables import TableFilter
+
+    rss_idle = _vmhwm_mb()  # interpreter, pyarrow and our modules, before the dump
+
+    def dump():
+        replica = ReplicaConnection(spec["host"], spec["port"], spec["user"], spec["password"],
+                                    server_id=OURS_SERVER_ID)
+        try:
+            replica.connect()
+            return run_dump(replica, staging_dir=spec["staging"],
+                            start=Checkpoint(file=spec["start"][0], position=spec["start"][1]),
+                            stop=Checkpoint(file=spec["end"][0], position=spec["end"][1]),
+                            tables=TableFilter([f"{SCHEMA}.{TABLE}"]))
+        finally:
+            replica.close()
+
+    t0 = time.perf_counter()
+    if spec.get("profile"):
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        result = prof.runcall(dump)
+        seconds = time.perf_counter() - t0
+        stats = pstats.Stats(prof, stream=sys.stderr)
+        stats.sort_stats("tottime").print_stats(spec["profile"])
+        stats.sort_stats("cumulative").print_stats(spec["profile"])
+    else:
+        result = dump()
+        seconds = time.perf_counter() - t0
+    rss_peak = _vmhwm_mb()
+
+    counts = {"insert": 0, "update": 0, "delete": 0}
+    staged = 0
+    for table in result.manifest.tables:
+        for kind, n in table["rows"].items():
+            counts[kind] += n
+        for path in result.manifest.files(table):
+            staged += pq.ParquetFile(path).metadata.num_rows
+    return {"seconds": seconds, "counts": counts, "staged": staged,
+            "end": [result.end.file, result.end.position],
+            "rss_idle_mb": rss_idle, "vmhwm_mb": rss_peak}
+
+
+def worker_theirs(spec: dict) -> dict:
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    end_file, end_pos = spec["end"]
+    counts = {"insert": 0, "update": 0, "delete": 0}
+    touched = 0
+    t0 = time.perf_counter()
+    stream = BinLogStreamReader(
+        connection_settings={"host": spec["host"], "port": spec["port"], "user": spec["user"],
+                             "passwd": spec["password"]},
+        server_id=THEIRS_SERVER_ID, log_file=spec["start"][0], log_pos=spec["start"][1],
+        resume_stream=True, blocking=False,
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent])
+    try:
+        for event in stream:
+            if (stream.log_file, stream.log_pos) > (end_file, end_pos):
+                break
+            if isinstance(event, UpdateRowsEvent):
+                for row in event.rows:
+                    for v in row["before_values"].values():
+                        touched += v is not None
+                    for v in row["after_values"].values():
+                        touched += v is not None
+                    counts["update"] += 1
+            else:
+                kind = "insert" if isinstance(event, WriteRowsEvent) else "delete"
+                for row in event.rows:
+                    for v in row["values"].values():
+                        touched += v is not None
+                    counts[kind] += 1
+    finally:
+        stream.close()
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "counts": counts, "values": touched, "vmhwm_mb": _vmhwm_mb()}
+
+
+def run_worker(kind: str, spec: dict) -> tuple[dict, float]:
+    """Run one reader in a child process; return its report and its ru_maxrss in MB."""
+    proc = subprocess.Popen([sys.executable, str(pathlib.Path(__file__).resolve()),
+                             "--worker", kind], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        proc.stdin.write(json.dumps(spec).encode())
+        proc.stdin.close()
+        out = proc.stdout.read()
+        proc.stdout.close()
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own resource usage
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise RuntimeError(f"the {kind} reader exited with status {proc.returncode}")
+    lines = out.decode().strip().splitlines()
+    return json.loads(lines[-1]), usage.ru_maxrss / 1024  # KiB on Linux
+
+
+def run_raw(mariadb_binlog: str, conn: dict, start: tuple, end: tuple, dest: pathlib.Path):
+    """Copy the range with ``mariadb-binlog --raw``; return (seconds, bytes written)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir()
+    cmd = [mariadb_binlog, "--no-defaults", "--read-from-remote-server", "--raw",
+           f"--host={conn['host']}", f"--port={conn['port']}", f"--user={conn['user']}",
+           f"--password={conn['password']}", f"--start-position={start[1]}",
+           f"--result-file={dest}/"]
+    if end[0] != start[0]:
+        cmd.append("--to-last-log")
+    cmd.append(start[0])
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE)
+    seconds = time.perf_counter() - t0
+    if proc.returncode:
+        raise RuntimeError(f"mariadb-binlog --raw exited with status {proc.returncode}: "
+                           f"{proc.stderr.decode(errors='replace').strip()}")
+    return seconds, sum(p.stat().st_size for p in dest.iterdir())
+
+
+def ensure_mysql_replication() -> bool:
+    try:
+        import pymysqlreplication  # noqa: F401
+        return True
+    except ImportError:
+        pass
+    print("python-mysql-replication is missing: installing mysql-replication with pip ...",
+          flush=True)
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "mysql-replication"]
+    constraints = ROOT / "constraints.txt"
+    if constraints.is_file():  # keep the project's pinned PyMySQL
+        cmd += ["-c", str(constraints)]
+    rc = subprocess.run(cmd, stdin=subprocess.DEVNULL).returncode
+    importlib.invalidate_caches()
+    try:
+        import pymysqlreplication  # noqa: F401,F811
+        return True
+    except ImportError:
+        print(f"cannot install mysql-replication (pip exited with status {rc}); install it "
+              f"with `{sys.executable} -m pip install mysql-replication` to compare with "
+              "python-mysql-replication", file=sys.stderr)
+        return False
+
+
+# --------------------------------------------------------------------------- main
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=200_000, help="rows to insert (default 200000)")
+    ap.add_argument("--runs", type=int, default=3, help="timed runs of each reader, best kept")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also profile one dump and print its N most expensive functions")
+    ap.add_argument("--worker", choices=("ours", "theirs"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.worker:
+        spec = json.loads(sys.stdin.read())
+        report = (worker_ours if args.worker == "ours" else worker_theirs)(spec)
+        print(json.dumps(report), flush=True)
+        return 0
+    if args.rows < 1 or args.runs < 1:
+        ap.error("--rows and --runs must be at least 1")
+
+    mariadb_binlog = shutil.which("mariadb-binlog") or shutil.which("mysqlbinlog")
+    if not mariadb_binlog:
+        print("mariadb-binlog not found (Debian package mariadb-client)", file=sys.stderr)
+        return 2
+    have_theirs = ensure_mysql_replication()
+
+    from tests.mariadb_server import MariaDBServer
+
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="dump-bench-") as tmp:
+        tmp = pathlib.Path(tmp)
+        try:
+            srv = MariaDBServer(SERVER_OPTIONS)
+        except Exception as exc:  # no server binaries, startup failure, ...
+            print(f"cannot start MariaDB: {exc}", file=sys.stderr)
+            return 2
+        try:
+            print(f"started MariaDB {srv.version} on port {srv.port} "
+                  f"in {srv.startup_seconds:.1f}s", flush=True)
+            srv.execute(CREATE_TABLE)
+            start = srv.master_status()
+            t0 = time.perf_counter()
+            write_workload(srv, args.rows)
+            end = srv.master_status()
+            size_mb = range_bytes(srv, start, end) / 1e6
+            print(f"workload: {args.rows} rows inserted, updated and deleted in "
+                  f"{time.perf_counter() - t0:.1f}s; binlog {start[0]}:{start[1]} .. "
+                  f"{end[0]}:{end[1]} ({size_mb:.1f} MB)", flush=True)
+
+            conn = {"host": srv.host, "port": srv.port, "user": srv.repl_user,
+                    "password": srv.repl_password}
+            spec = {**conn, "start": list(start), "end": list(end)}
+
+            t_ours, rss_ours, rss_idle, ours = float("inf"), 0.0, 0.0, None
+            for i in range(args.runs):
+                staging = tmp / f"staging-{i}"
+                report, maxrss = run_worker("ours", {**spec, "staging": str(staging)})
+                shutil.rmtree(staging, ignore_errors=True)
+                t_ours = min(t_ours, report["seconds"])
+                rss_ours = max(rss_ours, maxrss, report["vmhwm_mb"])
+                rss_idle = report["rss_idle_mb"]
+                if ours is None:
+                    ours = report
+                    n_rows = sum(ours["counts"].values())
+                    if ours["staged"] != n_rows or tuple(ours["end"]) != tuple(end):
+                        print(f"our dump staged {ours['staged']} of {n_rows} rows and ended "
+                              f"at {ours['end']}, not {list(end)}", file=sys.stderr)
+                        return 1
+            if args.profile:
+                print(f"--- cProfile of one dump (top {args.profile}) ---", flush=True)
+                run_worker("ours", {**spec, "staging": str(tmp / "staging-profile"),
+                                    "profile": args.profile})
+
+            t_theirs, theirs = float("inf"), None
+            if have_theirs:
+                for _ in range(args.runs):
+                    report, _rss = run_worker("theirs", spec)
+                    t_theirs = min(t_theirs, report["seconds"])
+                    theirs = theirs or report
+
+            t_raw, raw_bytes = float("inf"), 0
+            for _ in range(args.runs):
+                seconds, raw_bytes = run_raw(mariadb_binlog, conn, start, end, tmp / "raw")
+                t_raw = min(t_raw, seconds)
+        finally:
+            srv.stop()
+
+    c = ours["counts"]
+    print(f"row changes (insert/update/delete): ours {c['insert']}/{c['update']}/{c['delete']}"
+          + (f", python-mysql-replication {theirs['counts']['insert']}/"
+             f"{theirs['counts']['update']}/{theirs['counts']['delete']}" if theirs else ""))
+    print(f"rows: {n_rows}  binlog: {size_mb:.1f} MB  (best of {args.runs})")
+    print(f"ours:       {t_ours:7.3f}s  {n_rows / t_ours:10,.0f} rows/s  "
+          f"{size_mb / t_ours:7.1f} MB/s  peak RSS {rss_ours:.0f} MB "
+          f"({rss_idle:.0f} MB before the dump)")
+    if theirs:
+        print(f"theirs:     {t_theirs:7.3f}s  {n_rows / t_theirs:10,.0f} rows/s  "
+              f"{size_mb / t_theirs:7.1f} MB/s  (python-mysql-replication, peak RSS "
+              f"{theirs['vmhwm_mb']:.0f} MB)")
+    print(f"raw copy:   {t_raw:7.3f}s  {raw_bytes / 1e6 / t_raw:7.1f} MB/s  "
+          f"(mariadb-binlog --raw, {raw_bytes / 1e6:.1f} MB, the transfer ceiling)")
+    if not theirs:
+        print("no comparison: python-mysql-replication is not available", file=sys.stderr)
+        return 2
+    ratio = t_theirs / t_ours
+    print(f"ratio ours/theirs: {ratio:.2f}  (target >= 10)"
+          + ("" if ratio >= 10 or args.profile else "; --profile 30 shows where the dump spends"))
+    print(f"total {time.perf_counter() - t_start:.0f}s")
+    if theirs["counts"] != c:
+        print("ROW COUNTS DIFFER", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -18,7 +18,7 @@ from .checkpoint import Checkpoint, CheckpointStore, split_binlog_file_name
 from .codec.events import (FormatDescriptionEvent, GtidEvent, MariadbGtidEvent, QueryEvent,
                            RotateEvent, RowsEvent, TransactionPayloadEvent, XaPrepareEvent,
                            XidEvent)
-from .codec.gtid import MariadbGtid, MariadbGtidPosition, MysqlGtidSet
+from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
 from .replica import ReplicaConnection, ReplicationConnectionLost
 from .staging import Manifest, StagingWriter
 from .tables import TableFilter
@@ -337,4 +337,4 @@ def run_dump(replica: ReplicaConnection, *, staging_dir, start: Optional[Checkpo
     return DumpResult(manifest, start, end, rows, dump.transactions)
 
 
-__all__ = ["BoundedDump", "DumpError", "DumpResult", "run_dump", "MariadbGtid"]
+__all__ = ["BoundedDump", "DumpError", "DumpResult", "run_dump"]

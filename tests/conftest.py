@@ -1,7 +1,7 @@
 """Shared fixtures.
 
 ``mariadb_factory`` starts private MariaDB servers (see
-``tests/mariadb_server.py``), one per distinct set of options for the whole
+``airflow_provider_binlog/local_mariadb.py``), one per distinct set of options for the whole
 session; ``mariadb`` is the default one.  Tests that use either fixture get
 the ``mariadb`` marker, so ``-m "not mariadb"`` deselects them.
 
@@ -20,7 +20,20 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from tests.mariadb_server import MariaDBServer, _normalize_options, mariadb_binaries
+# Airflow, which the provider's tests import, keeps its configuration, logs and
+# database under AIRFLOW_HOME: a private directory for each test run, set
+# before any test module imports it.
+if "_BINLOG_TESTS_AIRFLOW_HOME" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    _airflow_home = tempfile.mkdtemp(prefix="airflow-home-")
+    atexit.register(shutil.rmtree, _airflow_home, ignore_errors=True)
+    os.environ["_BINLOG_TESTS_AIRFLOW_HOME"] = os.environ["AIRFLOW_HOME"] = _airflow_home
+    os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+
+from airflow_provider_binlog.local_mariadb import MariaDBServer, _normalize_options, mariadb_binaries
 
 #: The configuration of the ``mariadb`` fixture; ``mariadb_factory(**opts)``
 #: applies ``opts`` on top of it.

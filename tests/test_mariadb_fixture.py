@@ -7,7 +7,7 @@ import os
 import pymysql
 import pytest
 
-from tests.mariadb_server import MariaDBServer
+from airflow_provider_binlog.local_mariadb import MariaDBServer
 
 pytestmark = pytest.mark.mariadb
 

@@ -1,4 +1,4 @@
-"""A throw-away MariaDB server for tests.
+"""A private, throw-away MariaDB server: the embedded default source of the quickstart and the tests.
 
 :class:`MariaDBServer` initialises a fresh data directory in a temporary
 directory and starts its own ``mariadbd`` on a free TCP port on 127.0.0.1,

@@ -15,7 +15,10 @@ variable CI is set to a true value: there they fail.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -23,15 +26,10 @@ import pytest
 # Airflow, which the provider's tests import, keeps its configuration, logs and
 # database under AIRFLOW_HOME: a private directory for each test run, set
 # before any test module imports it.
-if "_BINLOG_TESTS_AIRFLOW_HOME" not in os.environ:
-    import atexit
-    import shutil
-    import tempfile
-
-    _airflow_home = tempfile.mkdtemp(prefix="airflow-home-")
-    atexit.register(shutil.rmtree, _airflow_home, ignore_errors=True)
-    os.environ["_BINLOG_TESTS_AIRFLOW_HOME"] = os.environ["AIRFLOW_HOME"] = _airflow_home
-    os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+_airflow_home = tempfile.mkdtemp(prefix="airflow-home-")
+atexit.register(shutil.rmtree, _airflow_home, ignore_errors=True)
+os.environ["AIRFLOW_HOME"] = _airflow_home
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 
 from airflow_provider_binlog.local_mariadb import MariaDBServer, _normalize_options, mariadb_binaries
 
@@ -48,6 +46,20 @@ _MARIADB_FIXTURES = {"mariadb", "mariadb_factory"}
 
 def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Airflow's logging setup gives the root logger a handler on the stdout of the moment,
+    pytest's capture, which is closed at exit: drop it, for libraries that log while the
+    interpreter exits (py4j)."""
+    import logging
+    import sys
+
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        stream = getattr(handler, "stream", None)
+        if type(handler) is logging.StreamHandler and stream not in (None, sys.__stdout__, sys.__stderr__):
+            root.removeHandler(handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

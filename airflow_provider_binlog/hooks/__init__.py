@@ -1,0 +1,1 @@
+"""Airflow hooks (import Airflow)."""

@@ -1,0 +1,293 @@
+"""Airflow hook for a MySQL/MariaDB server read like a replica.
+
+The connection (type ``mysql_binlog``) holds host, port, login and password; its extras:
+
+``server_id``
+    Required. The replica server id this load registers with: distinct from the server's
+    own id and from every other replica of the server.
+``ssl``, ``ssl_ca``, ``ssl_cert``, ``ssl_key``, ``ssl_verify``
+    TLS: on when ``ssl`` is true or any of the files is given. ``ssl_verify`` (default true)
+    checks the server's certificate and host name (against ``ssl_ca``, else the system's CAs).
+``flavor``
+    ``auto`` (default), ``mysql`` or ``mariadb``.
+``checkpoint_store_uri``
+    Where loads keep their checkpoint (a directory path or ``file:///path``).
+``heartbeat_seconds``
+    Heartbeat period the server uses on an idle replication stream (default 30).
+``connect_timeout``
+    Seconds to wait for the TCP connection (default 10).
+"""
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any, Iterable, Mapping, Optional, Union
+
+import pymysql
+from airflow.sdk import BaseHook
+
+from ..checkpoint import Checkpoint, CheckpointStore, open_checkpoint_store
+from ..dump import run_dump
+from ..position import PositionCheck, check_position
+from ..replica import ReplicaConnection
+from ..replica.preflight import PreflightReport, preflight
+from ..replica.schemas import InformationSchemaSource
+from ..tables import TableFilter
+
+DEFAULT_PORT = 3306
+FLAVORS = ("auto", "mysql", "mariadb")
+_TRUE = ("1", "true", "yes", "on", "y", "t")
+_FALSE = ("0", "false", "no", "off", "n", "f", "")
+
+CheckpointLike = Union[Checkpoint, Mapping[str, Any], str]
+
+
+class BinlogConnectionError(ValueError):
+    """The Airflow connection is incomplete or has an invalid extra."""
+
+
+def _bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise BinlogConnectionError(f"connection extra {name!r} must be true or false")
+
+
+def _number(name: str, value: Any, kind=float, minimum: float = 0):
+    try:
+        number = kind(value)
+        if isinstance(value, bool) or number < minimum:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise BinlogConnectionError(
+            f"connection extra {name!r} must be {'an integer' if kind is int else 'a number'} "
+            f">= {minimum}") from None
+    return number
+
+
+def _given(extra: Mapping[str, Any], name: str, default: Any) -> Any:
+    """An extra's value; ``default`` when absent or left empty in the connection form."""
+    value = extra.get(name)
+    return default if value is None or value == "" else value
+
+
+def as_checkpoint(value: CheckpointLike, what: str = "checkpoint") -> Checkpoint:
+    """A checkpoint from a :class:`Checkpoint`, its JSON dict, a sensor's XCom value (its
+    ``target``), or text: the forms of :meth:`Checkpoint.parse`, or a dict rendered by a
+    template (JSON or Python literal)."""
+    if isinstance(value, Checkpoint):
+        return value
+    if isinstance(value, Mapping):
+        if "target" in value and isinstance(value["target"], Mapping):
+            value = value["target"]  # a sensor's XCom value
+        return Checkpoint.from_json(dict(value))
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("{"):
+            try:
+                data = json.loads(text)
+            except ValueError:
+                try:
+                    data = ast.literal_eval(text)
+                except (ValueError, SyntaxError):
+                    data = None
+            if isinstance(data, Mapping):
+                return as_checkpoint(data, what)
+        return Checkpoint.parse(text)
+    raise TypeError(f"{what} must be a Checkpoint, a dict or a string, not {type(value).__name__}")
+
+
+class BinlogHook(BaseHook):
+    """Reads a MySQL/MariaDB server's binlog like a replica, through an Airflow connection.
+
+    :param binlog_conn_id: the Airflow connection (type ``mysql_binlog``).
+    """
+
+    conn_name_attr = "binlog_conn_id"
+    default_conn_name = "mysql_binlog_default"
+    conn_type = "mysql_binlog"
+    hook_name = "MySQL/MariaDB binlog"
+
+    def __init__(self, binlog_conn_id: str = default_conn_name, *, connection=None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.binlog_conn_id = binlog_conn_id
+        self._connection = connection
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.binlog_conn_id!r})"
+
+    # ------------------------------------------------------------------ connection
+    @property
+    def connection(self):
+        if self._connection is None:
+            self._connection = self.get_connection(self.binlog_conn_id)
+        return self._connection
+
+    def _extras(self) -> dict:
+        conn = self.connection
+        extra = conn.extra_dejson if hasattr(conn, "extra_dejson") else json.loads(conn.extra or "{}")
+        if not isinstance(extra, dict):
+            raise BinlogConnectionError(f"the extra of connection {self.binlog_conn_id!r} must be a JSON object")
+        return extra
+
+    def replica_kwargs(self) -> dict:
+        """Keyword arguments for :class:`ReplicaConnection`, password included: never log them."""
+        conn = self.connection
+        extra = self._extras()
+        cid = self.binlog_conn_id
+        if not conn.host:
+            raise BinlogConnectionError(f"connection {cid!r} has no host")
+        if extra.get("server_id") in (None, ""):
+            raise BinlogConnectionError(
+                f"connection {cid!r} needs the extra 'server_id': a replica server id that neither the "
+                "server nor any of its replicas uses")
+        server_id = _number("server_id", extra["server_id"], int, 1)
+        if server_id >= 1 << 32:
+            raise BinlogConnectionError("connection extra 'server_id' must be below 2**32")
+        flavor = str(extra.get("flavor") or "auto").strip().lower()
+        if flavor not in FLAVORS:
+            raise BinlogConnectionError(f"connection extra 'flavor' must be one of {', '.join(FLAVORS)}")
+        kwargs: dict = {
+            "host": conn.host,
+            "port": int(conn.port) if conn.port else DEFAULT_PORT,
+            "user": conn.login or "",
+            "password": conn.password or "",
+            "server_id": server_id,
+            "flavor": flavor,
+            "heartbeat_seconds": _number("heartbeat_seconds", _given(extra, "heartbeat_seconds", 30.0), float, 0),
+        }
+        if extra.get("connect_timeout") not in (None, ""):
+            kwargs["connect_timeout"] = _number("connect_timeout", extra["connect_timeout"], int, 1)
+        ssl = self._ssl(extra)
+        if ssl is not None:
+            kwargs["ssl"] = ssl
+        return kwargs
+
+    @staticmethod
+    def _ssl(extra: Mapping[str, Any]) -> Optional[dict]:
+        files = {key: extra.get(f"ssl_{key}") for key in ("ca", "cert", "key")}
+        given = {k: v for k, v in files.items() if v not in (None, "")}
+        if not given and not _bool("ssl", _given(extra, "ssl", False)):
+            return None
+        if "key" in given and "cert" not in given:
+            raise BinlogConnectionError("connection extra 'ssl_key' needs 'ssl_cert'")
+        verify = _bool("ssl_verify", _given(extra, "ssl_verify", True))
+        ssl = dict(given)
+        ssl["verify_mode"] = verify
+        ssl["check_hostname"] = verify
+        return ssl
+
+    def get_replica(self) -> ReplicaConnection:
+        """A (not yet connected) replica session for the connection."""
+        return ReplicaConnection(**self.replica_kwargs())
+
+    def get_conn(self) -> ReplicaConnection:
+        return self.get_replica()
+
+    def checkpoint_store(self) -> CheckpointStore:
+        """The store named by the connection's extra ``checkpoint_store_uri``."""
+        uri = self._extras().get("checkpoint_store_uri")
+        if not uri:
+            raise BinlogConnectionError(
+                f"connection {self.binlog_conn_id!r} has no extra 'checkpoint_store_uri' (a directory "
+                "path or file:///path where loads keep their checkpoints)")
+        return open_checkpoint_store(uri)
+
+    def stored_checkpoint(self, checkpoint_key: Optional[str] = None) -> Checkpoint:
+        """The checkpoint stored under ``checkpoint_key`` (default: the connection id)."""
+        key = checkpoint_key or self.binlog_conn_id
+        checkpoint = self.checkpoint_store().load(key)
+        if checkpoint is None:
+            raise BinlogConnectionError(
+                f"the checkpoint store has no checkpoint for {key!r}: run an initial snapshot "
+                "(backfill mode 'snapshot') or give a start position")
+        return checkpoint
+
+    # ------------------------------------------------------------------ server
+    def current_position(self) -> Checkpoint:
+        """The server's binlog position now (file, position, GTID state)."""
+        with self.get_replica() as replica:
+            file, pos, gtid = replica.master_status()
+            info = replica.info
+        return Checkpoint.from_json({"file": file, "pos": pos, "gtid": gtid or None, "flavor": info.flavor,
+                                     "server_id": info.server_id, "server_uuid": info.server_uuid})
+
+    def preflight(self) -> PreflightReport:
+        """Check the server's binlog settings and the user's grants (see
+        :func:`~airflow_provider_binlog.replica.preflight.preflight`); log the warnings."""
+        with self.get_replica() as replica:
+            report = preflight(replica)
+        for warning in report.warnings:
+            self.log.warning("%s", warning)
+        return report
+
+    def test_connection(self) -> tuple[bool, str]:
+        """For the connection form's Test button."""
+        try:
+            with self.get_replica() as replica:
+                report = preflight(replica)
+                file, pos, _ = replica.master_status()
+                info = replica.info
+        except Exception as exc:  # the message never holds the password
+            return False, str(exc)
+        note = f"; warnings: {' '.join(report.warnings)}" if report.warnings else ""
+        return True, f"{info.flavor} {info.version} at {file}:{pos}{note}"
+
+    def check_position(self, *, start: Optional[CheckpointLike] = None, checkpoint_key: Optional[str] = None,
+                       retention_margin_files: int = 1) -> PositionCheck:
+        """Compare a checkpoint (``start``, else the stored one) with the server's position
+        now; raises ``BinlogPurgedError`` when the binlogs it needs are gone."""
+        begin = as_checkpoint(start, "start") if start is not None else self.stored_checkpoint(checkpoint_key)
+        with self.get_replica() as replica:
+            return check_position(replica, begin, retention_margin_files=retention_margin_files)
+
+    # ------------------------------------------------------------------ dump
+    def dump(self, *, staging_dir, start: Optional[CheckpointLike] = None,
+             stop: Union[str, CheckpointLike] = "current", tables: Optional[Iterable[str]] = None,
+             exclude: Optional[Iterable[str]] = None, max_rows: Optional[int] = None,
+             max_bytes: Optional[int] = None, max_seconds: Optional[float] = None,
+             checkpoint_key: Optional[str] = None, **options) -> dict:
+        """Dump the binlog from ``start`` to ``stop`` into ``staging_dir``; return the result as
+        JSON (manifest path, dump id, start and end checkpoints, row counts, transactions).
+
+        ``start=None`` reads the checkpoint stored under ``checkpoint_key`` (default: the
+        connection id). ``stop`` is ``"current"`` (the server's position when the dump starts),
+        a checkpoint, or a sensor's XCom value. ``tables``/``exclude`` are ``schema.table``
+        patterns. The dump never advances the stored checkpoint.
+        """
+        begin = as_checkpoint(start, "start") if start is not None else self.stored_checkpoint(checkpoint_key)
+        end = stop if stop == "current" else as_checkpoint(stop, "stop")
+        table_filter = TableFilter(tables, exclude)
+        replica = self.get_replica()
+        schemas = None
+        try:
+            replica.connect()
+            report = preflight(replica)
+            for warning in report.warnings:
+                self.log.warning("%s", warning)
+            if not report.full_row_metadata:
+                kwargs = self.replica_kwargs()
+                keep = ("host", "port", "user", "password", "connect_timeout", "ssl")
+                plain = {k: v for k, v in kwargs.items() if k in keep}
+                schemas = InformationSchemaSource(
+                    lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **plain))
+            self.log.info("binlog dump of %s from [%s] to [%s], tables %s", self.binlog_conn_id, begin,
+                          end, table_filter.to_json())
+            result = run_dump(replica, staging_dir=staging_dir, start=begin, stop=end, tables=table_filter,
+                              schemas=schemas, max_rows=max_rows, max_bytes=max_bytes,
+                              max_seconds=max_seconds, **options)
+        finally:
+            if schemas is not None:
+                schemas.close()
+            replica.close()
+        out = result.to_json()
+        self.log.info("binlog dump %s: %d transactions, rows %s, ended at [%s]", out["dump_id"],
+                      out["transactions"], out["rows"], result.end)
+        return out
+
+
+__all__ = ["BinlogConnectionError", "BinlogHook", "as_checkpoint"]

@@ -1,0 +1,99 @@
+"""What Airflow's ProvidersManager reads about this provider (entry point
+``apache_airflow_provider``). Imports no Airflow code."""
+from __future__ import annotations
+
+from . import __version__
+
+INTEGRATION = "MySQL/MariaDB binlog"
+
+_CONN_FIELDS = {
+    "server_id": {
+        "label": "Replica server id",
+        "description": "Required. The server id this load registers with as a replica: distinct from "
+                       "the server's own and from those of all its other replicas.",
+        "schema": {"type": ["integer", "null"], "minimum": 1, "maximum": 4294967295},
+    },
+    "ssl": {
+        "label": "Use TLS",
+        "description": "Encrypt the connection (also on when a TLS file is given).",
+        "schema": {"type": ["boolean", "null"], "default": False},
+    },
+    "ssl_ca": {
+        "label": "TLS CA file",
+        "description": "Path of the PEM CA certificate to verify the server with.",
+        "schema": {"type": ["string", "null"]},
+    },
+    "ssl_cert": {
+        "label": "TLS client certificate file",
+        "description": "Path of a PEM client certificate (with ssl_key).",
+        "schema": {"type": ["string", "null"]},
+    },
+    "ssl_key": {
+        "label": "TLS client key file",
+        "description": "Path of the PEM private key of the client certificate.",
+        "schema": {"type": ["string", "null"]},
+    },
+    "ssl_verify": {
+        "label": "Verify the server certificate",
+        "description": "Check the server's certificate and host name (default true when TLS is on).",
+        "schema": {"type": ["boolean", "null"], "default": True},
+    },
+    "flavor": {
+        "label": "Server flavor",
+        "description": "auto detects MySQL or MariaDB from the server version.",
+        "schema": {"type": ["string", "null"], "enum": ["auto", "mysql", "mariadb", None], "default": "auto"},
+    },
+    "checkpoint_store_uri": {
+        "label": "Checkpoint store",
+        "description": "Where loads keep their binlog checkpoint: a directory path or file:///path.",
+        "schema": {"type": ["string", "null"]},
+    },
+    "heartbeat_seconds": {
+        "label": "Heartbeat (seconds)",
+        "description": "Heartbeat period the server uses on an idle replication stream.",
+        "schema": {"type": ["number", "null"], "minimum": 0, "default": 30},
+    },
+    "connect_timeout": {
+        "label": "Connect timeout (seconds)",
+        "schema": {"type": ["integer", "null"], "minimum": 1, "default": 10},
+    },
+}
+
+
+def get_provider_info() -> dict:
+    return {
+        "package-name": "airflow-provider-binlog",
+        "name": "MySQL/MariaDB binlog to Apache Iceberg",
+        "description": "Loads MySQL and MariaDB binlog row changes into Apache Iceberg tables: "
+                       "a pure-Python binlog reader, bounded dumps to Parquet staging and a Spark "
+                       "MERGE.",
+        "versions": [__version__],
+        "integrations": [
+            {"integration-name": INTEGRATION, "tags": ["software"]},
+        ],
+        "hooks": [
+            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.hooks.binlog"]},
+        ],
+        "operators": [
+            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.operators.dump"]},
+        ],
+        "sensors": [
+            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.sensors.position"]},
+        ],
+        "triggers": [
+            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.triggers.position"]},
+        ],
+        "connection-types": [
+            {
+                "connection-type": "mysql_binlog",
+                "hook-class-name": "airflow_provider_binlog.hooks.binlog.BinlogHook",
+                "hook-name": "MySQL/MariaDB binlog",
+                "conn-fields": _CONN_FIELDS,
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "extra"],
+                    "relabeling": {"login": "User"},
+                    "placeholders": {"host": "db.example.com", "port": "3306", "login": "replication user"},
+                },
+            },
+        ],
+    }

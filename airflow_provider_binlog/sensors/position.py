@@ -1,0 +1,157 @@
+"""Sensor that waits until a server's binlog holds changes after the load's checkpoint."""
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Any, Optional, Sequence, Union
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+from airflow.sdk.exceptions import AirflowFailException
+
+from ..hooks.binlog import BinlogHook
+from ..replica import BinlogPurgedError, ReplicaError
+from ..triggers.position import BinlogPositionTrigger, poll_position
+
+
+class BinlogPurgedFailure(BinlogPurgedError, AirflowFailException):
+    """The checkpoint's binlogs were purged: the task fails without retrying (a retry cannot
+    bring them back); the remedy is a new snapshot."""
+
+
+class BinlogPositionSensor(BaseSensorOperator):
+    """Waits until the server's binlog is ahead of the load's checkpoint.
+
+    Each poke reads the server's position (``SHOW BINARY LOG STATUS``, or ``SHOW MASTER
+    STATUS``; ``gtid_binlog_pos`` on MariaDB) and compares it with the checkpoint: ``start``
+    if given, else the one stored under ``checkpoint_key`` (default: the connection id) in the
+    connection's checkpoint store. It succeeds when there are new transactions (new binlog
+    bytes when they cannot be counted), at least ``min_bytes`` and ``min_transactions`` of
+    them; once ``max_threshold_wait`` has passed since the first poke, any new data is enough.
+
+    The XCom value is the position check: ``target`` (the server's position at that poke, a
+    checkpoint JSON the dump can stop at exactly), ``start``, ``lag`` (``bytes``, ``files``,
+    ``transactions``, ``gtids``), ``oldest_binlog``, ``files_of_headroom``, ``warnings`` and
+    ``reason``.
+
+    Fails (without retrying) with :class:`BinlogPurgedFailure` when binlogs the checkpoint
+    needs are gone, and warns when the checkpoint is fewer than ``retention_margin_files``
+    files after the oldest retained binlog.
+
+    With ``deferrable=True`` the waiting happens in the triggerer
+    (:class:`~airflow_provider_binlog.triggers.position.BinlogPositionTrigger`).
+    """
+
+    template_fields: Sequence[str] = ("binlog_conn_id", "checkpoint_key", "start")
+    ui_color = "#d6e4f0"
+
+    def __init__(self, *, binlog_conn_id: str = BinlogHook.default_conn_name,
+                 checkpoint_key: Optional[str] = None, start: Any = None,
+                 min_bytes: Optional[int] = None, min_transactions: Optional[int] = None,
+                 max_threshold_wait: Union[dt.timedelta, float, None] = None,
+                 retention_margin_files: int = 1,
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 **kwargs) -> None:
+        super().__init__(**kwargs)
+        for name, value in (("min_bytes", min_bytes), ("min_transactions", min_transactions)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"{name} must be a non-negative integer")
+        if isinstance(max_threshold_wait, dt.timedelta):
+            max_threshold_wait = max_threshold_wait.total_seconds()
+        if max_threshold_wait is not None and max_threshold_wait < 0:
+            raise ValueError("max_threshold_wait must not be negative")
+        self.binlog_conn_id = binlog_conn_id
+        self.checkpoint_key = checkpoint_key
+        self.start = start
+        self.min_bytes = min_bytes
+        self.min_transactions = min_transactions
+        self.max_threshold_wait = max_threshold_wait
+        self.retention_margin_files = retention_margin_files
+        self.deferrable = deferrable
+        self._first_poke: Optional[float] = None
+
+    # ------------------------------------------------------------------ timing
+    def _started_at(self, context) -> float:
+        """Epoch seconds of the first poke (of the first try in reschedule mode)."""
+        if self.reschedule:
+            ti = context.get("ti") if hasattr(context, "get") else None
+            try:
+                first = ti.get_first_reschedule_date(context) if ti is not None else None
+            except Exception:
+                first = None
+            if first is not None:
+                return first.timestamp()
+        if self._first_poke is None:
+            self._first_poke = time.time()
+        return self._first_poke
+
+    def _deadline(self, context) -> Optional[float]:
+        if self.max_threshold_wait is None:
+            return None
+        return self._started_at(context) + self.max_threshold_wait
+
+    # ------------------------------------------------------------------ poke
+    def _hook(self) -> BinlogHook:
+        return BinlogHook(self.binlog_conn_id)
+
+    def _check(self, context) -> dict:
+        deadline = self._deadline(context)
+        try:
+            return poll_position(self._hook(), start=self.start, checkpoint_key=self.checkpoint_key,
+                                 min_bytes=self.min_bytes, min_transactions=self.min_transactions,
+                                 thresholds_waived=deadline is not None and time.time() >= deadline,
+                                 retention_margin_files=self.retention_margin_files)
+        except BinlogPurgedFailure:
+            raise
+        except BinlogPurgedError as exc:
+            raise BinlogPurgedFailure(exc.message, exc.hint) from None
+
+    def poke(self, context) -> PokeReturnValue:
+        result = self._check(context)
+        ready = result.pop("ready")
+        if ready:
+            self.log.info("new binlog data (%s); the dump can stop at [%s]", result["reason"],
+                          _checkpoint_text(result["target"]))
+        return PokeReturnValue(is_done=ready, xcom_value=result if ready else None)
+
+    # ------------------------------------------------------------------ deferrable
+    def execute(self, context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        first = self.poke(context)
+        if first.is_done:
+            return first.xcom_value
+        self.defer(
+            trigger=BinlogPositionTrigger(
+                self.binlog_conn_id, start=self.start, checkpoint_key=self.checkpoint_key,
+                min_bytes=self.min_bytes, min_transactions=self.min_transactions,
+                thresholds_deadline=self._deadline(context), poke_interval=self.poke_interval,
+                retention_margin_files=self.retention_margin_files),
+            method_name="execute_complete",
+            timeout=dt.timedelta(seconds=self.timeout),
+        )
+
+    def execute_complete(self, context, event: Optional[dict] = None) -> dict:
+        if not isinstance(event, dict) or event.get("status") not in ("success", "error"):
+            raise ReplicaError(f"unexpected event from the binlog position trigger: {event!r}")
+        if event["status"] == "error":
+            if event.get("error_type") == "BinlogPurgedError":
+                raise BinlogPurgedFailure(event.get("message", ""))
+            raise ReplicaError(f"{event.get('error_type', 'error')}: {event.get('message', '')}")
+        result = {k: v for k, v in event.items() if k != "status"}
+        for warning in result.get("warnings") or ():
+            self.log.warning("%s", warning)
+        self.log.info("new binlog data (%s), lag %s; the dump can stop at [%s]", result.get("reason"),
+                      result.get("lag"), _checkpoint_text(result.get("target") or {}))
+        return result
+
+
+def _checkpoint_text(data: dict) -> str:
+    parts = []
+    if data.get("file"):
+        parts.append(f"{data['file']}:{data.get('pos')}")
+    if data.get("gtid"):
+        parts.append(f"gtid={data['gtid']}")
+    return " ".join(parts)
+
+
+__all__ = ["BinlogPositionSensor", "BinlogPurgedFailure"]

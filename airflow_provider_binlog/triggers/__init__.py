@@ -1,0 +1,1 @@
+"""Airflow triggers (import Airflow)."""

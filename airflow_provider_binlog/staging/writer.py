@@ -200,6 +200,22 @@ class StagingWriter:
         stage.counts[kind] += len(event.rows)
         return len(event.rows)
 
+    def add_snapshot_rows(self, table_map: TableMap, rows, *, binlog_file: str, position: int,
+                          gtid: Optional[str], taken_at: dt.datetime, first_index: int) -> int:
+        """Stage rows read by an initial snapshot as inserts at the snapshot's position.
+
+        ``first_index`` continues the row index across chunks so every row keeps a unique
+        ordering key."""
+        stage, part = self._part_for(table_map)
+        seq = binlog_sequence(binlog_file)
+        txn = f"snapshot:{binlog_file}:{position}"
+        n = 0
+        for n, row in enumerate(rows, 1):
+            part.append("insert", binlog_file, seq, position, first_index + n - 1, gtid, taken_at,
+                        txn, None, row)
+        stage.counts["insert"] += n
+        return n
+
     def add_ddl(self, record: dict) -> None:
         self.ddl.append(record)
 

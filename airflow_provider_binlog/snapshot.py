@@ -1,0 +1,246 @@
+"""Initial snapshot: a consistent read of the selected tables with the binlog coordinates of
+that exact point, staged like a dump so the merge can load it and the incremental loads can
+continue from those coordinates with no gap and no duplicate.
+
+MariaDB: ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` and the ``binlog_snapshot_file`` /
+``binlog_snapshot_position`` status of that transaction (no lock). MySQL: a short
+``FLUSH TABLES WITH READ LOCK`` while the snapshot transaction starts and the position is read
+(needs the RELOAD privilege), released before any row is read.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from decimal import Decimal
+from typing import Iterable, Optional
+
+import pymysql
+
+from .checkpoint import Checkpoint
+from .codec import constants as C
+from .codec.events import Column, TableMap
+from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from .staging import Manifest, StagingWriter
+from .tables import TableFilter
+
+log = logging.getLogger(__name__)
+UTC = dt.timezone.utc
+
+
+class SnapshotError(Exception):
+    """A snapshot that cannot be taken; the message says what to change."""
+
+
+def quote_identifier(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+_TYPES = {
+    "tinyint": C.MYSQL_TYPE_TINY, "smallint": C.MYSQL_TYPE_SHORT, "mediumint": C.MYSQL_TYPE_INT24,
+    "int": C.MYSQL_TYPE_LONG, "integer": C.MYSQL_TYPE_LONG, "bigint": C.MYSQL_TYPE_LONGLONG,
+    "float": C.MYSQL_TYPE_FLOAT, "double": C.MYSQL_TYPE_DOUBLE, "real": C.MYSQL_TYPE_DOUBLE,
+    "decimal": C.MYSQL_TYPE_NEWDECIMAL, "numeric": C.MYSQL_TYPE_NEWDECIMAL,
+    "date": C.MYSQL_TYPE_DATE, "datetime": C.MYSQL_TYPE_DATETIME2,
+    "timestamp": C.MYSQL_TYPE_TIMESTAMP2, "time": C.MYSQL_TYPE_TIME2, "year": C.MYSQL_TYPE_YEAR,
+    "char": C.MYSQL_TYPE_STRING, "binary": C.MYSQL_TYPE_STRING, "inet4": C.MYSQL_TYPE_STRING,
+    "inet6": C.MYSQL_TYPE_STRING, "uuid": C.MYSQL_TYPE_STRING,
+    "varchar": C.MYSQL_TYPE_VARCHAR, "varbinary": C.MYSQL_TYPE_VARCHAR,
+    "enum": C.MYSQL_TYPE_ENUM, "set": C.MYSQL_TYPE_SET, "bit": C.MYSQL_TYPE_BIT,
+    "json": C.MYSQL_TYPE_JSON, "vector": C.MYSQL_TYPE_VECTOR,
+}
+_BLOBS = ("tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob", "longblob")
+_GEOMETRY = ("geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
+             "multipolygon", "geometrycollection", "geomcollection")
+
+
+def _labels(column_type: str) -> tuple:
+    import re
+    inner = column_type[column_type.index("(") + 1:column_type.rindex(")")]
+    return tuple(m.group(1).replace("''", "'") for m in re.finditer(r"'((?:[^']|'')*)'", inner))
+
+
+def table_map_from_information_schema(conn, schema: str, table: str, flavor: str) -> Optional[TableMap]:
+    """A TableMap equal to the one the binlog carries for the table (same staged layout)."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY, IS_NULLABLE, "
+            "NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_MAXIMUM_LENGTH "
+            "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+            "ORDER BY ORDINAL_POSITION", (schema, table))
+        rows = cur.fetchall()
+    if not rows:
+        return None
+    columns = []
+    for i, (name, data_type, column_type, charset, key, nullable, prec, scale, dtp, _maxlen) in enumerate(rows):
+        data_type, column_type = data_type.lower(), column_type.lower()
+        if data_type in _BLOBS:
+            t = C.MYSQL_TYPE_BLOB
+        elif data_type in _GEOMETRY:
+            t = C.MYSQL_TYPE_GEOMETRY
+        elif data_type == "json" and flavor == "mariadb":
+            t = C.MYSQL_TYPE_BLOB  # MariaDB JSON is LONGTEXT
+        else:
+            t = _TYPES.get(data_type)
+            if t is None:
+                raise SnapshotError(f"{schema}.{table}.{name}: unsupported column type {column_type}")
+        meta = 0
+        if t == C.MYSQL_TYPE_NEWDECIMAL:
+            meta = (int(prec) << 8) | int(scale or 0)
+        elif t in (C.MYSQL_TYPE_DATETIME2, C.MYSQL_TYPE_TIMESTAMP2, C.MYSQL_TYPE_TIME2):
+            meta = int(dtp or 0)
+        binary = charset is None and t in (C.MYSQL_TYPE_STRING, C.MYSQL_TYPE_VARCHAR, C.MYSQL_TYPE_BLOB)
+        text = None
+        if t in (C.MYSQL_TYPE_STRING, C.MYSQL_TYPE_VARCHAR, C.MYSQL_TYPE_BLOB):
+            text = not binary
+        columns.append(Column(
+            index=i, name=name, type=t, meta=meta, nullable=nullable == "YES",
+            unsigned="unsigned" in column_type, codec=None if binary else "utf-8", text=text,
+            enum_values=_labels(column_type) if data_type == "enum" else None,
+            set_values=_labels(column_type) if data_type == "set" else None,
+            primary_key=key == "PRI", data_type=data_type))
+    pk = tuple(c.index for c in columns if c.primary_key)
+    return TableMap(table_id=0, schema=schema, table=table, columns=tuple(columns), primary_key=pk,
+                    names_from="schema")
+
+
+def _converter(col: Column):
+    """pymysql result value -> the value the binlog codec would have decoded."""
+    t = col.type
+    if t == C.MYSQL_TYPE_BIT:
+        return lambda v: int.from_bytes(v, "big") if isinstance(v, (bytes, bytearray)) else v
+    if t == C.MYSQL_TYPE_TIMESTAMP2:
+        return lambda v: v.replace(tzinfo=UTC) if isinstance(v, dt.datetime) else v
+    if t == C.MYSQL_TYPE_JSON:
+        return lambda v: json.loads(v, parse_float=Decimal) if isinstance(v, (str, bytes)) else v
+    if t == C.MYSQL_TYPE_SET:
+        order = {label: i for i, label in enumerate(col.set_values or ())}
+        return lambda v: ",".join(sorted(v, key=order.get)) if isinstance(v, (set, frozenset)) else v
+    return None
+
+
+def _convert_rows(rows, converters):
+    if not any(converters):
+        return rows
+    return [tuple(v if f is None or v is None else f(v) for v, f in zip(row, converters)) for row in rows]
+
+
+def list_tables(conn, table_filter: TableFilter) -> list[tuple[str, str]]:
+    with conn.cursor() as cur:
+        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+                    "WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
+        return [(s, t) for s, t in cur.fetchall() if table_filter(s, t)]
+
+
+def _snapshot_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
+    with conn.cursor() as cur:
+        if flavor == "mariadb":
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+            status = {k.lower(): v for k, v in cur.fetchall()}
+            file, pos = status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])
+            cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
+            gtid = cur.fetchone()[0]
+            return file, pos, gtid
+        try:
+            cur.execute("FLUSH TABLES WITH READ LOCK")
+        except pymysql.err.OperationalError as exc:
+            raise SnapshotError(f"cannot take the snapshot lock (FLUSH TABLES WITH READ LOCK): "
+                                f"{exc.args[-1]}; GRANT RELOAD ON *.* to the user") from None
+        try:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            for sql in ("SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"):
+                try:
+                    cur.execute(sql)
+                    row = cur.fetchone()
+                    break
+                except pymysql.err.ProgrammingError:
+                    continue
+        finally:
+            cur.execute("UNLOCK TABLES")
+        return row[0], int(row[1]), (row[4] if len(row) > 4 else None)
+
+
+def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, server: dict,
+                  chunk_rows: int = 10_000) -> Manifest:
+    """Read the selected tables consistently and publish them as a snapshot batch.
+
+    ``connect()`` returns a new pymysql connection (autocommit). The manifest has
+    ``"mode": "snapshot"`` and ``start == end`` = the snapshot's binlog coordinates.
+    """
+    conn = connect()
+    writer = StagingWriter(staging_dir)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        selected = list_tables(conn, tables)
+        maps = {}
+        for schema, table in selected:
+            tm = table_map_from_information_schema(conn, schema, table, flavor)
+            if tm is not None:
+                maps[(schema, table)] = tm
+        file, pos, gtid_text = _snapshot_position(conn, flavor)
+        taken_at = dt.datetime.now(UTC)
+        gtid = None
+        if gtid_text:
+            gtid = MariadbGtidPosition.parse(gtid_text) if flavor == "mariadb" else MysqlGtidSet.parse(gtid_text)
+        checkpoint = Checkpoint(file=file, position=pos, gtid=gtid, flavor=flavor,
+                                server_id=server.get("server_id"), server_uuid=server.get("server_uuid"))
+        for (schema, table), tm in maps.items():
+            _copy_table(conn, writer, tm, file, pos, gtid_text or None, taken_at, chunk_rows)
+        conn.rollback()
+        dump_id = f"snapshot-{file}.{pos}"
+        return writer.publish(dump_id=dump_id, start=checkpoint.to_json(), end=checkpoint.to_json(),
+                              server=server,
+                              extra={"mode": "snapshot", "tables_filter": tables.to_json(),
+                                     "snapshot_tables": [f"{s}.{t}" for s, t in maps]})
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        conn.close()
+
+
+def _copy_table(conn, writer: StagingWriter, tm: TableMap, file: str, pos: int,
+                gtid: Optional[str], taken_at: dt.datetime, chunk_rows: int) -> None:
+    cols = ", ".join(quote_identifier(c.name) for c in tm.columns)
+    source = f"{quote_identifier(tm.schema)}.{quote_identifier(tm.table)}"
+    converters = [_converter(c) for c in tm.columns]
+    pk = [tm.columns[i] for i in tm.primary_key]
+    written = 0
+    if pk:
+        pk_cols = ", ".join(quote_identifier(c.name) for c in pk)
+        pk_idx = [c.index for c in pk]
+        last = None
+        while True:
+            with conn.cursor() as cur:
+                if last is None:
+                    cur.execute(f"SELECT {cols} FROM {source} ORDER BY {pk_cols} LIMIT %s", (chunk_rows,))
+                else:
+                    marks = ", ".join(["%s"] * len(pk))
+                    cur.execute(f"SELECT {cols} FROM {source} WHERE ({pk_cols}) > ({marks}) "
+                                f"ORDER BY {pk_cols} LIMIT %s", (*last, chunk_rows))
+                rows = cur.fetchall()
+            if not rows:
+                break
+            written += writer.add_snapshot_rows(tm, _convert_rows(rows, converters), binlog_file=file,
+                                                position=pos, gtid=gtid, taken_at=taken_at,
+                                                first_index=written)
+            last = tuple(rows[-1][i] for i in pk_idx)
+            if len(rows) < chunk_rows:
+                break
+    else:
+        with conn.cursor(pymysql.cursors.SSCursor) as cur:
+            cur.execute(f"SELECT {cols} FROM {source}")
+            while True:
+                rows = cur.fetchmany(chunk_rows)
+                if not rows:
+                    break
+                written += writer.add_snapshot_rows(tm, _convert_rows(rows, converters), binlog_file=file,
+                                                    position=pos, gtid=gtid, taken_at=taken_at,
+                                                    first_index=written)
+    if written == 0:
+        writer.add_snapshot_rows(tm, [], binlog_file=file, position=pos, gtid=gtid,
+                                 taken_at=taken_at, first_index=0)
+    log.info("snapshot of %s.%s: %d rows", tm.schema, tm.table, written)

@@ -1073,7 +1073,17 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         (ledger_state.checkpoint, f"ledger {ledger} (stream {stream!r})")
     result: dict[str, Any] = {"batch_id": batch.batch_id, "start": batch.start.to_json(),
                               "end": batch.end.to_json(), "tables": []}
-    if position is not None and compare_checkpoints(batch.start, position) != 0:
+    snapshot = batch.manifest.data.get("mode") == "snapshot"
+    if snapshot and position is not None and compare_checkpoints(batch.end, position) == 0:
+        log.info("snapshot %s is already applied (%s is at %s)", batch.batch_id, source, position)
+        result["status"] = "already-applied"
+        return result
+    if snapshot and position is not None and compare_checkpoints(batch.end, position) < 0:
+        raise BatchGapError(
+            f"snapshot {batch.batch_id} at [{batch.end}] is older than {source} at "
+            f"{_describe_position(position)}: applying it would rewind the tables; take a new "
+            f"snapshot instead")
+    if not snapshot and position is not None and compare_checkpoints(batch.start, position) != 0:
         if compare_checkpoints(batch.end, position) <= 0:
             log.info("batch %s is already applied (%s is at %s)", batch.batch_id, source, position)
             result["status"] = "already-applied"
@@ -1092,6 +1102,14 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
 
     # 1. plan every table, before anything is committed
     resets = _reset_records(batch)
+    if snapshot:
+        # an initial snapshot replaces each table's content: an implicit TRUNCATE just before
+        # the snapshot's rows (which all sit at the snapshot position)
+        seq, pos = _position(batch.end)
+        for entry in batch.manifest.tables:
+            resets.setdefault(f"{entry['schema']}.{entry['table']}", []).insert(
+                0, {"kind": "truncate", "file": batch.end.file, "pos": pos - 1,
+                    "tables": [f"{entry['schema']}.{entry['table']}"], "_position": (seq, pos - 1)})
     entries = {(e["schema"], e["table"]): e for e in batch.manifest.tables}
     names = set(entries)
     for qualified in resets:

@@ -75,7 +75,8 @@ def get_provider_info() -> dict:
             {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.hooks.binlog"]},
         ],
         "operators": [
-            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.operators.dump"]},
+            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.operators.dump",
+                                                             "airflow_provider_binlog.operators.merge"]},
         ],
         "sensors": [
             {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.sensors.position"]},

@@ -169,15 +169,16 @@ def test_killed_dump_publishes_nothing_and_a_rerun_succeeds(mariadb, table, tmp_
         sys.path.insert(0, {os.getcwd()!r})
         from airflow_provider_binlog import staging
         from airflow_provider_binlog.staging import writer
-        original = writer._PartFile.append
+        original = writer._PartFile.append_rows
         count = [0]
-        def slow(self, *a):
+        def slow(self, *a, **kw):
+            result = original(self, *a, **kw)
             count[0] += 1
-            if count[0] == 5000:
+            if count[0] == 20:  # some rows staged, some row groups maybe flushed
                 print("mid-dump", flush=True)
                 time.sleep(60)
-            return original(self, *a)
-        writer._PartFile.append = slow
+            return result
+        writer._PartFile.append_rows = slow
         from airflow_provider_binlog.checkpoint import Checkpoint
         from airflow_provider_binlog.dump import run_dump
         from airflow_provider_binlog.replica import ReplicaConnection

@@ -58,15 +58,41 @@ class _PartFile:
         self._reset()
 
     def _reset(self) -> None:
-        # one tuple per row; the columns are built per row group (see flush)
-        self.pending: list = []
+        # envelope and images as columns; the Arrow arrays are built per row group (see flush)
+        self.ops: list = []
+        self.files: list = []
+        self.seqs: list = []
+        self.poss: list = []
+        self.indexes: list = []
+        self.gtids: list = []
+        self.stamps: list = []
+        self.txns: list = []
+        self.befores: list = []
+        self.afters: list = []
+
+    def append_rows(self, op: str, file: str, seq: int, pos: int, gtid, commit_ts, txn: str,
+                    befores, afters, first_index: int = 0) -> None:
+        """Stage the rows of one event: ``befores``/``afters`` are sequences of row images, or
+        None when that image does not exist for ``op`` (inserts have no before image)."""
+        n = len(befores if befores is not None else afters)
+        self.ops += [op] * n
+        self.files += [file] * n
+        self.seqs += [seq] * n
+        self.poss += [pos] * n
+        self.indexes += range(first_index, first_index + n)
+        self.gtids += [gtid] * n
+        self.stamps += [commit_ts] * n
+        self.txns += [txn] * n
+        self.befores += befores if befores is not None else [None] * n
+        self.afters += afters if afters is not None else [None] * n
+        self.rows += n
+        if len(self.ops) >= self.row_group_rows:
+            self.flush()
 
     def append(self, op, file, seq, pos, row_index, gtid, commit_ts, txn, before, after) -> None:
-        pending = self.pending
-        pending.append((op, file, seq, pos, row_index, gtid, commit_ts, txn, before, after))
-        self.rows += 1
-        if len(pending) >= self.row_group_rows:
-            self.flush()
+        self.append_rows(op, file, seq, pos, gtid, commit_ts, txn,
+                         None if before is None else [before], None if after is None else [after],
+                         first_index=row_index)
 
     def _image(self, images: tuple) -> tuple:
         """The struct array of one image column and the absent column names of each row."""
@@ -108,14 +134,13 @@ class _PartFile:
                                           mask=pa.array(mask, type=pa.bool_())), absent
 
     def flush(self) -> None:
-        if not self.pending:
+        if not self.ops:
             return
-        (ops, files, seqs, poss, row_indexes, gtids, commit_tss, txns, befores,
-         afters) = zip(*self.pending)
-        before, before_absent = self._image(befores)
-        after, after_absent = self._image(afters)
-        columns = {"_op": ops, "_binlog_file": files, "_binlog_seq": seqs, "_binlog_pos": poss,
-                   "_row": row_indexes, "_gtid": gtids, "_commit_ts": commit_tss, "_txn": txns,
+        before, before_absent = self._image(self.befores)
+        after, after_absent = self._image(self.afters)
+        columns = {"_op": self.ops, "_binlog_file": self.files, "_binlog_seq": self.seqs,
+                   "_binlog_pos": self.poss, "_row": self.indexes, "_gtid": self.gtids,
+                   "_commit_ts": self.stamps, "_txn": self.txns,
                    "_before_absent": before_absent, "_after_absent": after_absent}
         arrays = []
         for field in self.schema:
@@ -189,15 +214,15 @@ class StagingWriter:
         seq = binlog_sequence(binlog_file)
         ts = commit_ts or dt.datetime.fromtimestamp(event.header.timestamp, UTC)
         kind = event.kind
-        pos = event.pos
-        for i, row in enumerate(event.rows):
-            if kind == "insert":
-                part.append(kind, binlog_file, seq, pos, i, gtid, ts, txn, None, row)
-            elif kind == "delete":
-                part.append(kind, binlog_file, seq, pos, i, gtid, ts, txn, row, None)
-            else:
-                part.append(kind, binlog_file, seq, pos, i, gtid, ts, txn, row[0], row[1])
-        stage.counts[kind] += len(event.rows)
+        rows = event.rows
+        if kind == "insert":
+            part.append_rows(kind, binlog_file, seq, event.pos, gtid, ts, txn, None, rows)
+        elif kind == "delete":
+            part.append_rows(kind, binlog_file, seq, event.pos, gtid, ts, txn, rows, None)
+        else:
+            part.append_rows(kind, binlog_file, seq, event.pos, gtid, ts, txn,
+                             [r[0] for r in rows], [r[1] for r in rows])
+        stage.counts[kind] += len(rows)
         return len(event.rows)
 
     def add_snapshot_rows(self, table_map: TableMap, rows, *, binlog_file: str, position: int,
@@ -209,12 +234,12 @@ class StagingWriter:
         stage, part = self._part_for(table_map)
         seq = binlog_sequence(binlog_file)
         txn = f"snapshot:{binlog_file}:{position}"
-        n = 0
-        for n, row in enumerate(rows, 1):
-            part.append("insert", binlog_file, seq, position, first_index + n - 1, gtid, taken_at,
-                        txn, None, row)
-        stage.counts["insert"] += n
-        return n
+        rows = list(rows)
+        if rows:
+            part.append_rows("insert", binlog_file, seq, position, gtid, taken_at, txn, None, rows,
+                             first_index=first_index)
+        stage.counts["insert"] += len(rows)
+        return len(rows)
 
     def add_ddl(self, record: dict) -> None:
         self.ddl.append(record)

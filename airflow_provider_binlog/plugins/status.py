@@ -1,0 +1,773 @@
+"""What the Binlog CDC view shows about each source, gathered without Airflow's web layer.
+
+A *source* is an Airflow connection of type ``mysql_binlog``: those defined by
+``AIRFLOW_CONN_<ID>`` environment variables and those in the metadata database. An optional
+configuration adds what a connection does not say, in the environment variable
+``BINLOG_UI_SOURCES`` or else the Airflow Variable ``binlog_ui_sources``: JSON, a list of ::
+
+    {"conn_id": "shop_db",              # required; may name a connection of a secrets backend
+     "checkpoint_key": "shop_db",       # default: the connection id
+     "staging_dir": "/data/staging/shop_db",   # or "staging_dirs": [...], to read manifests
+     "stall_after_seconds": 3600}       # default: BINLOG_UI_STALL_SECONDS, else 3600
+
+or an object ``{conn_id: {...}, ...}``.
+
+Per source this reads, each step on its own so one failing step leaves the others shown:
+
+- the checkpoint store of the connection (extra ``checkpoint_store_uri``): the stored
+  checkpoint and its last saves (each save is a merge that advanced it, or a snapshot);
+- the server, through a short-lived read-only session (``SHOW``/``SELECT`` only; 3 s connect,
+  read and write timeouts): flavor, version, current position, retained binlogs,
+  ``gtid_purged``, and the lag of the checkpoint (bytes, files, transactions);
+- the manifests of the last dumps in the staging directories (rows per operation, tables,
+  duration, binlog bytes read): the lag history and the rows per run;
+- optionally, task instances of ``BinlogDumpOperator``, ``BinlogSnapshotOperator`` and
+  ``BinlogMergeOperator`` with their returned XCom (durations, Airflow runs, Iceberg snapshot
+  ids), read from the metadata database by :func:`airflow_task_runs` (the last 14 days, at
+  most once a minute; ``BINLOG_UI_TASK_RUNS=false`` turns it off).
+
+Nothing here writes anywhere. Every string of a result goes through :func:`redact` with the
+connection's password and secret-looking extras, and no extra is ever put in a result.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional
+
+from ..checkpoint import Checkpoint, FileCheckpointStore, open_checkpoint_store
+from ..position import check_position, read_server_state
+from ..replica import BinlogPurgedError, ReplicaConnection, ReplicaError
+from ..staging.contract import MANIFEST_FORMAT, MANIFEST_NAME
+
+log = logging.getLogger(__name__)
+
+CONN_TYPE = "mysql_binlog"
+SOURCES_ENV = "BINLOG_UI_SOURCES"
+SOURCES_VARIABLE = "binlog_ui_sources"
+STALL_ENV = "BINLOG_UI_STALL_SECONDS"
+TASK_RUNS_ENV = "BINLOG_UI_TASK_RUNS"
+DEFAULT_STALL_SECONDS = 3600.0
+DEFAULT_HISTORY = 30
+SERVER_TIMEOUT = 3
+OPS = ("insert", "update", "delete")
+
+#: States drawn red, and the order in which a worse state wins.
+RED_STATES = ("error", "purged", "stalled")
+_SEVERITY = {"ok": 0, "unknown": 1, "warning": 2, "stalled": 3, "purged": 4, "error": 5}
+
+#: Extras that hold no secret (their values may show, e.g. the flavor); every other extra's
+#: value is scrubbed from what the view shows.
+_PLAIN_EXTRAS = frozenset({"server_id", "flavor", "ssl", "ssl_verify", "heartbeat_seconds",
+                           "connect_timeout"})
+_SOURCE_KEYS = frozenset({"conn_id", "checkpoint_key", "staging_dir", "staging_dirs",
+                          "stall_after_seconds"})
+REDACTED = "***"
+
+
+class SourceConfigError(ValueError):
+    """``BINLOG_UI_SOURCES`` / the Variable ``binlog_ui_sources`` is not valid."""
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    conn_id: str
+    checkpoint_key: Optional[str] = None
+    staging_dirs: tuple = ()
+    stall_after_seconds: Optional[float] = None
+
+    @property
+    def key(self) -> str:
+        return self.checkpoint_key or self.conn_id
+
+
+def parse_sources(value: Any) -> list[SourceConfig]:
+    """Source configurations from JSON text or its parsed value (see the module docstring)."""
+    if isinstance(value, (bytes, str)):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise SourceConfigError(f"not JSON: {exc}") from None
+    if isinstance(value, Mapping):
+        if "conn_id" in value:
+            value = [value]
+        else:
+            value = [{"conn_id": k, **(v or {})} if isinstance(v, Mapping) or v is None else v
+                     for k, v in value.items()]
+    if not isinstance(value, list):
+        raise SourceConfigError("expected a list of sources ({\"conn_id\": ..., ...}) or an object "
+                                "keyed by connection id")
+    out: list[SourceConfig] = []
+    for item in value:
+        if isinstance(item, str):
+            item = {"conn_id": item}
+        if not isinstance(item, Mapping):
+            raise SourceConfigError(f"a source must be an object or a connection id, not {item!r}")
+        unknown = sorted(set(item) - _SOURCE_KEYS)
+        if unknown:
+            raise SourceConfigError(f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_SOURCE_KEYS))}")
+        conn_id = item.get("conn_id")
+        if not isinstance(conn_id, str) or not conn_id.strip():
+            raise SourceConfigError("every source needs a 'conn_id' string")
+        dirs = item.get("staging_dirs") or []
+        if isinstance(dirs, str):
+            dirs = [dirs]
+        if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+            raise SourceConfigError(f"{conn_id}: 'staging_dirs' must be a list of paths")
+        if item.get("staging_dir"):
+            dirs = [str(item["staging_dir"]), *dirs]
+        stall = item.get("stall_after_seconds")
+        if stall is not None:
+            try:
+                stall = float(stall)
+                if stall <= 0 or isinstance(item["stall_after_seconds"], bool):
+                    raise ValueError
+            except (TypeError, ValueError):
+                raise SourceConfigError(f"{conn_id}: 'stall_after_seconds' must be a number > 0") from None
+        key = item.get("checkpoint_key")
+        if key is not None and (not isinstance(key, str) or not key):
+            raise SourceConfigError(f"{conn_id}: 'checkpoint_key' must be a non-empty string")
+        out.append(SourceConfig(conn_id.strip(), key, tuple(dirs), stall))
+    return out
+
+
+def configured_sources(environ: Optional[Mapping[str, str]] = None, *, use_variable: bool = True
+                       ) -> tuple[list[SourceConfig], list[str]]:
+    """The optional source configuration: ``BINLOG_UI_SOURCES``, else the Variable
+    ``binlog_ui_sources``; a bad one is reported, not raised."""
+    environ = os.environ if environ is None else environ
+    text, origin = environ.get(SOURCES_ENV), f"environment variable {SOURCES_ENV}"
+    if not text and use_variable:
+        origin = f"Airflow Variable {SOURCES_VARIABLE}"
+        try:
+            from airflow.models.variable import Variable
+
+            text = Variable.get(SOURCES_VARIABLE, default_var=None)
+        except Exception as exc:  # no metadata database: no Variable
+            log.debug("cannot read the Variable %s: %s", SOURCES_VARIABLE, exc)
+            text = None
+    if not text:
+        return [], []
+    try:
+        return parse_sources(text), []
+    except SourceConfigError as exc:
+        return [], [f"{origin} is ignored: {exc}"]
+
+
+def default_stall_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
+    environ = os.environ if environ is None else environ
+    try:
+        value = float(environ.get(STALL_ENV) or DEFAULT_STALL_SECONDS)
+        return value if value > 0 else DEFAULT_STALL_SECONDS
+    except ValueError:
+        return DEFAULT_STALL_SECONDS
+
+
+# ------------------------------------------------------------------------------------ connections
+
+def _short_error(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def env_connections(environ: Optional[Mapping[str, str]] = None) -> tuple[dict, list[str]]:
+    """Connections of type ``mysql_binlog`` defined by ``AIRFLOW_CONN_<ID>`` variables (JSON or
+    URI), keyed by their id (the variable's suffix, lower case, as Airflow looks them up)."""
+    from airflow.models.connection import Connection
+
+    environ = os.environ if environ is None else environ
+    out, warnings = {}, []
+    for name, value in sorted(environ.items()):
+        if not name.startswith("AIRFLOW_CONN_") or not value:
+            continue
+        conn_id = name[len("AIRFLOW_CONN_"):].lower()
+        try:
+            if value.lstrip().startswith("{"):
+                doc = json.loads(value)
+                if not isinstance(doc, dict) or doc.get("conn_type") != CONN_TYPE:
+                    continue
+                conn = Connection.from_json(value, conn_id=conn_id)
+            else:
+                conn = Connection(conn_id=conn_id, uri=value)
+        except Exception:  # the value may hold a password: name the variable only
+            warnings.append(f"environment variable {name} does not hold a readable connection")
+            continue
+        if conn.conn_type == CONN_TYPE:
+            out[conn_id] = conn
+    return out, warnings
+
+
+def db_connections() -> dict:
+    """Connections of type ``mysql_binlog`` in the metadata database (detached)."""
+    from sqlalchemy import select
+
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        conns = list(session.scalars(select(Connection).where(Connection.conn_type == CONN_TYPE)))
+        for conn in conns:
+            _ = conn.password, conn.extra  # decrypt while attached
+            session.expunge(conn)
+    return {c.conn_id: c for c in conns}
+
+
+def resolve_connection(conn_id: str):
+    """A connection by id from Airflow's secrets backends, environment and database."""
+    from airflow.models.connection import Connection
+
+    return Connection.get_connection_from_secrets(conn_id)
+
+
+def discover_sources(environ: Optional[Mapping[str, str]] = None, *, use_db: bool = True
+                     ) -> tuple[list[tuple[SourceConfig, Any]], list[str]]:
+    """``[(config, connection or the exception that prevented getting it)]`` sorted by
+    connection id, and warnings for the page."""
+    configs, warnings = configured_sources(environ, use_variable=use_db)
+    conns: dict = {}
+    if use_db:
+        try:
+            conns.update(db_connections())
+        except Exception as exc:
+            log.warning("cannot list the mysql_binlog connections of the metadata database: %s", exc)
+            warnings.append("cannot list connections from the metadata database: " + _short_error(exc, 160))
+    found, env_warnings = env_connections(environ)
+    conns.update(found)  # the environment wins over the database, as in Airflow's lookup
+    warnings += env_warnings
+    by_id = {c.conn_id: c for c in configs}
+    sources = []
+    for conn_id in sorted(set(conns) | set(by_id)):
+        config = by_id.get(conn_id) or SourceConfig(conn_id)
+        conn = conns.get(conn_id)
+        if conn is None:
+            try:
+                conn = resolve_connection(conn_id)
+            except Exception as exc:
+                conn = exc
+        sources.append((config, conn))
+    return sources, warnings
+
+
+# ------------------------------------------------------------------------------------ redaction
+
+def secret_values(conn) -> list[str]:
+    """The password and the values of the connection's extras that may be secret (paths of
+    keys and stores, anything unknown); longest first."""
+    values: set[str] = set()
+    password = getattr(conn, "password", None)
+    if password:
+        values.add(str(password))
+    try:
+        extra = conn.extra_dejson if hasattr(conn, "extra_dejson") else json.loads(conn.extra or "{}")
+    except Exception:
+        extra = {}
+        raw = getattr(conn, "extra", None)
+        if raw:
+            values.add(str(raw))
+    if isinstance(extra, dict):
+        stack = [v for k, v in extra.items() if k not in _PLAIN_EXTRAS]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, dict):
+                stack.extend(value.values())
+            elif isinstance(value, (list, tuple)):
+                stack.extend(value)
+            elif isinstance(value, str) and value:
+                values.add(value)
+                if value.startswith("file://"):
+                    try:
+                        store = open_checkpoint_store(value)
+                        if isinstance(store, FileCheckpointStore):
+                            values.add(store.root)
+                    except Exception:
+                        pass
+    return sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
+
+
+def redact(value: Any, secrets: Iterable[str]) -> Any:
+    """``value`` with every occurrence of a secret in its strings replaced by ``***``."""
+    secrets = [s for s in secrets if s]
+    if not secrets:
+        return value
+
+    def walk(v):
+        if isinstance(v, str):
+            for s in secrets:
+                if s in v:
+                    v = v.replace(s, REDACTED)
+            return v
+        if isinstance(v, dict):
+            return {walk(k): walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+def _utc(value: Any) -> Optional[dt.datetime]:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        t = value
+    else:
+        try:
+            t = dt.datetime.fromisoformat(str(value))
+        except ValueError:
+            return None
+    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+
+
+def _iso(value: Optional[dt.datetime]) -> Optional[str]:
+    return None if value is None else _utc(value).isoformat()
+
+
+def checkpoint_point(value: Any) -> Optional[tuple]:
+    """A comparable identity of a checkpoint (its JSON, text or object): coordinates when it
+    has them, else its GTID state; None when unreadable."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, Checkpoint):
+            cp = value
+        elif isinstance(value, Mapping):
+            cp = Checkpoint.from_json({k: v for k, v in value.items() if k in
+                                       ("file", "pos", "position", "gtid", "flavor", "server_id", "server_uuid")})
+        else:
+            cp = Checkpoint.parse(str(value))
+    except (TypeError, ValueError):
+        return None
+    if cp.has_coordinates:
+        return ("pos", cp.file, cp.position)
+    return ("gtid", str(cp.gtid))
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def dump_summary(data: Mapping) -> dict:
+    """What the view keeps of a manifest."""
+    rows = dict.fromkeys(OPS, 0)
+    tables = {}
+    for t in data.get("tables") or []:
+        name = f"{t.get('schema')}.{t.get('table')}"
+        counts = {op: _int((t.get("rows") or {}).get(op)) for op in OPS}
+        tables[name] = counts
+        for op in OPS:
+            rows[op] += counts[op]
+    total = sum(rows.values())
+    duration = data.get("duration_seconds")
+    duration = float(duration) if isinstance(duration, (int, float)) and duration >= 0 else None
+    return {
+        "dump_id": data.get("dump_id"),
+        "kind": data.get("mode") or "dump",
+        "created_at": _iso(_utc(data.get("created_at"))),
+        "started_at": _iso(_utc(data.get("started_at"))),
+        "duration_seconds": duration,
+        "rows": rows,
+        "total_rows": total,
+        "rows_per_second": round(total / duration, 1) if duration else None,
+        "transactions": data.get("transactions"),
+        "binlog_bytes": data.get("binlog_bytes"),
+        "start": data.get("start"),
+        "end": data.get("end"),
+        "tables": tables,
+    }
+
+
+def read_manifests(staging_dirs: Iterable[str], limit: int = DEFAULT_HISTORY) -> tuple[list[dict], list[str]]:
+    """Summaries of the newest ``limit`` published manifests (by file time) under the
+    staging directories, newest first, and warnings. Reads only the manifests."""
+    found, warnings = [], []
+    for directory in staging_dirs:
+        root = Path(directory)
+        if not root.is_dir():
+            warnings.append(f"staging directory {directory} does not exist")
+            continue
+        try:
+            children = list(root.iterdir())
+        except OSError as exc:
+            warnings.append(f"cannot list staging directory {directory}: {exc.strerror or exc}")
+            continue
+        for child in children:
+            if child.name.startswith("."):
+                continue
+            path = child / MANIFEST_NAME
+            try:
+                found.append((path.stat().st_mtime, str(path)))
+            except OSError:
+                continue
+    found.sort(reverse=True)
+    out = []
+    for _, path in found[:max(limit, 0)]:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            warnings.append(f"unreadable manifest {path}: {_short_error(exc, 120)}")
+            continue
+        if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
+            continue
+        out.append(dump_summary(data))
+    out.sort(key=lambda d: d["created_at"] or "", reverse=True)
+    return out, warnings
+
+
+def _airflow_tables(value: Mapping) -> dict:
+    """``{source table: {"iceberg_table", "snapshot_id"}}`` of a merge task's XCom."""
+    out = {}
+    tables = value.get("tables") if isinstance(value, Mapping) else None
+    if isinstance(tables, Mapping):
+        for name, info in tables.items():
+            if isinstance(info, Mapping):
+                out[str(name)] = {"iceberg_table": info.get("iceberg_table"), "snapshot_id": info.get("snapshot_id")}
+    return out
+
+
+def _age(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    if seconds < 172800:
+        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    return f"{seconds // 86400} days"
+
+
+# ------------------------------------------------------------------------------------ one source
+
+@dataclass
+class _Status:
+    data: dict = field(default_factory=dict)
+
+    def worse(self, state: str, message: Optional[str] = None) -> None:
+        if _SEVERITY[state] > _SEVERITY[self.data["state"]]:
+            self.data["state"] = state
+        if message:
+            self.data["problems"].append({"state": state, "message": message})
+
+
+def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime] = None,
+                   history_limit: int = DEFAULT_HISTORY, timeout: float = SERVER_TIMEOUT,
+                   stall_after_seconds: Optional[float] = None, airflow_runs: Iterable[dict] = ()) -> dict:
+    """The status of one source as a JSON-able dict. Never raises: a failing step shows as
+    the source's ``error`` state and a problem message."""
+    now = _utc(now) or dt.datetime.now(dt.timezone.utc)
+    stall = config.stall_after_seconds or stall_after_seconds or default_stall_seconds()
+    st = _Status({
+        "conn_id": config.conn_id, "checkpoint_key": config.key, "state": "ok", "problems": [],
+        "warnings": [], "server": None, "position": None, "checkpoint": None, "lag": None,
+        "retention": None, "last_advance": None, "last_dump": None, "last_merge": None,
+        "dumps": [], "advances": [], "tables": [], "lag_history": [], "stall_after_seconds": stall,
+        "checked_at": now.isoformat(), "staging_configured": bool(config.staging_dirs),
+    })
+    secrets: list[str] = []
+    try:
+        if isinstance(conn, BaseException) or conn is None:
+            st.worse("error", f"connection {config.conn_id!r} not found: {_short_error(conn) if conn else 'no such connection'}")
+            return st.data
+        secrets = secret_values(conn)
+        _collect(config, conn, st, now=now, history_limit=history_limit, timeout=timeout, stall=stall,
+                 airflow_runs=list(airflow_runs))
+    except Exception as exc:  # the page must render: show it as this source's failure
+        log.warning("binlog status of %s failed", config.conn_id, exc_info=True)
+        st.worse("error", f"status failed: {_short_error(exc)}")
+    finally:
+        st.data = redact(st.data, secrets)
+    return st.data
+
+
+def _collect(config: SourceConfig, conn: Any, st: _Status, *, now: dt.datetime, history_limit: int,
+             timeout: float, stall: float, airflow_runs: list) -> None:
+    from ..hooks.binlog import BinlogHook
+
+    data = st.data
+    hook = BinlogHook(config.conn_id, connection=conn)
+    data["server"] = {"host": conn.host, "port": int(conn.port) if conn.port else 3306}
+
+    # 1. the checkpoint store
+    checkpoint, history = None, []
+    try:
+        store = hook.checkpoint_store()
+        checkpoint = store.load(config.key)
+        history = store.history(config.key, history_limit)
+    except Exception as exc:
+        st.worse("error", f"checkpoint store: {_short_error(exc)}")
+        store = None
+    if store is not None and checkpoint is None:
+        st.worse("warning", f"no checkpoint stored under {config.key!r} yet: run an initial snapshot "
+                            "(backfill mode 'snapshot') or a first load")
+    if checkpoint is not None:
+        data["checkpoint"] = {**checkpoint.to_json(), "text": str(checkpoint),
+                              "saved_at": _iso(history[0].saved_at) if history else None}
+    if history:
+        data["last_advance"] = _iso(history[0].saved_at)
+
+    # 2. the server (read-only session, short timeouts)
+    check = None
+    try:
+        kwargs = hook.replica_kwargs()
+        kwargs.update(connect_timeout=max(1, int(timeout)), read_timeout=timeout, write_timeout=timeout,
+                      init_command="SET SESSION TRANSACTION READ ONLY")
+        with ReplicaConnection(**kwargs) as replica:
+            info = replica.info
+            data["server"].update(flavor=info.flavor, version=info.version, server_id=info.server_id)
+            state = read_server_state(replica)
+            data["position"] = {**state.target.to_json(), "text": str(state.target)}
+            data["retention"] = {"oldest_binlog": state.oldest_file, "binlog_files": len(state.binlogs),
+                                 "retained_bytes": sum(size for _, size in state.binlogs),
+                                 "gtid_purged": state.gtid_purged or None, "files_of_headroom": None}
+            if checkpoint is not None:
+                try:
+                    check = check_position(replica, checkpoint, state=state)
+                except BinlogPurgedError as exc:
+                    st.worse("purged", _replica_message(exc))
+                except ReplicaError as exc:
+                    st.worse("error", "checkpoint: " + _replica_message(exc))
+    except ReplicaError as exc:
+        st.worse("error", "server: " + _replica_message(exc))
+    except Exception as exc:
+        st.worse("error", f"server: {_short_error(exc)}")
+    if check is not None:
+        lag = {k: check.lag.get(k) for k in ("bytes", "files", "transactions", "gtids")}
+        lag["has_new_data"] = check.has_new_data
+        data["lag"] = lag
+        data["retention"]["files_of_headroom"] = check.files_of_headroom
+        for warning in check.warnings:
+            st.worse("warning", warning)
+
+    # 3. the staged dumps
+    dumps, warnings = read_manifests(config.staging_dirs, history_limit)
+    data["warnings"].extend(warnings)
+    merge_runs, dump_runs = {}, {}
+    for run in airflow_runs:  # newest first: keep the newest per identity
+        value = run.get("value") if isinstance(run.get("value"), Mapping) else {}
+        if run.get("kind") == "merge":
+            point = checkpoint_point(value.get("end_checkpoint"))
+            if point is not None:
+                merge_runs.setdefault(point, run)
+        elif run.get("kind") == "dump" and value.get("dump_id"):
+            dump_runs.setdefault(value["dump_id"], run)
+    saves: dict = {}
+    for saved in reversed(history):  # the first save of each checkpoint
+        saves.setdefault(checkpoint_point(saved.checkpoint), saved.saved_at)
+    by_end: dict = {}
+    for d in dumps:  # newest first
+        end_point = checkpoint_point(d["end"])
+        d["empty"] = d["kind"] != "snapshot" and end_point == checkpoint_point(d["start"])
+        d["merged_at"] = None if d["empty"] else _iso(saves.get(end_point))
+        run = dump_runs.get(d["dump_id"])
+        if run is not None:
+            d["airflow"] = _run_ref(run)
+            if d["duration_seconds"] is None and run.get("duration"):
+                d["duration_seconds"] = round(float(run["duration"]), 3)
+                if d["duration_seconds"]:
+                    d["rows_per_second"] = round(d["total_rows"] / d["duration_seconds"], 1)
+        if not d["empty"]:
+            by_end.setdefault(end_point, d)
+    data["dumps"] = dumps
+
+    # 4. the checkpoint advances (merges), with their rows and Airflow runs when known
+    advances = []
+    for saved in history:
+        point = checkpoint_point(saved.checkpoint)
+        dump = by_end.get(point)
+        entry = {"at": _iso(saved.saved_at), "checkpoint": str(saved.checkpoint),
+                 "dump_id": dump["dump_id"] if dump else None,
+                 "rows": dict(dump["rows"]) if dump else None,
+                 "total_rows": dump["total_rows"] if dump else None,
+                 "duration_seconds": None, "rows_per_second": None, "snapshot_ids": {}}
+        run = merge_runs.get(point)
+        if run is not None:
+            entry["airflow"] = _run_ref(run)
+            if run.get("duration"):
+                entry["duration_seconds"] = round(float(run["duration"]), 3)
+                if entry["total_rows"] is not None and entry["duration_seconds"]:
+                    entry["rows_per_second"] = round(entry["total_rows"] / entry["duration_seconds"], 1)
+            entry["snapshot_ids"] = {k: v for k, v in _airflow_tables(run.get("value") or {}).items()}
+        advances.append(entry)
+    data["advances"] = advances
+    data["last_dump"] = dumps[0] if dumps else None
+    data["last_merge"] = advances[0] if advances else None
+
+    # 5. tables: changes over the dumps shown, and the newest Iceberg snapshot known
+    tables: dict = {}
+    for d in reversed(dumps):  # oldest first: the newest values win
+        for name, counts in d["tables"].items():
+            t = tables.setdefault(name, {"table": name, **dict.fromkeys(OPS, 0), "total": 0, "dumps": 0,
+                                         "last_change": None, "iceberg_table": None, "snapshot_id": None})
+            for op in OPS:
+                t[op] += counts[op]
+            t["total"] += sum(counts.values())
+            t["dumps"] += 1
+            t["last_change"] = d["created_at"]
+    for entry in reversed(advances):
+        for name, snap in entry["snapshot_ids"].items():
+            t = tables.setdefault(name, {"table": name, **dict.fromkeys(OPS, 0), "total": 0, "dumps": 0,
+                                         "last_change": None, "iceberg_table": None, "snapshot_id": None})
+            if snap.get("iceberg_table"):
+                t["iceberg_table"] = snap["iceberg_table"]
+            if snap.get("snapshot_id") is not None:
+                t["snapshot_id"] = snap["snapshot_id"]
+    data["tables"] = [tables[k] for k in sorted(tables)]
+
+    # 6. the lag history: the binlog bytes each dump had to read (checkpoint -> server
+    # position when it ran), then the lag now
+    points = [{"at": d["created_at"], "bytes": d["binlog_bytes"], "transactions": d["transactions"]}
+              for d in reversed(dumps) if d["kind"] != "snapshot" and d["binlog_bytes"] is not None]
+    if data["lag"] is not None and data["lag"]["bytes"] is not None:
+        points.append({"at": now.isoformat(), "bytes": data["lag"]["bytes"],
+                       "transactions": data["lag"]["transactions"], "now": True})
+    data["lag_history"] = points
+
+    # 7. stalled: behind, and the checkpoint has not moved for too long
+    if check is not None and check.has_new_data and history:
+        idle = (now - _utc(history[0].saved_at)).total_seconds()
+        if idle > stall:
+            st.worse("stalled", f"the checkpoint has not advanced for {_age(idle)} (threshold "
+                                f"{_age(stall)}) while the source is {_lag_text(data['lag'])} behind")
+
+
+def _replica_message(exc: ReplicaError) -> str:
+    message = getattr(exc, "message", None) or (exc.args[0] if exc.args else type(exc).__name__)
+    hint = getattr(exc, "hint", "")
+    return f"{message} — {hint}" if hint else str(message)
+
+
+def _lag_text(lag: Optional[dict]) -> str:
+    if not lag:
+        return "unknown"
+    parts = []
+    if lag.get("bytes") is not None:
+        parts.append(f"{lag['bytes']} bytes")
+    if lag.get("transactions") is not None:
+        parts.append(f"{lag['transactions']} transactions")
+    return ", ".join(parts) or "some"
+
+
+def _run_ref(run: Mapping) -> dict:
+    return {k: (_iso(run.get(k)) if k in ("start_date", "end_date") else run.get(k))
+            for k in ("dag_id", "run_id", "task_id", "state", "start_date", "end_date", "duration")}
+
+
+# ------------------------------------------------------------------------------------ Airflow runs
+
+def airflow_task_runs(limit: int = 200, days: float = 14) -> list[dict]:
+    """The newest task instances of the dump, snapshot and merge operators with their returned
+    XCom, newest first, from the metadata database. A merge run is matched to a source by its
+    end checkpoint (a save of the source's checkpoint store), a dump run by its dump id."""
+    from types import SimpleNamespace
+
+    from sqlalchemy import and_, select
+
+    from airflow.models.taskinstance import TaskInstance as TI
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    since = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=days)
+    kinds = {"BinlogMergeOperator": "merge", "BinlogDumpOperator": "dump", "BinlogSnapshotOperator": "dump"}
+    query = (
+        select(TI.dag_id, TI.run_id, TI.task_id, TI.map_index, TI.state, TI.start_date, TI.end_date,
+               TI.duration, TI.operator, XComModel.value)
+        .outerjoin(XComModel, and_(XComModel.dag_id == TI.dag_id, XComModel.run_id == TI.run_id,
+                                   XComModel.task_id == TI.task_id, XComModel.map_index == TI.map_index,
+                                   XComModel.key == "return_value"))
+        .where(TI.operator.in_(list(kinds)))
+        .where(TI.end_date >= since)
+        .order_by(TI.end_date.desc())
+        .limit(limit)
+    )
+    out = []
+    with create_session() as session:
+        for row in session.execute(query):
+            value = row.value
+            if value is not None:
+                try:
+                    value = XComModel.deserialize_value(SimpleNamespace(value=value))
+                except Exception:
+                    pass
+            out.append({"kind": kinds.get(row.operator), "dag_id": row.dag_id, "run_id": row.run_id,
+                        "task_id": row.task_id, "state": str(row.state) if row.state else None,
+                        "start_date": row.start_date, "end_date": row.end_date, "duration": row.duration,
+                        "value": value if isinstance(value, Mapping) else None})
+    return out
+
+
+class _TTLCache:
+    """One value, recomputed when older than ``ttl`` seconds (the task-run query scans the
+    task instances of the last days: not at every page view)."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._at = 0.0
+        self._value: Any = None
+
+    def get(self, compute):
+        with self._lock:
+            if self._value is None or time.monotonic() - self._at >= self.ttl:
+                self._value = compute()
+                self._at = time.monotonic()
+            return self._value
+
+
+_task_runs_cache = _TTLCache(60.0)
+
+
+def _truthy(value: Optional[str]) -> bool:
+    return str(value).strip().lower() not in ("", "0", "false", "no", "off")
+
+
+# ------------------------------------------------------------------------------------ all sources
+
+def collect_all(sources: list[tuple[SourceConfig, Any]], *, now: Optional[dt.datetime] = None,
+                history_limit: int = DEFAULT_HISTORY, timeout: float = SERVER_TIMEOUT,
+                airflow_runs: Iterable[dict] = (), max_workers: int = 8) -> list[dict]:
+    """The status of every source, read concurrently (one slow server delays only itself)."""
+    runs = list(airflow_runs)
+    if not sources:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(sources))),
+                            thread_name_prefix="binlog-ui") as pool:
+        futures = [pool.submit(collect_source, config, conn, now=now, history_limit=history_limit,
+                               timeout=timeout, airflow_runs=runs) for config, conn in sources]
+        return [f.result() for f in futures]
+
+
+def gather(environ: Optional[Mapping[str, str]] = None, *, use_db: bool = True,
+           history_limit: int = DEFAULT_HISTORY, timeout: float = SERVER_TIMEOUT,
+           now: Optional[dt.datetime] = None) -> dict:
+    """Everything the view shows: ``{"generated_at", "sources": [...], "warnings": [...]}``."""
+    now = _utc(now) or dt.datetime.now(dt.timezone.utc)
+    sources, warnings = discover_sources(environ, use_db=use_db)
+    runs: list = []
+    if use_db and _truthy(os.environ.get(TASK_RUNS_ENV, "true")):
+        try:
+            runs = _task_runs_cache.get(airflow_task_runs)
+        except Exception as exc:
+            log.warning("cannot read the dump and merge task instances: %s", exc)
+            warnings.append("cannot read dump and merge task runs from the metadata database: "
+                            + _short_error(exc, 160))
+    statuses = collect_all(sources, now=now, history_limit=history_limit, timeout=timeout, airflow_runs=runs)
+    return {"generated_at": now.isoformat(), "sources": statuses, "warnings": warnings,
+            "summary": {state: sum(1 for s in statuses if s["state"] == state) for state in _SEVERITY}}
+
+
+__all__ = ["CONN_TYPE", "RED_STATES", "SOURCES_ENV", "SOURCES_VARIABLE", "SourceConfig", "SourceConfigError",
+           "airflow_task_runs", "checkpoint_point", "collect_all", "collect_source", "configured_sources",
+           "discover_sources", "dump_summary", "env_connections", "gather", "parse_sources",
+           "read_manifests", "redact", "secret_values"]

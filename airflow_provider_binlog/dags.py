@@ -1,0 +1,352 @@
+"""DAG factory: the scheduled incremental load and the manually triggered backfill of one
+binlog source.
+
+``make_cdc_dags("shop", binlog_conn_id=..., tables=["shop.*"], staging_dir=..., namespace=...)``
+returns two DAGs:
+
+``binlog_cdc__<source_id>`` (on ``schedule``, one run at a time, no catchup)
+    ``wait_for_changes`` (:class:`~.sensors.position.BinlogPositionSensor`: the server's
+    binlog is ahead of the stored checkpoint) -> ``dump``
+    (:class:`~.operators.dump.BinlogDumpOperator` from the stored checkpoint to the position
+    the sensor saw) -> ``merge`` (:class:`~.operators.merge.BinlogMergeOperator`: MERGE into
+    Iceberg, then the checkpoint store is advanced; with ``maintenance=True`` the same Spark
+    job then compacts the tables and expires old snapshots). A run that sees no new data
+    before ``sensor_timeout`` is skipped (``skip_when_idle``).
+
+``binlog_backfill__<source_id>`` (no schedule; triggered with parameters)
+    ``plan`` checks the parameters -> ``choose`` -> ``snapshot``
+    (:class:`~.operators.snapshot.BinlogSnapshotOperator`) or ``dump`` -> ``merge``.
+
+    - ``mode=snapshot``: a consistent read of the tables at the server's current position,
+      merged as an overwrite of each table; the checkpoint store is set to the snapshot's
+      position, so the incremental DAG continues from there. This is the initial load. With a
+      ``tables`` list narrower than the source's, only those tables are replaced and the
+      stored checkpoint is left alone: each Iceberg table records the position it holds, and
+      the next incremental merge applies to it only the changes after that position.
+    - ``mode=from_position`` / ``from_gtid``: a dump from ``from_position`` (``file:pos``) or
+      ``from_gtid`` to ``stop`` (``file:pos``, default ``current``), merged like an
+      incremental batch. Unlike a snapshot, the batch must start where the checkpoint store
+      is (or the store must have no checkpoint for the key yet, e.g. after loading the tables
+      another way): the merge refuses a gap or an overlap. These modes load the source's
+      whole table selection.
+
+The merge task of both DAGs has the lakehouse tables as outlets: with an explicit table
+list, one :class:`~airflow.sdk.Asset` per table (``iceberg://<catalog>/<namespace>/<table>``,
+the table named like the merge job names it); with wildcard patterns, one asset for the
+source (``binlog://<source_id>``). Each run's asset events carry in ``extra`` the rows
+inserted/updated/deleted and the end checkpoint (see
+:func:`~.operators.merge.asset_extra`).
+
+The incremental and the backfill DAG of a source share the checkpoint (store and key):
+pause the incremental DAG while a backfill runs, otherwise one of the two merges is refused
+(compare-and-set) and has to be rerun.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any, Mapping, Optional, Sequence, Union
+
+from airflow.sdk import DAG, Asset, Param, TriggerRule, task
+
+from .checkpoint import Checkpoint
+from .hooks.binlog import BinlogHook
+from .operators.dump import BinlogDumpOperator
+from .operators.merge import BinlogMergeOperator, iceberg_asset_uri
+from .operators.snapshot import BinlogSnapshotOperator
+from .sensors.position import BinlogPositionSensor
+from .tables import TableFilter, iceberg_table_name
+
+BACKFILL_MODES = ("snapshot", "from_position", "from_gtid")
+DEFAULT_SCHEDULE = "*/15 * * * *"
+DEFAULT_START_DATE = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+_SOURCE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_WILDCARDS = ("*", "?", "[")
+
+
+class BackfillParamsError(ValueError):
+    """The parameters of a backfill run do not make a valid load; the message says why."""
+
+
+def incremental_dag_id(source_id: str) -> str:
+    return f"binlog_cdc__{source_id}"
+
+
+def backfill_dag_id(source_id: str) -> str:
+    return f"binlog_backfill__{source_id}"
+
+
+def is_explicit(pattern: str) -> bool:
+    """Whether a table pattern names exactly one table (no wildcard)."""
+    return not any(c in pattern for c in _WILDCARDS)
+
+
+def cdc_assets(source_id: str, tables: Sequence[str], *, catalog: str, namespace: str) -> list[Asset]:
+    """The outlets of the merge: one asset per Iceberg table when every pattern names one
+    table, else one asset for the source."""
+    if tables and all(is_explicit(p) for p in tables):
+        assets = []
+        for pattern in dict.fromkeys(tables):
+            schema, _, table = pattern.partition(".")
+            assets.append(Asset(uri=iceberg_asset_uri(catalog, namespace, iceberg_table_name(schema, table)),
+                                extra={"source_id": source_id, "source_table": pattern}))
+        return assets
+    return [Asset(uri=f"binlog://{source_id}", extra={"source_id": source_id, "tables": list(tables)})]
+
+
+def plan_backfill(params: Mapping[str, Any], *, source_tables: Sequence[str],
+                  checkpoint_key: str) -> dict:
+    """Check a backfill run's parameters; return what the tasks need: ``mode``, ``branch``
+    (the task to run: ``snapshot`` or ``dump``), ``tables``, ``start`` and ``stop`` (of a
+    dump), ``advance_checkpoint`` and ``stream`` (of the merge). Raises
+    :class:`BackfillParamsError` with every problem found."""
+    errors = []
+    mode = str(params.get("mode") or "snapshot").strip()
+    if mode not in BACKFILL_MODES:
+        errors.append(f"mode must be one of {', '.join(BACKFILL_MODES)}, not {mode!r}")
+    given = params.get("tables")
+    if isinstance(given, str):
+        given = [p for p in re.split(r"[,\s]+", given) if p]
+    tables = [str(p).strip() for p in (given or source_tables) if str(p).strip()]
+    try:
+        TableFilter(tables)
+    except ValueError as exc:
+        errors.append(str(exc))
+    full = set(tables) == set(source_tables)
+    from_position = str(params.get("from_position") or "").strip()
+    from_gtid = str(params.get("from_gtid") or "").strip()
+    stop_text = str(params.get("stop") or "current").strip()
+    start = None
+    stop: Any = "current"
+    if mode == "snapshot":
+        if from_position or from_gtid:
+            errors.append("a snapshot is read at the server's current position: leave from_position "
+                          "and from_gtid empty (or choose mode from_position / from_gtid)")
+        if stop_text != "current":
+            errors.append("a snapshot has no stop position: leave stop at 'current'")
+    elif mode in BACKFILL_MODES:
+        own, other = ("from_position", "from_gtid") if mode == "from_position" else ("from_gtid", "from_position")
+        text = from_position if mode == "from_position" else from_gtid
+        if not text:
+            example = "mysql-bin.000042:4" if mode == "from_position" else \
+                "a MariaDB GTID position (0-1-100) or a MySQL GTID set (uuid:1-100)"
+            errors.append(f"mode {mode} needs the parameter {own}: {example}")
+        if (from_gtid if mode == "from_position" else from_position):
+            errors.append(f"mode {mode} takes {own}, not {other}")
+        if text:
+            try:
+                checkpoint = Checkpoint.parse(text)
+            except ValueError as exc:
+                errors.append(f"{own}: {exc}")
+            else:
+                if mode == "from_position" and not checkpoint.has_coordinates:
+                    errors.append(f"from_position must be binlog file:position, not {text!r}")
+                elif mode == "from_gtid" and (checkpoint.gtid is None or checkpoint.has_coordinates):
+                    errors.append(f"from_gtid must be a GTID set or position, not {text!r}")
+                else:
+                    start = checkpoint.to_json()
+        if not full:
+            errors.append(f"mode {mode} loads the source's whole table selection "
+                          f"({', '.join(source_tables)}): a narrower one would move the checkpoint past "
+                          "the other tables' changes; re-load some tables with mode snapshot instead")
+        if stop_text != "current":
+            try:
+                stop_checkpoint = Checkpoint.parse(stop_text)
+            except ValueError as exc:
+                errors.append(f"stop: {exc}")
+            else:
+                if not stop_checkpoint.has_coordinates:
+                    errors.append(f"stop must be 'current' or binlog file:position, not {stop_text!r}")
+                stop = stop_checkpoint.to_json()
+    if errors:
+        raise BackfillParamsError("invalid backfill parameters: " + "; ".join(errors))
+    return {"mode": mode, "branch": "snapshot" if mode == "snapshot" else "dump", "tables": tables,
+            "start": start, "stop": stop, "advance_checkpoint": full,
+            "stream": None if full else f"{checkpoint_key}.partial"}
+
+
+def make_cdc_dags(
+    source_id: str,
+    *,
+    binlog_conn_id: str = BinlogHook.default_conn_name,
+    tables: Sequence[str],
+    exclude: Optional[Sequence[str]] = None,
+    staging_dir: str,
+    namespace: str,
+    catalog: str = "lake",
+    spark_conn_id: str = "spark_default",
+    warehouse: Optional[str] = None,
+    spark_conf: Optional[Mapping[str, Any]] = None,
+    spark_packages: Optional[str] = None,
+    spark_jars: Optional[Sequence[str]] = None,
+    checkpoint_store_uri: Optional[str] = None,
+    checkpoint_key: Optional[str] = None,
+    schedule: Any = DEFAULT_SCHEDULE,
+    start_date: Optional[dt.datetime] = None,
+    maintenance: bool = False,
+    min_bytes: Optional[int] = None,
+    min_transactions: Optional[int] = None,
+    max_threshold_wait: Union[dt.timedelta, float, None] = None,
+    poke_interval: float = 60.0,
+    sensor_timeout: float = 600.0,
+    sensor_mode: str = "reschedule",
+    deferrable: bool = False,
+    skip_when_idle: bool = True,
+    max_rows: Optional[int] = None,
+    max_bytes: Optional[int] = None,
+    max_seconds: Optional[float] = None,
+    default_args: Optional[Mapping[str, Any]] = None,
+    tags: Optional[Sequence[str]] = None,
+) -> tuple[DAG, DAG]:
+    """The incremental DAG ``binlog_cdc__<source_id>`` and the backfill DAG
+    ``binlog_backfill__<source_id>`` of one source (see the module documentation).
+
+    :param source_id: names the DAGs, the source asset and (by default) the checkpoint key:
+        letters, digits, ``_``, ``.``, ``-``, starting with a letter or ``_``.
+    :param binlog_conn_id: the ``mysql_binlog`` connection of the server.
+    :param tables: ``schema.table`` include patterns (``shop.*``); explicit names give one
+        asset per table.
+    :param exclude: ``schema.table`` patterns to leave out.
+    :param staging_dir: where dumps and snapshots are staged (shared with Spark).
+    :param namespace: the Iceberg namespace of the tables (``<schema>__<table>``).
+    :param catalog: the Iceberg catalog name.
+    :param spark_conn_id: the Spark connection of ``spark-submit``.
+    :param warehouse: embedded catalog mode: a Hadoop catalog on this path and the Iceberg jars
+        shipped with the package. ``None``: configure the catalog with ``spark_conf``
+        (``spark.sql.catalog.<catalog>...``) and ``spark_packages``/``spark_jars``.
+    :param checkpoint_store_uri: the checkpoint store; default: the connection's extra
+        ``checkpoint_store_uri``.
+    :param checkpoint_key: the key of this source's checkpoint in the store (default:
+        ``source_id``).
+    :param schedule: of the incremental DAG (cron, timedelta, timetable or ``None``).
+    :param maintenance: compact and expire snapshots after each incremental merge.
+    :param min_bytes: sensor threshold (also ``min_transactions``, ``max_threshold_wait``).
+    :param poke_interval: seconds between sensor checks.
+    :param sensor_timeout: seconds the sensor waits for new data.
+    :param sensor_mode: ``reschedule`` (frees the worker slot between checks) or ``poke``.
+    :param deferrable: wait in the triggerer instead.
+    :param skip_when_idle: skip the run (instead of failing it) when the sensor times out.
+    :param max_rows: cap of one incremental dump (also ``max_bytes``, ``max_seconds``); the
+        next run continues where it stopped.
+    :param default_args: for the tasks of both DAGs (``retries``, ...).
+    """
+    if not isinstance(source_id, str) or not _SOURCE_ID.fullmatch(source_id):
+        raise ValueError(f"source_id must be letters, digits, '_', '.', '-' starting with a letter "
+                         f"or '_', not {source_id!r}")
+    if isinstance(tables, str):
+        tables = [p for p in re.split(r"[,\s]+", tables) if p]
+    tables = [p.strip() for p in tables or () if p.strip()]
+    exclude = [p.strip() for p in exclude or () if p.strip()]
+    if not tables:
+        raise ValueError("tables needs at least one schema.table pattern (e.g. shop.*)")
+    TableFilter(tables, exclude)  # checks the patterns
+    key = checkpoint_key or source_id
+    start = start_date or DEFAULT_START_DATE
+    assets = cdc_assets(source_id, tables, catalog=catalog, namespace=namespace)
+    tag_list = list(tags) if tags is not None else ["binlog", "cdc", source_id]
+    spark = {"conn_id": spark_conn_id, "warehouse": warehouse, "conf": dict(spark_conf or {}),
+             "packages": spark_packages, "jars": list(spark_jars) if spark_jars else None}
+    store = {"binlog_conn_id": binlog_conn_id, "checkpoint_store_uri": checkpoint_store_uri,
+             "checkpoint_key": key}
+    asset_text = ", ".join(f"`{a.uri}`" for a in assets)
+
+    with DAG(
+        dag_id=incremental_dag_id(source_id),
+        schedule=schedule,
+        start_date=start,
+        catchup=False,
+        max_active_runs=1,
+        default_args=dict(default_args or {}),
+        tags=tag_list,
+        description=f"Incremental binlog load of {source_id} ({', '.join(tables)}) into "
+                    f"{catalog}.{namespace}",
+        doc_md=f"Waits for new binlog data after the checkpoint `{key}`, dumps it up to the "
+               f"position seen, merges it into `{catalog}.{namespace}` and advances the checkpoint. "
+               f"Tables: {', '.join(tables)}" + (f" except {', '.join(exclude)}" if exclude else "")
+               + f". Assets: {asset_text}. Run `{backfill_dag_id(source_id)}` in mode `snapshot` "
+               "first.",
+    ) as incremental:
+        wait = BinlogPositionSensor(
+            task_id="wait_for_changes", binlog_conn_id=binlog_conn_id, checkpoint_key=key,
+            checkpoint_store_uri=checkpoint_store_uri, min_bytes=min_bytes,
+            min_transactions=min_transactions, max_threshold_wait=max_threshold_wait,
+            poke_interval=poke_interval, timeout=sensor_timeout, mode=sensor_mode,
+            deferrable=deferrable, skip_on_timeout=skip_when_idle)
+        dump = BinlogDumpOperator(
+            task_id="dump", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir, stop=wait.output,
+            tables=tables, exclude=exclude or None, max_rows=max_rows, max_bytes=max_bytes,
+            max_seconds=max_seconds, checkpoint_key=key, checkpoint_store_uri=checkpoint_store_uri)
+        BinlogMergeOperator(
+            task_id="merge", manifests=dump.output, namespace=namespace, catalog=catalog,
+            maintenance=maintenance, outlets=list(assets), **spark, **store)
+
+    with DAG(
+        dag_id=backfill_dag_id(source_id),
+        schedule=None,
+        start_date=start,
+        catchup=False,
+        max_active_runs=1,
+        default_args=dict(default_args or {}),
+        tags=tag_list,
+        description=f"Snapshot or replay of {source_id} into {catalog}.{namespace}",
+        doc_md=f"Triggered by hand. `snapshot`: a consistent copy of the tables at the server's "
+               f"current position replaces the Iceberg tables and sets the checkpoint `{key}` "
+               f"(the initial load). `from_position` / `from_gtid`: a dump from there to `stop`, "
+               f"merged like an incremental batch (the checkpoint store must be at that start or "
+               f"have no checkpoint yet). Assets: {asset_text}.",
+        params={
+            "mode": Param("snapshot", type="string", enum=list(BACKFILL_MODES), title="Mode",
+                          description="snapshot: copy the tables at the current position (initial "
+                                      "load, or to repair tables); from_position / from_gtid: "
+                                      "replay the binlog from a position"),
+            "tables": Param(list(tables), type="array", minItems=1,
+                            items={"type": "string", "pattern": r"^[^.\s]+\.\S+$"}, title="Tables",
+                            description="schema.table patterns; default: the source's. A snapshot "
+                                        "of fewer tables replaces only those."),
+            "from_position": Param(None, type=["null", "string"], pattern=r"^\s*\S+:\d+\s*$",
+                                   title="From position",
+                                   description="binlog file:position, e.g. mysql-bin.000042:4 "
+                                               "(required with mode from_position)"),
+            "from_gtid": Param(None, type=["null", "string"], title="From GTID",
+                               description="a MariaDB GTID position (0-1-100) or a MySQL GTID set "
+                                           "(uuid:1-100) (required with mode from_gtid)"),
+            "stop": Param("current", type="string", pattern=r"^\s*(current|\S+:\d+)\s*$", title="Stop",
+                          description="where a from_* replay ends: 'current' (the server's position "
+                                      "when the dump starts) or file:position"),
+        },
+    ) as backfill:
+        source_tables = list(tables)
+
+        @task(task_id="plan", multiple_outputs=True)
+        def plan(params=None) -> dict:
+            from airflow.sdk.exceptions import AirflowFailException
+
+            try:
+                return plan_backfill(params or {}, source_tables=source_tables, checkpoint_key=key)
+            except BackfillParamsError as exc:
+                raise AirflowFailException(str(exc)) from None
+
+        @task.branch(task_id="choose")
+        def choose(branch: str) -> str:
+            return branch
+
+        planned = plan()
+        branch = choose(planned["branch"])
+        snapshot = BinlogSnapshotOperator(
+            task_id="snapshot", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir,
+            tables=planned["tables"], exclude=exclude or None)
+        replay = BinlogDumpOperator(
+            task_id="dump", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir,
+            start=planned["start"], stop=planned["stop"], tables=planned["tables"],
+            exclude=exclude or None, checkpoint_key=key, checkpoint_store_uri=checkpoint_store_uri)
+        branch >> [snapshot, replay]
+        BinlogMergeOperator(
+            task_id="merge", manifests=[snapshot.output, replay.output], namespace=namespace,
+            catalog=catalog, advance_checkpoint=planned["advance_checkpoint"], stream=planned["stream"],
+            trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, outlets=list(assets), **spark, **store)
+
+    return incremental, backfill
+
+
+__all__ = ["BACKFILL_MODES", "BackfillParamsError", "backfill_dag_id", "cdc_assets", "incremental_dag_id",
+           "is_explicit", "make_cdc_dags", "plan_backfill"]

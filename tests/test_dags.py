@@ -1,0 +1,258 @@
+"""The DAG factory without a server: the two DAGs, their tasks, parameters and assets; the
+backfill parameter checks; what the merge puts into asset events; the example DAG file."""
+from __future__ import annotations
+
+import json
+import os
+import runpy
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("airflow")
+
+from airflow.sdk import Asset  # noqa: E402
+from airflow.sdk.exceptions import AirflowSkipException, ParamValidationError  # noqa: E402
+
+from airflow_provider_binlog.dags import BackfillParamsError, make_cdc_dags, plan_backfill  # noqa: E402
+from airflow_provider_binlog.operators.merge import (BinlogMergeOperator, asset_extra,  # noqa: E402
+                                                     summarize)
+from airflow_provider_binlog.sensors.position import BinlogPositionSensor, BinlogPurgedFailure  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make(**kwargs):
+    args = dict(binlog_conn_id="src_conn", tables=["shop.customers", "shop.orders"], staging_dir="/staging",
+                namespace="shop_cdc", warehouse="/warehouse")
+    args.update(kwargs)
+    return make_cdc_dags("shop", **args)
+
+
+def test_incremental_dag_waits_dumps_and_merges():
+    incremental, _ = make(maintenance=True, max_rows=5000, poke_interval=30, sensor_timeout=300)
+    assert incremental.dag_id == "binlog_cdc__shop"
+    assert incremental.max_active_runs == 1 and incremental.catchup is False
+    assert {t.task_id: sorted(t.upstream_task_ids) for t in incremental.tasks} == {
+        "wait_for_changes": [], "dump": ["wait_for_changes"], "merge": ["dump"]}
+    wait, dump, merge = (incremental.get_task(t) for t in ("wait_for_changes", "dump", "merge"))
+    assert isinstance(wait, BinlogPositionSensor)
+    assert (wait.checkpoint_key, wait.poke_interval, wait.timeout, wait.mode, wait.skip_on_timeout) == \
+        ("shop", 30, 300, "reschedule", True)
+    assert (dump.checkpoint_key, dump.max_rows, dump.tables) == ("shop", 5000, ["shop.customers", "shop.orders"])
+    assert isinstance(merge, BinlogMergeOperator)
+    assert (merge.checkpoint_key, merge.binlog_conn_id, merge.maintenance, merge.warehouse) == \
+        ("shop", "src_conn", True, "/warehouse")
+    assert [a.uri for a in merge.outlets] == ["iceberg://lake/shop_cdc/shop__customers",
+                                              "iceberg://lake/shop_cdc/shop__orders"]
+
+
+def test_wildcard_tables_give_one_asset_for_the_source():
+    incremental, backfill = make(tables=["shop.*"], exclude=["shop.tmp_*"], catalog="cat")
+    for dag in (incremental, backfill):
+        (asset,) = dag.get_task("merge").outlets
+        assert isinstance(asset, Asset) and asset.uri.rstrip("/") == "binlog://shop"
+    assert incremental.get_task("dump").exclude == ["shop.tmp_*"]
+
+
+def test_backfill_dag_branches_to_snapshot_or_dump():
+    _, backfill = make()
+    assert backfill.dag_id == "binlog_backfill__shop" and backfill.schedule is None
+    assert backfill.max_active_runs == 1
+    up = {t.task_id: set(t.upstream_task_ids) for t in backfill.tasks}
+    assert up["choose"] == {"plan"}
+    assert {"choose"} <= up["snapshot"] and {"choose"} <= up["dump"]
+    assert {"snapshot", "dump"} <= up["merge"]
+    assert backfill.get_task("merge").trigger_rule == "none_failed_min_one_success"
+    params = backfill.params
+    assert params["mode"] == "snapshot" and params["tables"] == ["shop.customers", "shop.orders"]
+    assert params.get_param("mode").schema["enum"] == ["snapshot", "from_position", "from_gtid"]
+    params.validate()
+
+    def check(conf):
+        for name, value in conf.items():
+            params.get_param(name).resolve(value)
+
+    check({"mode": "from_position", "from_position": "mariadb-bin.000002:4", "stop": "current",
+           "from_gtid": None, "tables": ["shop.orders"]})
+    for bad in ({"mode": "rewind"}, {"from_position": "no position"}, {"tables": []},
+                {"tables": ["no_dot"]}, {"stop": "later"}):
+        with pytest.raises(ParamValidationError):
+            check(bad)
+
+
+def test_factory_checks_its_arguments():
+    with pytest.raises(ValueError, match="source_id"):
+        make_cdc_dags("bad id", binlog_conn_id="c", tables=["a.b"], staging_dir="/s", namespace="n")
+    with pytest.raises(ValueError, match="schema.table"):
+        make(tables=["customers"])
+    with pytest.raises(ValueError, match="at least one"):
+        make(tables=[])
+
+
+SOURCE = ["shop.customers", "shop.orders"]
+
+
+def test_plan_of_a_snapshot():
+    plan = plan_backfill({"mode": "snapshot"}, source_tables=SOURCE, checkpoint_key="shop")
+    assert plan == {"mode": "snapshot", "branch": "snapshot", "tables": SOURCE, "start": None, "stop": "current",
+                    "advance_checkpoint": True, "stream": None}
+    partial = plan_backfill({"mode": "snapshot", "tables": ["shop.orders"]}, source_tables=SOURCE,
+                            checkpoint_key="shop")
+    assert partial["tables"] == ["shop.orders"]
+    assert partial["advance_checkpoint"] is False and partial["stream"] == "shop.partial"
+
+
+def test_plan_of_replays():
+    plan = plan_backfill({"mode": "from_position", "from_position": " mariadb-bin.000003:1234 ",
+                          "stop": "mariadb-bin.000004:99"}, source_tables=SOURCE, checkpoint_key="shop")
+    assert plan["branch"] == "dump" and plan["advance_checkpoint"] is True
+    assert (plan["start"]["file"], plan["start"]["pos"], plan["start"]["gtid"]) == ("mariadb-bin.000003", 1234, None)
+    assert (plan["stop"]["file"], plan["stop"]["pos"]) == ("mariadb-bin.000004", 99)
+    gtid = plan_backfill({"mode": "from_gtid", "from_gtid": "0-1-100"}, source_tables=SOURCE,
+                         checkpoint_key="shop")
+    assert gtid["start"]["gtid"] == "0-1-100" and gtid["stop"] == "current"
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"mode": "from_position"}, "needs the parameter from_position"),
+    ({"mode": "from_gtid"}, "needs the parameter from_gtid"),
+    ({"mode": "from_position", "from_position": "0-1-5"}, "must be binlog file:position"),
+    ({"mode": "from_gtid", "from_gtid": "mariadb-bin.000001:4"}, "must be a GTID"),
+    ({"mode": "from_position", "from_position": "f.000001:4", "from_gtid": "0-1-5"}, "not from_gtid"),
+    ({"mode": "snapshot", "from_position": "f.000001:4"}, "leave from_position"),
+    ({"mode": "snapshot", "stop": "f.000001:4"}, "no stop position"),
+    ({"mode": "from_position", "from_position": "f.000001:4", "tables": ["shop.orders"]},
+     "whole table selection"),
+    ({"mode": "from_position", "from_position": "f.000001:4", "stop": "0-1-9"}, "stop must be"),
+    ({"mode": "later"}, "mode must be one of"),
+])
+def test_invalid_backfill_parameters_are_refused(params, message):
+    with pytest.raises(BackfillParamsError, match=message):
+        plan_backfill(params, source_tables=SOURCE, checkpoint_key="shop")
+
+
+# ---------------------------------------------------------------------- asset events
+
+SUMMARY = {
+    "tables": {"shop.orders": {"iceberg_table": "lake.shop_cdc.shop__orders", "inserted": 3, "updated": 2,
+                               "deleted": 1, "snapshot_id": 77, "status": "committed"}},
+    "batches": [("b1", "applied")], "end_checkpoint": {"file": "mariadb-bin.000001", "pos": 900},
+    "mode": "incremental", "inserted": 3, "updated": 2, "deleted": 1,
+}
+
+
+def test_asset_extra_per_table_and_per_source():
+    extra = asset_extra("iceberg://lake/shop_cdc/shop__orders", SUMMARY, "lake", "shop_cdc")
+    assert extra == {"end_checkpoint": {"file": "mariadb-bin.000001", "pos": 900}, "batches": [["b1", "applied"]],
+                     "mode": "incremental", "source": "shop.orders", "iceberg_table": "lake.shop_cdc.shop__orders",
+                     "inserted": 3, "updated": 2, "deleted": 1, "snapshot_id": 77, "status": "committed"}
+    untouched = asset_extra("iceberg://lake/shop_cdc/shop__customers", SUMMARY, "lake", "shop_cdc")
+    assert (untouched["inserted"], untouched["updated"], untouched["deleted"]) == (0, 0, 0)
+    assert untouched["end_checkpoint"] == SUMMARY["end_checkpoint"]
+    source = asset_extra("binlog://shop/", SUMMARY, "lake", "shop_cdc")
+    assert (source["inserted"], source["updated"], source["deleted"]) == (3, 2, 1)
+    assert source["tables"] == {"shop.orders": {"inserted": 3, "updated": 2, "deleted": 1}}
+    json.dumps(extra), json.dumps(source)
+
+
+def test_merge_sets_the_extra_of_its_asset_outlets():
+    assets = [Asset("iceberg://lake/shop_cdc/shop__orders"), Asset("binlog://shop")]
+    op = BinlogMergeOperator(task_id="merge", manifests="/m", namespace="shop_cdc", outlets=assets)
+
+    class Accessor:
+        extra = None
+
+    events = {a: Accessor() for a in assets}
+
+    class Events(dict):
+        def __getitem__(self, key):
+            return events[key]
+
+    op._emit_asset_events({"outlet_events": Events()}, SUMMARY)
+    assert events[assets[0]].extra["source"] == "shop.orders"
+    assert events[assets[1]].extra["tables"] == {"shop.orders": {"inserted": 3, "updated": 2, "deleted": 1}}
+
+
+def test_summary_counts_nothing_for_an_already_applied_batch(monkeypatch):
+    import airflow_provider_binlog.staging as staging
+    from airflow_provider_binlog.staging.manifest import Manifest
+    data = {"dump_id": "d1", "tables": [{"schema": "shop", "table": "orders",
+                                         "rows": {"insert": 4, "update": 1, "delete": 0}}]}
+    monkeypatch.setattr(staging, "load_manifest", lambda path: Manifest(Path(path), data))
+    manifest = "/staging/d1/manifest.json"
+    applied = {"batches": [{"batch_id": "d1", "status": "applied", "tables": [
+        {"source": "shop.orders", "table": "lake.ns.shop__orders", "status": "committed", "snapshot_id": 5}]}],
+        "checkpoint": {"file": "f.000001", "pos": 9}}
+    summary = summarize(applied, [str(manifest)])
+    assert summary["tables"]["shop.orders"] == {"iceberg_table": "lake.ns.shop__orders", "inserted": 4,
+                                                "updated": 1, "deleted": 0, "snapshot_id": 5,
+                                                "status": "committed"}
+    again = summarize({"batches": [{"batch_id": "d1", "status": "already-applied", "tables": []}],
+                       "checkpoint": {"file": "f.000001", "pos": 9}}, [str(manifest)])
+    assert again["tables"] == {} and (again["inserted"], again["updated"], again["deleted"]) == (0, 0, 0)
+    assert again["batches"] == [("d1", "already-applied")]
+
+
+def test_merge_takes_the_checkpoint_store_from_the_connection(monkeypatch, tmp_path):
+    from tests.airflow_conn import set_connection
+    conn_id = set_connection(monkeypatch, host="h", extra={"checkpoint_store_uri": str(tmp_path / "cp")})
+    op = BinlogMergeOperator(task_id="m", manifests="/m", namespace="n", binlog_conn_id=conn_id)
+    assert op._checkpoint_store() == (str(tmp_path / "cp"), conn_id)
+    op = BinlogMergeOperator(task_id="m", manifests="/m", namespace="n", binlog_conn_id=conn_id,
+                             checkpoint_key="shop", checkpoint_store_uri="/other")
+    assert op._checkpoint_store() == ("/other", "shop")
+    op = BinlogMergeOperator(task_id="m", manifests="/m", namespace="n", binlog_conn_id=conn_id,
+                             advance_checkpoint=False)
+    assert op._checkpoint_store() == (None, None)
+
+
+# ---------------------------------------------------------------------- sensor
+
+class _Idle(BinlogPositionSensor):
+    def _check(self, context):
+        return {"ready": False, "reason": None, "target": {}}
+
+
+class _Purged(BinlogPositionSensor):
+    def _check(self, context):
+        raise BinlogPurgedFailure("mariadb-bin.000001 is purged", "take a new snapshot")
+
+
+def test_an_idle_sensor_is_skipped_but_purged_binlogs_fail():
+    idle = _Idle(task_id="w", timeout=0, poke_interval=0, mode="poke", skip_on_timeout=True)
+    with pytest.raises(AirflowSkipException, match="no new binlog data"):
+        idle.execute({})
+    strict = _Idle(task_id="w2", timeout=0, poke_interval=0, mode="poke")
+    with pytest.raises(Exception, match="timed out"):
+        strict.execute({})
+    purged = _Purged(task_id="w3", timeout=0, poke_interval=0, mode="poke", skip_on_timeout=True)
+    with pytest.raises(BinlogPurgedFailure):
+        purged.execute({})
+
+
+# ---------------------------------------------------------------------- example DAG file
+
+def test_example_dag_file_defines_both_dags(monkeypatch, tmp_path):
+    for name in [k for k in os.environ if k.startswith("BINLOG_")]:
+        monkeypatch.delenv(name)
+    defaults = runpy.run_path(str(ROOT / "dags" / "binlog_cdc.py"))
+    assert defaults["binlog_cdc"].dag_id == "binlog_cdc__shop"
+    assert defaults["binlog_backfill"].dag_id == "binlog_backfill__shop"
+    merge = defaults["binlog_cdc"].get_task("merge")
+    assert merge.binlog_conn_id == "mysql_binlog_default" and merge.namespace == "shop_cdc"
+    assert merge.warehouse.endswith(os.path.join("binlog", "warehouse"))
+    monkeypatch.setenv("BINLOG_SOURCE_ID", "crm")
+    monkeypatch.setenv("BINLOG_CONN_ID", "crm_db")
+    monkeypatch.setenv("BINLOG_TABLES", "crm.accounts, crm.contacts")
+    monkeypatch.setenv("BINLOG_STAGING_DIR", str(tmp_path / "s"))
+    monkeypatch.setenv("BINLOG_WAREHOUSE", "")
+    configured = runpy.run_path(str(ROOT / "dags" / "binlog_cdc.py"))
+    incremental = configured["binlog_cdc"]
+    assert incremental.dag_id == "binlog_cdc__crm"
+    dump = incremental.get_task("dump")
+    assert (dump.binlog_conn_id, dump.tables, dump.staging_dir) == \
+        ("crm_db", ["crm.accounts", "crm.contacts"], str(tmp_path / "s"))
+    assert incremental.get_task("merge").warehouse is None
+    assert [a.uri for a in incremental.get_task("merge").outlets] == [
+        "iceberg://lake/crm_cdc/crm__accounts", "iceberg://lake/crm_cdc/crm__contacts"]

@@ -1,0 +1,333 @@
+"""The DAGs of the factory end to end with ``dag.test()``: a live MariaDB, an initial snapshot
+through the backfill DAG, three rounds of random changes each loaded by a run of the
+incremental DAG, then Iceberg equals MariaDB (every row and column; the table without a
+primary key through its change log), the asset events carry the counts, and reruns change
+nothing.
+
+Airflow runs on an SQLite metadata database in the test session's private AIRFLOW_HOME
+(``airflow db migrate`` once); the DAG file, made with the factory, sits in its dags folder.
+The merges run through spark-submit (local Spark) into the warehouse of the ``spark``
+fixture, which then reads the tables.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import json
+import os
+import random
+import subprocess
+import sys
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("airflow")
+
+from airflow_provider_binlog.checkpoint import Checkpoint, FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.quickstart import asset_events, run_results, task_states  # noqa: E402
+from tests.airflow_conn import create_user, set_connection  # noqa: E402
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+SOURCE_ID = "e2e"
+CONN_ID = "binlog_e2e"
+NAMESPACE = "e2e_cdc"
+KEYED = {"customers": ("id",), "order_lines": ("order_id", "line_no")}
+TABLES = ["shop.customers", "shop.order_lines", "shop.events"]
+SCHEMA = (
+    "CREATE DATABASE shop",
+    "CREATE TABLE shop.customers (id INT PRIMARY KEY, name VARCHAR(60) NOT NULL, email VARCHAR(100), "
+    "tier ENUM('bronze','silver','gold') NOT NULL, balance DECIMAL(12,2) NOT NULL, signed_up DATETIME(6), "
+    "profile JSON, note TEXT) DEFAULT CHARSET=utf8mb4",
+    # a composite primary key
+    "CREATE TABLE shop.order_lines (order_id BIGINT NOT NULL, line_no SMALLINT NOT NULL, sku VARCHAR(20) NOT NULL, "
+    "qty INT UNSIGNED NOT NULL, price DECIMAL(8,2) NOT NULL, shipped DATETIME, PRIMARY KEY (order_id, line_no))",
+    # no primary key: an append-only change log in Iceberg
+    "CREATE TABLE shop.events (kind VARCHAR(20) NOT NULL, ref INT, payload VARCHAR(100), at DATETIME(6) NOT NULL) "
+    "DEFAULT CHARSET=utf8mb4",
+)
+
+
+# ---------------------------------------------------------------------------- Airflow setup
+
+@pytest.fixture(scope="module")
+def dags_folder() -> Path:
+    """The metadata DB of the session's AIRFLOW_HOME, migrated; its (empty) dags folder."""
+    from airflow.configuration import conf
+
+    done = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=dict(os.environ),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    folder = Path(conf.get("core", "dags_folder"))
+    assert folder.is_relative_to(Path(os.environ["AIRFLOW_HOME"]))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(mariadb_factory):
+    """A server of its own (nothing else writes to its binlog)."""
+    srv = mariadb_factory(binlog_row_metadata="FULL", max_allowed_packet="33554432")
+    for statement in SCHEMA:
+        srv.execute(statement)
+    create_user(srv)
+    return srv
+
+
+@pytest.fixture()
+def dags(dags_folder, server, spark_warehouse, tmp_path, monkeypatch):
+    set_connection(monkeypatch, server, conn_id=CONN_ID,
+                   extra={"server_id": 7390, "flavor": "mariadb", "checkpoint_store_uri": str(tmp_path / "store")})
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_E2E", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    kwargs = dict(binlog_conn_id=CONN_ID, tables=TABLES, staging_dir=str(tmp_path / "staging"),
+                  namespace=NAMESPACE, catalog="lake", spark_conn_id="spark_e2e", warehouse=spark_warehouse,
+                  poke_interval=1, sensor_timeout=4, sensor_mode="poke")
+    path = dags_folder / "binlog_e2e.py"
+    path.write_text("from airflow_provider_binlog.dags import make_cdc_dags\n\n"
+                    f"binlog_cdc, binlog_backfill = make_cdc_dags({SOURCE_ID!r}, **{kwargs!r})\n")
+
+    def load(name: str):
+        """A DAG freshly parsed from the file, as a worker would: ``dag.test()`` runs the tasks
+        in this process and leaves a run's parameters on the task objects."""
+        spec = importlib.util.spec_from_file_location("binlog_e2e_dags", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return getattr(module, name)
+
+    yield load, FileCheckpointStore(tmp_path / "store")
+    path.unlink()
+
+
+def run(load, name, conf=None):
+    dag_run = load(name).test(run_conf=conf)
+    return dag_run, str(getattr(dag_run.state, "value", dag_run.state)), task_states(dag_run)
+
+
+# ---------------------------------------------------------------------------- workload
+
+class Workload:
+    """Random changes with exact row counts per table (every UPDATE changes its rows)."""
+
+    def __init__(self, server, seed: int) -> None:
+        self.server = server
+        self.rng = random.Random(seed)
+        self.next_id = 0
+
+    def keys(self, table: str) -> list[tuple]:
+        return self.server.query(f"SELECT {', '.join(KEYED[table])} FROM shop.{table}")
+
+    def new_id(self) -> int:
+        self.next_id += self.rng.randint(1, 3)
+        return self.next_id
+
+    def customer(self) -> tuple:
+        rng = self.rng
+        return (self.new_id(), f"{rng.choice(['Ada', 'Zoë', 'José', 'Linus'])} {rng.randint(1, 999)}",
+                None if rng.random() < 0.2 else f"u{rng.randint(1, 9999)}@example.com",
+                rng.choice(["bronze", "silver", "gold"]), Decimal(rng.randint(-10**6, 10**6)) / 100,
+                None if rng.random() < 0.1 else dt.datetime(2024, 1, 1) + dt.timedelta(
+                    seconds=rng.randint(0, 10**7), microseconds=rng.randint(0, 999_999)),
+                None if rng.random() < 0.2 else json.dumps({"n": rng.randint(0, 99), "tags": ["a", "b"][:rng.randint(0, 2)]}),
+                None if rng.random() < 0.5 else "note " * rng.randint(1, 5))
+
+    def line(self, order_id: int, line_no: int) -> tuple:
+        rng = self.rng
+        return (order_id, line_no, f"sku-{rng.randint(1, 50)}", rng.randint(1, 9), Decimal(rng.randint(1, 99_999)) / 100,
+                None if rng.random() < 0.5 else dt.datetime(2024, 6, 1) + dt.timedelta(seconds=rng.randint(0, 10**7)))
+
+    def event(self) -> tuple:
+        rng = self.rng
+        return (rng.choice(["login", "view", "buy"]), rng.randint(1, 5), rng.choice([None, "x", "päyload"]),
+                dt.datetime(2024, 1, 1, 0, 0, rng.randint(0, 59), rng.randint(0, 3) * 1000))
+
+    def run(self, n: int) -> dict:
+        rng = self.rng
+        counts = {t: Counter() for t in TABLES}
+        conn = self.server.connect()
+        try:
+            with conn.cursor() as cur:
+                def do(table, op, sql, args=None, many=False):
+                    changed = cur.executemany(sql, args) if many else cur.execute(sql, args)
+                    counts[f"shop.{table}"][op] += changed
+
+                for _ in range(n):
+                    customers, lines = [k[0] for k in self.keys("customers")], self.keys("order_lines")
+                    pick = rng.random()
+                    if pick < 0.2 or not customers:
+                        do("customers", "insert", "INSERT INTO shop.customers VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                           [self.customer() for _ in range(rng.randint(1, 3))], many=True)
+                    elif pick < 0.35:
+                        # an order: its lines and the customer's balance, in one transaction
+                        cur.execute("BEGIN")
+                        order_id = self.new_id()
+                        do("order_lines", "insert", "INSERT INTO shop.order_lines VALUES (%s, %s, %s, %s, %s, %s)",
+                           [self.line(order_id, i) for i in range(1, rng.randint(2, 5))], many=True)
+                        do("customers", "update", "UPDATE shop.customers SET balance = balance - 10 WHERE id = %s",
+                           (rng.choice(customers),))
+                        cur.execute("COMMIT")
+                    elif pick < 0.5:
+                        do("customers", "update", "UPDATE shop.customers SET balance = balance + 1.25, tier = %s, "
+                           "profile = JSON_OBJECT('v', %s), note = NULL WHERE id = %s",
+                           (rng.choice(["bronze", "silver", "gold"]), rng.randint(100, 999), rng.choice(customers)))
+                    elif pick < 0.6 and lines:
+                        do("order_lines", "update", "UPDATE shop.order_lines SET qty = qty + 1, shipped = NOW() "
+                           "WHERE order_id = %s AND line_no = %s", rng.choice(lines))
+                    elif pick < 0.65 and lines:
+                        # the primary key changes
+                        do("order_lines", "update", "UPDATE shop.order_lines SET line_no = line_no + 100 "
+                           "WHERE order_id = %s AND line_no = %s", rng.choice(lines))
+                    elif pick < 0.72 and lines:
+                        do("order_lines", "delete", "DELETE FROM shop.order_lines WHERE order_id = %s AND line_no = %s",
+                           rng.choice(lines))
+                    elif pick < 0.78 and len(customers) > 3:
+                        do("customers", "delete", "DELETE FROM shop.customers WHERE id = %s", (rng.choice(customers),))
+                    elif pick < 0.93:
+                        do("events", "insert", "INSERT INTO shop.events VALUES (%s, %s, %s, %s)",
+                           [self.event() for _ in range(rng.randint(1, 4))], many=True)
+                    else:
+                        # one of possibly identical rows of the table without a key
+                        do("events", "delete", "DELETE FROM shop.events WHERE kind = %s LIMIT 1",
+                           (rng.choice(["login", "view", "buy"]),))
+        finally:
+            conn.close()
+        return {t: {"inserted": c["insert"], "updated": c["update"], "deleted": c["delete"]} for t, c in counts.items()}
+
+
+# ---------------------------------------------------------------------------- comparison
+
+def iceberg(table: str) -> str:
+    return f"lake.{NAMESPACE}.shop__{table}"
+
+
+def columns(server, table: str) -> list[str]:
+    return [r[0] for r in server.query("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'shop' "
+                                       "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (table,))]
+
+
+def assert_iceberg_equals_mariadb(spark, server) -> None:
+    for table in KEYED:
+        cols = columns(server, table)
+        select = ", ".join(cols)
+        expected = sorted((tuple(r) for r in server.query(f"SELECT {select} FROM shop.{table}")), key=repr)
+        spark.sql(f"REFRESH TABLE {iceberg(table)}")
+        got = sorted((tuple(r) for r in spark.sql(f"SELECT {select} FROM {iceberg(table)}").collect()), key=repr)
+        assert got == expected, f"shop.{table} differs"
+    # the table without a primary key: its change log replayed in binlog order
+    cols = columns(server, "events")
+    spark.sql(f"REFRESH TABLE {iceberg('events')}")
+    log = spark.sql(f"SELECT _op, {', '.join(cols)} FROM {iceberg('events')} "
+                    "ORDER BY _binlog_seq, _binlog_pos, _row").collect()
+    rows: Counter = Counter()
+    for record in log:
+        op, image = record[0], tuple(record[1:])
+        if op in ("truncate", "drop"):
+            rows.clear()
+        elif op == "insert":
+            rows[image] += 1
+        elif op == "delete":
+            assert rows[image] > 0, f"delete of a row that is not there: {image}"
+            rows[image] -= 1
+        else:
+            raise AssertionError(f"unexpected change {op}")
+    expected = Counter(tuple(r) for r in server.query(f"SELECT {', '.join(cols)} FROM shop.events"))
+    assert +rows == expected, "shop.events differs"
+
+
+def heads(spark) -> dict:
+    out = {}
+    for table in [*KEYED, "events", "_binlog_batches"]:
+        name = iceberg(table) if not table.startswith("_") else f"lake.{NAMESPACE}.{table}"
+        spark.sql(f"REFRESH TABLE {name}")
+        out[table] = spark.sql(f"SELECT snapshot_id FROM {name}.refs WHERE name = 'main'").collect()[0][0]
+    return out
+
+
+def events_by_table(dag_run) -> dict:
+    out = {}
+    for event in asset_events(dag_run):
+        assert event["uri"].startswith(f"iceberg://lake/{NAMESPACE}/shop__")
+        out["shop." + event["uri"].rsplit("/", 1)[1][len("shop__"):]] = event["extra"]
+    return out
+
+
+# ---------------------------------------------------------------------------- the test
+
+def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, server, spark, spark_warehouse):
+    load, store = dags
+    incremental, backfill = "binlog_cdc", "binlog_backfill"
+    work = Workload(server, seed=20240611)
+    work.run(60)                                       # the tables' content before the snapshot
+
+    # 1. the initial load: backfill in mode snapshot
+    dag_run, state, states = run(load, backfill, {"mode": "snapshot"})
+    assert state == "success", states
+    assert states == {"plan": "success", "choose": "success", "snapshot": "success", "dump": "skipped",
+                      "merge": "success"}
+    results = run_results(dag_run)
+    snapshot_end = Checkpoint.from_json(results["snapshot"]["end"])
+    assert store.load(SOURCE_ID) == snapshot_end
+    events = events_by_table(dag_run)
+    assert set(events) == set(TABLES)
+    for table in TABLES:
+        n = server.query(f"SELECT COUNT(*) FROM {table}")[0][0]
+        assert (events[table]["inserted"], events[table]["updated"], events[table]["deleted"]) == (n, 0, 0)
+        assert events[table]["mode"] == "snapshot"
+        assert Checkpoint.from_json(events[table]["end_checkpoint"]) == snapshot_end
+    assert_iceberg_equals_mariadb(spark, server)
+
+    # 2. three rounds of changes, each loaded by the incremental DAG
+    last_dump = None
+    totals = {t: Counter() for t in TABLES}
+    for round_no in range(3):
+        expected = work.run(40)
+        for table, counts in expected.items():
+            totals[table].update(counts)
+        dag_run, state, states = run(load, incremental)
+        assert state == "success" and states == {"wait_for_changes": "success", "dump": "success",
+                                                 "merge": "success"}, states
+        results = run_results(dag_run)
+        last_dump = results["dump"]
+        end = store.load(SOURCE_ID)
+        assert end == Checkpoint.from_json(last_dump["end"])
+        events = events_by_table(dag_run)
+        assert set(events) == set(TABLES)
+        for table in TABLES:
+            got = {k: events[table][k] for k in ("inserted", "updated", "deleted")}
+            assert got == expected[table], f"round {round_no + 1}, {table}"
+            assert Checkpoint.from_json(events[table]["end_checkpoint"]) == end
+            assert results["merge"]["tables"].get(table, {}).get("inserted", 0) == expected[table]["inserted"]
+        assert_iceberg_equals_mariadb(spark, server)
+    for table in TABLES:  # the workload did every kind of change
+        kinds = ("inserted", "deleted") if table == "shop.events" else ("inserted", "updated", "deleted")
+        assert all(totals[table][k] > 0 for k in kinds), (table, totals[table])
+
+    # 3. a run with no new data is skipped and changes nothing
+    before, checkpoint = heads(spark), store.load(SOURCE_ID)
+    dag_run, state, states = run(load, incremental)
+    assert state == "success"
+    assert states == {"wait_for_changes": "skipped", "dump": "skipped", "merge": "skipped"}
+    assert asset_events(dag_run) == []
+    assert heads(spark) == before and store.load(SOURCE_ID) == checkpoint
+
+    # 4. the last merge run again with the same manifest: already applied, nothing changes
+    from spark_jobs import merge_cdc
+    out = Path(spark_warehouse).parent / "e2e-rerun.json"
+    argv = ["--warehouse", spark_warehouse, "--catalog", "lake", "--namespace", NAMESPACE,
+            "--checkpoint-store", store.root,
+            "--checkpoint-key", SOURCE_ID, "--manifest", last_dump["manifest"], "--output-json", str(out)]
+    assert merge_cdc.main(argv) == 0
+    assert [b["status"] for b in json.loads(out.read_text())["batches"]] == ["already-applied"]
+    assert heads(spark) == before and store.load(SOURCE_ID) == checkpoint
+
+    # 5. a replay must start where the checkpoint is: one that would leave a gap is refused
+    work.run(5)
+    file, pos = server.master_status()
+    dag_run, state, states = run(load, backfill, {"mode": "from_position", "from_position": f"{file}:{pos}"})
+    assert state == "failed" and states["dump"] == "success" and states["merge"] == "failed", states
+    assert heads(spark) == before and store.load(SOURCE_ID) == checkpoint
+    # and the parameters are checked before anything runs
+    dag_run, state, states = run(load, backfill, {"mode": "from_position"})
+    assert state == "failed" and states["plan"] == "failed" and states.get("dump") in (None, "upstream_failed")

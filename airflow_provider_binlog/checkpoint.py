@@ -248,6 +248,10 @@ class CheckpointConflictError(CheckpointStoreError):
                          f"found {_describe(actual)}; another run may be loading the same source")
 
 
+class CheckpointLockedError(CheckpointStoreError):
+    """Another process runs a load of the same key (it holds the key's run lock)."""
+
+
 class _Absent:
     def __repr__(self) -> str:
         return "ABSENT"
@@ -285,6 +289,12 @@ class CheckpointStore(abc.ABC):
     @abc.abstractmethod
     def history(self, key: str, limit: int | None = None) -> list[SavedCheckpoint]:
         """The last saves, newest first (at most ``limit``)."""
+
+    def exclusive(self, key: str) -> contextlib.AbstractContextManager:
+        """Held by a run that advances ``key`` (the merge job), so that two runs of the same
+        load cannot both commit; raises :class:`CheckpointLockedError` at once when another
+        holds it. The base class does not lock (compare-and-set alone guards the store)."""
+        return contextlib.nullcontext()
 
 
 _SAFE_KEY_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
@@ -338,6 +348,28 @@ class FileCheckpointStore(CheckpointStore):
             yield
         finally:
             os.close(fd)  # closing releases the lock
+
+    @contextlib.contextmanager
+    def exclusive(self, key: str) -> Iterator[None]:
+        """An exclusive ``flock`` on ``<key>.run.lock`` (released when the holder exits or
+        dies, SIGKILL included: never stale); the file holds the holder's pid."""
+        self._ensure_root()
+        lock_path = os.path.join(self.root, key_to_file_stem(key) + ".run.lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+                raise CheckpointLockedError(
+                    f"another run of {key!r} is in progress (process {holder} holds {lock_path}); "
+                    f"two runs of the same load must not overlap: let it finish, or wait for "
+                    f"it to fail") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     # -- reading -----------------------------------------------------------
 

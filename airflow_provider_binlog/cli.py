@@ -1,4 +1,5 @@
-"""Command line: ``python -m airflow_provider_binlog decode FILE...``."""
+"""Command line: ``python -m airflow_provider_binlog decode FILE...`` and
+``python -m airflow_provider_binlog quickstart``."""
 from __future__ import annotations
 
 import argparse
@@ -140,7 +141,30 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("--no-verify-checksum", action="store_true",
                      help="do not check CRC32 event checksums")
     dec.set_defaults(func=decode_command)
+    quick = sub.add_parser(
+        "quickstart", help="run the whole load end to end on a private MariaDB and a local Spark",
+        description="Start a private MariaDB with a sample shop schema, load it into Iceberg with the "
+                    "example Airflow DAGs (initial snapshot, then rounds of random changes and "
+                    "incremental loads, run with dag.test() on an SQLite metadata database), and "
+                    "check that the Iceberg tables equal the MariaDB tables.")
+    quick.add_argument("--workdir", default=".work/quickstart",
+                       help="where the Airflow home, staging, warehouse and checkpoints go; cleared "
+                            "first (default: .work/quickstart)")
+    quick.add_argument("--rows", type=int, default=1000,
+                       help="sample customers (twice as many orders) (default: 1000)")
+    quick.add_argument("--rounds", type=int, default=3,
+                       help="rounds of random changes, each followed by an incremental load (default: 3)")
+    quick.add_argument("--seed", type=int, default=2024, help="seed of the random data (default: 2024)")
+    quick.set_defaults(func=quickstart_command)
     return parser
+
+
+def quickstart_command(args) -> int:
+    if args.rows < 1 or args.rounds < 0:
+        print("error: --rows must be at least 1 and --rounds not negative", file=sys.stderr)
+        return 2
+    from .quickstart import command
+    return command(args)
 
 
 def main(argv: Optional[list] = None) -> int:

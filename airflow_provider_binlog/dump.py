@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from .checkpoint import Checkpoint, CheckpointStore, split_binlog_file_name
-from .codec.events import (FormatDescriptionEvent, GtidEvent, MariadbGtidEvent, QueryEvent,
-                           RotateEvent, RowsEvent, TransactionPayloadEvent, XaPrepareEvent,
-                           XidEvent)
+from .codec.events import (BinlogCheckpointEvent, FormatDescriptionEvent, GtidEvent,
+                           IncidentEvent, MariadbGtidEvent, MariadbGtidListEvent,
+                           PreviousGtidsEvent, QueryEvent, RotateEvent, RowsEvent, StopEvent,
+                           TransactionPayloadEvent, XaPrepareEvent, XidEvent)
 from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
 from .replica import ReplicaConnection, ReplicationConnectionLost
 from .staging import Manifest, StagingWriter
@@ -51,8 +52,8 @@ def _pos_key(file: str, pos: int) -> tuple[int, int]:
     return split_binlog_file_name(file)[1], pos
 
 
-def _ddl_tables(query: str, default_schema: str) -> list[str]:
-    """Best-effort ``schema.table`` names a DDL statement names (for the manifest)."""
+def _ddl_tables(query: str, default_schema: str) -> list[tuple[str, str]]:
+    """Best-effort ``(schema, table)`` names a DDL statement names (for the manifest)."""
     m = _DDL_RE.match(query)
     if not m:
         return []
@@ -65,7 +66,7 @@ def _ddl_tables(query: str, default_schema: str) -> list[str]:
             continue
         first = (ref.group(1) or ref.group(2) or "").replace("``", "`")
         second = (ref.group(3) or ref.group(4) or "").replace("``", "`")
-        names.append(f"{first}.{second}" if second else f"{default_schema}.{first}")
+        names.append((first, second) if second else (default_schema, first))
     return names
 
 
@@ -191,7 +192,7 @@ class BoundedDump:
         if not _DDL_RE.match(event.query):
             return
         tables = _ddl_tables(event.query, event.schema)
-        captured = [t for t in tables if self.table_filter(*t.split(".", 1))]
+        captured = [t for t in tables if self.table_filter(*t)]
         if tables and not captured:
             return
         if not tables and not self.table_filter.schemas_possibly_included(event.schema or ""):
@@ -200,7 +201,10 @@ class BoundedDump:
         if self._resume_at is not None and _pos_key(file, pos) < self._resume_at:
             return
         self.writer.add_ddl({"file": file, "pos": pos, "gtid": self.txn.gtid if self.txn else None,
-                             "schema": event.schema, "kind": kind, "tables": captured or tables,
+                             "schema": event.schema, "kind": kind,
+                             # "schema.table" texts, and the names apart (either may hold dots)
+                             "tables": [f"{s}.{t}" for s, t in captured or tables],
+                             "table_names": [[s, t] for s, t in captured or tables],
                              "query": event.query,
                              "ts": dt.datetime.fromtimestamp(event.header.timestamp, dt.timezone.utc).isoformat()})
 
@@ -240,8 +244,9 @@ class BoundedDump:
                 delay = self.backoff_seconds * 2 ** (attempt - 1)
                 log.warning("%s; reconnecting in %.1fs and resuming from %s", exc, delay, self.boundary)
                 time.sleep(delay)
+                # the next stream connects again; a server still down (restarting) is one
+                # more failed attempt, not the end of the dump
                 self.replica.close()
-                self.replica.connect()
 
     def _run_once(self) -> bool:
         """Stream from the last boundary; True when a stop point or limit was reached."""
@@ -262,7 +267,13 @@ class BoundedDump:
                                                server_id=self.replica.info.server_id,
                                                server_uuid=self.replica.info.server_uuid)
                 continue
+            if isinstance(event, IncidentEvent):
+                raise DumpError(f"the binlog has an incident event at {file}:{pos} ({event.message or event.incident}): "
+                                "the server lost changes there; take a new snapshot (backfill mode 'snapshot')")
             self._handle(file, event, next_pos, pos)
+            if self.txn is None and isinstance(event, (MariadbGtidListEvent, BinlogCheckpointEvent,
+                                                       PreviousGtidsEvent, StopEvent)):
+                self._boundary(file, next_pos)  # a file's header events: no transaction in between
             self._processed = _pos_key(file, next_pos)
             if self.txn is None:
                 if self._stop_by_gtid():
@@ -291,6 +302,8 @@ def run_dump(replica: ReplicaConnection, *, staging_dir, start: Optional[Checkpo
     ``stop="current"`` is the server's position when the dump starts. The result's ``end`` is
     the transaction boundary where the dump stopped; the published manifest records it.
     """
+    started_at = dt.datetime.now(dt.timezone.utc)
+    started = time.monotonic()
     if replica.info is None:
         replica.connect()
     info = replica.info
@@ -329,7 +342,8 @@ def run_dump(replica: ReplicaConnection, *, staging_dir, start: Optional[Checkpo
         manifest = dump.writer.publish(
             dump_id=dump_id, start=start.to_json(), end=end.to_json(), server=server,
             extra={"tables_filter": dump.table_filter.to_json(), "transactions": dump.transactions,
-                   "binlog_bytes": dump.bytes_read})
+                   "binlog_bytes": dump.bytes_read, "started_at": started_at.isoformat(),
+                   "duration_seconds": round(time.monotonic() - started, 3)})
     except BaseException:
         dump.writer.abort()
         raise

@@ -76,7 +76,8 @@ def get_provider_info() -> dict:
         ],
         "operators": [
             {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.operators.dump",
-                                                             "airflow_provider_binlog.operators.merge"]},
+                                                             "airflow_provider_binlog.operators.merge",
+                                                             "airflow_provider_binlog.operators.snapshot"]},
         ],
         "sensors": [
             {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.sensors.position"]},

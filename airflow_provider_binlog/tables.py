@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import re
 from typing import Iterable, Optional
 
 SYSTEM_SCHEMAS = ("mysql", "sys", "performance_schema", "information_schema")
+_SIMPLE_NAME = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
 
 
 class TableFilter:
@@ -44,3 +46,24 @@ class TableFilter:
 
     def to_json(self) -> dict:
         return {"include": list(self.include), "exclude": list(self.exclude)}
+
+
+def iceberg_table_name(schema: str, table: str) -> str:
+    """The Iceberg table name of source table ``schema.table`` (within the target namespace).
+
+    Lower-case names made of letters, digits and single inner underscores map to
+    ``<schema>__<table>`` (``shop.order_items`` -> ``shop__order_items``). Any other name maps
+    to ``<readable schema>__<readable table>__<16 hex digits of a SHA-256 of the exact names>``
+    (``Shop.Order Items`` -> ``shop__order_items__1f0c...``). The first form holds exactly one
+    ``__``, the second exactly two, so no two source tables share a name; the result is made
+    of ``[a-z0-9_]`` only, which every catalog accepts. The table property ``binlog.source``
+    records the source name and is checked on every run.
+    """
+    if _SIMPLE_NAME.fullmatch(schema) and _SIMPLE_NAME.fullmatch(table):
+        return f"{schema}__{table}"
+
+    def readable(name: str) -> str:
+        return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "x"
+
+    digest = hashlib.sha256(f"{schema}\0{table}".encode("utf-8")).hexdigest()[:16]
+    return f"{readable(schema)}__{readable(table)}__{digest}"

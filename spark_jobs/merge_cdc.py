@@ -22,10 +22,15 @@ Semantics, per source table ``<schema>.<table>`` and batch:
   old key and writes the new one. Deletes delete, inserts and updates upsert; columns missing
   from a MINIMAL/NOBLOB after image keep the value the row had.
 - TRUNCATE TABLE / DROP TABLE (manifest ``ddl`` records) empty the table at their position:
-  the changes after the last one replace the table's content.
+  the changes after the last one replace the table's content. A captured table renamed to a
+  name that is not captured is emptied the same way; a rename onto a captured table fails the
+  batch before anything is committed (the rows it carries are not in the binlog: load that
+  table from a new snapshot).
 - Schema changes seen in the staged files (added or dropped columns, type widening) are
   applied with ``ALTER TABLE`` before the MERGE. A change Iceberg cannot express fails the
-  batch before anything is committed.
+  batch before anything is committed. A column added in the batch with a literal default (or
+  the implicit default of a NOT NULL number, string or ENUM) gets it in the rows that existed
+  before, as in the source (see :func:`added_column_defaults`).
 - Tables without a primary key get an append-only change log (one row per change with its
   envelope and image) instead of a MERGE.
 - Every commit carries the batch's end checkpoint (``binlog.checkpoint``) and id
@@ -34,10 +39,16 @@ Semantics, per source table ``<schema>.<table>`` and batch:
   nothing twice. After the tables, a row is appended to ``<namespace>._binlog_batches`` (the
   ledger, which gives the stream position when no checkpoint store is used), then the
   checkpoint store is advanced with compare-and-set from the batch start to its end.
+- With a checkpoint store, a run holds the key's run lock (``flock``, see
+  ``FileCheckpointStore.exclusive``) while it applies batches: a second run of the same load
+  fails at once with :class:`ConcurrentRunError` instead of committing the same batch again.
+- Each staged file is checked against the SHA-256 its manifest records before anything is
+  committed.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
@@ -55,11 +66,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.storagelevel import StorageLevel
 
-from airflow_provider_binlog.checkpoint import (ABSENT, Checkpoint, CheckpointStore,
-                                                open_checkpoint_store, split_binlog_file_name)
+from airflow_provider_binlog.checkpoint import (ABSENT, Checkpoint, CheckpointLockedError,
+                                                CheckpointStore, open_checkpoint_store,
+                                                split_binlog_file_name)
 from airflow_provider_binlog.spark.runtime import local_spark_session, run_with_commit_properties
 from airflow_provider_binlog.staging.contract import ENVELOPE_COLUMNS
 from airflow_provider_binlog.staging.manifest import Manifest, ManifestError, load_manifest
+from airflow_provider_binlog.tables import TableFilter, iceberg_table_name
 
 log = logging.getLogger("merge_cdc")
 
@@ -92,7 +105,6 @@ LEDGER_SCHEMA = T.StructType([
 ])
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SIMPLE_NAME = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
 _DROP_TABLE = re.compile(r"^\s*(?:/\*.*?\*/\s*)*DROP\s+TABLE\b", re.I | re.S)
 _ORDER_TYPE = T.StructType([T.StructField("seq", T.LongType()), T.StructField("pos", T.LongType()),
                             T.StructField("row", T.IntegerType())])
@@ -106,32 +118,15 @@ class BatchGapError(MergeJobError):
     """A batch does not start where the previous one (or the target) ended."""
 
 
+class ConcurrentRunError(MergeJobError):
+    """Another merge of the same checkpoint key is running."""
+
+
 class SchemaEvolutionError(MergeJobError):
     """A staged schema change the Iceberg table cannot follow."""
 
 
 # --------------------------------------------------------------------------- names
-
-
-def iceberg_table_name(schema: str, table: str) -> str:
-    """The Iceberg table name of source table ``schema.table`` (within the target namespace).
-
-    Lower-case names made of letters, digits and single inner underscores map to
-    ``<schema>__<table>`` (``shop.order_items`` -> ``shop__order_items``). Any other name maps
-    to ``<readable schema>__<readable table>__<16 hex digits of a SHA-256 of the exact names>``
-    (``Shop.Order Items`` -> ``shop__order_items__1f0c...``). The first form holds exactly one
-    ``__``, the second exactly two, so no two source tables share a name; the result is made
-    of ``[a-z0-9_]`` only, which every catalog accepts. The table property ``binlog.source``
-    records the source name and is checked on every run.
-    """
-    if _SIMPLE_NAME.fullmatch(schema) and _SIMPLE_NAME.fullmatch(table):
-        return f"{schema}__{table}"
-
-    def readable(name: str) -> str:
-        return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "x"
-
-    digest = hashlib.sha256(f"{schema}\0{table}".encode("utf-8")).hexdigest()[:16]
-    return f"{readable(schema)}__{readable(table)}__{digest}"
 
 
 def _q(name: str) -> str:
@@ -210,7 +205,9 @@ def plan_batches(manifests: Iterable[Any]) -> list[Batch]:
     contiguous: a gap or an overlap between them raises :class:`BatchGapError`."""
     batches: dict[str, Batch] = {}
     for item in manifests:
-        manifest = item if isinstance(item, Manifest) else load_manifest(item)
+        # read again, checking each staged file's checksum: a damaged file fails here,
+        # before anything is committed
+        manifest = load_manifest(item.path if isinstance(item, Manifest) else item, verify=True)
         try:
             start, end = Checkpoint.from_json(manifest.start), Checkpoint.from_json(manifest.end)
         except ValueError as exc:
@@ -502,8 +499,11 @@ def _order_struct() -> SparkColumn:
 
 
 def flat_changes(spark: SparkSession, files: Sequence[str], layouts: Sequence[Sequence[tuple]],
-                 schema: SchemaPlan, primary_key: Sequence[str]) -> DataFrame:
+                 schema: SchemaPlan, primary_key: Sequence[str],
+                 defaults: Optional[Mapping[str, str]] = None) -> DataFrame:
     """The staged changes of one table as one frame, values cast to the target types.
+    ``defaults`` (column -> SQL literal text) fills the columns added in the batch with a
+    default into the changes staged before the column was (re)added, as the source did.
 
     Columns: ``_o`` (order struct seq/pos/row), ``_op``, ``v<i>``/``h<i>`` (after-image value
     of target column i and whether the image holds it), ``kb<j>``/``ka<j>`` (primary key
@@ -520,6 +520,8 @@ def flat_changes(spark: SparkSession, files: Sequence[str], layouts: Sequence[Se
             if name in present and part >= schema.valid_from.get(name, 0):
                 value = F.col("_after").getField(name).cast(typ)
                 has = F.col("_after").isNotNull() & ~F.array_contains(absent, name)
+            elif defaults and name in defaults and part < schema.valid_from.get(name, 0):
+                value, has = F.lit(defaults[name]).cast(typ), F.col("_after").isNotNull()
             else:
                 value, has = F.lit(None).cast(typ), F.lit(False)
             select += [value.alias(f"v{i}"), has.alias(f"h{i}")]
@@ -759,6 +761,7 @@ class TableWork:
     since: Optional[tuple[int, int]]   # apply only changes at or after this position
     resets: list[dict]                 # TRUNCATE / DROP TABLE records to apply, in order
     plan: Optional[SchemaPlan] = None
+    defaults: dict = dataclasses.field(default_factory=dict)  # columns added with a default
     statements: list[str] = dataclasses.field(default_factory=list)
     status: str = "pending"
 
@@ -784,11 +787,167 @@ def _reset_records(batch: Batch) -> dict[str, list[dict]]:
             except (KeyError, TypeError, ValueError) as exc:
                 raise MergeJobError(f"{batch.manifest.path}: DDL record without a usable "
                                     f"position: {record!r} ({exc})") from None
-            for name in record.get("tables") or []:
-                out.setdefault(name, []).append({**record, "_position": position})
+            names = record.get("table_names")
+            pairs = [tuple(n) for n in names] if isinstance(names, list) and \
+                len(names) == len(record.get("tables") or []) else [None] * len(record.get("tables") or [])
+            for name, pair in zip(record.get("tables") or [], pairs):
+                out.setdefault(name, []).append({**record, "_position": position, "_table": pair})
+        elif kind == "rename" or (kind == "alter" and _ALTER_RENAME.match(record.get("query") or "")):
+            _rename_resets(batch, record, out)
     for records in out.values():
         records.sort(key=lambda r: r["_position"])
     return out
+
+
+_REF = r"(?:`(?:[^`]|``)+`|[^\s`.,;]+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|[^\s`.,;]+))?"
+_RENAME_TABLE = re.compile(r"^\s*(?:/\*.*?\*/\s*)*RENAME\s+TABLES?\s+(?:IF\s+EXISTS\s+)?(.*)$", re.I | re.S)
+_RENAME_PAIR = re.compile(rf"({_REF})\s+(?:WAIT\s+\d+\s+|NOWAIT\s+)?TO\s+({_REF})", re.I | re.S)
+_ALTER_RENAME = re.compile(
+    rf"^\s*(?:/\*.*?\*/\s*)*ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?({_REF})"
+    rf".*?\bRENAME\s+(?!COLUMN\b|INDEX\b|KEY\b)(?:TO\s+|AS\s+)?({_REF})", re.I | re.S)
+
+
+def _split_ref(ref: str, default_schema: str) -> tuple[str, str]:
+    parts = re.findall(r"`((?:[^`]|``)+)`|([^\s`.]+)", ref)
+    names = [(q.replace("``", "`") if q else p) for q, p in parts]
+    return (names[0], names[1]) if len(names) == 2 else (default_schema, names[0])
+
+
+def rename_pairs(query: str, default_schema: str = "") -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """``[((schema, old), (schema, new))]`` of a RENAME TABLE or ALTER TABLE ... RENAME."""
+    m = _ALTER_RENAME.match(query)
+    if m:
+        return [(_split_ref(m.group(1), default_schema), _split_ref(m.group(2), default_schema))]
+    m = _RENAME_TABLE.match(query)
+    if not m:
+        return []
+    return [(_split_ref(a, default_schema), _split_ref(b, default_schema))
+            for a, b in _RENAME_PAIR.findall(m.group(1))]
+
+
+def _rename_resets(batch: Batch, record: dict, out: dict) -> None:
+    """A captured table renamed away is emptied at the rename (like DROP TABLE). A rename
+    onto a captured table cannot be followed: the rows it carries are not in the binlog, so
+    the batch fails before anything is committed."""
+    position = (split_binlog_file_name(record["file"])[1], int(record["pos"]))
+    spec = batch.manifest.data.get("tables_filter")
+    listed = set(record.get("tables") or [])
+    captured = (TableFilter(spec.get("include"), spec.get("exclude")) if isinstance(spec, dict)
+                else lambda s, t: f"{s}.{t}" in listed)
+    for (old_schema, old), (new_schema, new) in rename_pairs(record.get("query") or "", record.get("schema") or ""):
+        if captured(new_schema, new):
+            raise SchemaEvolutionError(
+                f"{batch.manifest.path}: {record.get('query')!r} at {record['file']}:{record['pos']} renames "
+                f"{old_schema}.{old} to the captured table {new_schema}.{new}; the merge cannot carry the "
+                f"rows across a rename (they are not in the binlog). Nothing of this batch was committed. "
+                f"Load {new_schema}.{new} from a new snapshot (backfill mode 'snapshot') and drop the "
+                f"Iceberg table of {old_schema}.{old} if it is no longer wanted")
+        if captured(old_schema, old):
+            out.setdefault(f"{old_schema}.{old}", []).append(
+                {**record, "kind": "drop", "tables": [f"{old_schema}.{old}"], "_position": position,
+                 "_table": (old_schema, old)})
+
+
+_ADD_COLUMN = re.compile(
+    r"\bADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?(`(?:[^`]|``)+`|[^\s`(),]+)\s+(.*?)"
+    r"(?=,\s*(?:ADD|DROP|MODIFY|CHANGE|ALTER|RENAME|ORDER|ALGORITHM|LOCK|FORCE|CONVERT|ENGINE)\b|;|\Z)",
+    re.I | re.S)
+_NOT_A_COLUMN = {"INDEX", "KEY", "PRIMARY", "UNIQUE", "FULLTEXT", "SPATIAL", "FOREIGN", "CONSTRAINT",
+                 "CHECK", "PARTITION", "PERIOD", "SYSTEM", "COLUMN", "IF"}
+_DEFAULT_LITERAL = re.compile(
+    r"\bDEFAULT\s*\(?\s*(NULL\b|TRUE\b|FALSE\b|[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+    r"|'(?:[^'\\]|''|\\.)*'|\"(?:[^\"\\]|\"\"|\\.)*\")", re.I | re.S)
+_ESCAPES = {"0": "\0", "n": "\n", "r": "\r", "t": "\t", "b": "\b", "Z": "\x1a"}
+_ZERO_DEFAULT = ("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric",
+                 "dec", "fixed", "float", "double", "real", "bit", "bool", "boolean", "year")
+_EMPTY_DEFAULT = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "binary",
+                  "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
+
+
+def _unquote_sql(text: str) -> str:
+    quote, body = text[0], text[1:-1]
+    out, i = [], 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            out.append(_ESCAPES.get(body[i + 1], body[i + 1]))
+            i += 2
+        elif c == quote and body[i + 1:i + 2] == quote:
+            out.append(quote)
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def added_column_defaults(query: str) -> dict[str, Optional[str]]:
+    """The columns an ``ALTER TABLE ... ADD [COLUMN]`` statement adds, with the value the
+    source gives the rows that exist (no row event carries it): the literal ``DEFAULT``, else
+    for ``NOT NULL`` numbers 0, strings '' and ENUMs their first label; None when there is
+    none or it is an expression (the rows then hold NULL in Iceberg)."""
+    out: dict[str, Optional[str]] = {}
+    for m in _ADD_COLUMN.finditer(query):
+        name, definition = m.group(1), m.group(2)
+        if name.startswith("`"):
+            name = name[1:-1].replace("``", "`")
+        elif name.upper() in _NOT_A_COLUMN:
+            continue
+        if re.search(r"\b(?:AS|GENERATED)\b", definition, re.I):
+            out[name] = None  # a generated column: computed, not a default
+            continue
+        literal = _DEFAULT_LITERAL.search(definition)
+        type_name = (re.match(r"\s*([A-Za-z]+)", definition) or [None, ""])[1].lower()
+        if literal:
+            text = literal.group(1)
+            upper = text.upper()
+            value = None if upper == "NULL" else "1" if upper == "TRUE" else "0" if upper == "FALSE" \
+                else _unquote_sql(text) if text[0] in "'\"" else text
+        elif re.search(r"\bDEFAULT\b", definition, re.I) or not re.search(r"\bNOT\s+NULL\b", definition, re.I) \
+                or re.search(r"\bAUTO_INCREMENT\b", definition, re.I):
+            value = None
+        elif type_name in _ZERO_DEFAULT:
+            value = "0"
+        elif type_name in _EMPTY_DEFAULT:
+            value = ""
+        elif type_name == "enum":
+            first = re.search(r"\(\s*('(?:[^'\\]|''|\\.)*')", definition)
+            value = _unquote_sql(first.group(1)) if first else None
+        else:
+            value = None
+        out[name] = value
+    return out
+
+
+def _column_defaults(batch: Batch, work: "TableWork") -> dict[str, str]:
+    """Columns of the table added in this batch (after the table's own checkpoint) whose
+    existing rows the source filled with a default value."""
+    found: dict[str, Optional[str]] = {}
+    for record in batch.manifest.data.get("ddl", []):
+        if str(record.get("kind", "")).lower() != "alter" or work.source not in (record.get("tables") or []):
+            continue
+        try:
+            position = (split_binlog_file_name(record["file"])[1], int(record["pos"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        if work.since is not None and position < work.since:
+            continue
+        found.update(added_column_defaults(record.get("query") or ""))
+    columns = {n for n, _ in work.plan.columns} if work.plan else set()
+    return {n: v for n, v in found.items() if v is not None and n in columns}
+
+
+def _backfill_defaults(spark: SparkSession, work: "TableWork", batch: Batch, stream: str) -> str:
+    """Give the rows the table held before the batch the default of the columns added in the
+    batch (the source did so without row events). Idempotent: until the batch's own commit,
+    no change after the ALTER is in the table."""
+    sets = ", ".join(f"{_q(n)} = CAST({_lit(v)} AS {_sql_type(work.plan.type_of(n))})"
+                     for n, v in sorted(work.defaults.items()))
+    sql = f"UPDATE {work.name} SET {sets}"
+    log.info("%s", sql)
+    run_with_commit_properties(spark, {"binlog.backfill": batch.batch_id, SUMMARY_STREAM: stream,
+                                       "binlog.source": work.source}, lambda: spark.sql(sql))
+    return sql
 
 
 def _table_exists(spark: SparkSession, name: str) -> bool:
@@ -891,6 +1050,8 @@ def _prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: s
         statements = [s[:-len(" FIRST")] + after_envelope if s.startswith("ALTER") and s.endswith(" FIRST")
                       else s for s in statements]
     work.statements = statements
+    if mode == MODE_MERGE:
+        work.defaults = _column_defaults(batch, work)
     work.status = "ready"
     return work
 
@@ -912,7 +1073,7 @@ def merge_table(spark: SparkSession, work: TableWork, *,
     key_columns = [names.index(k) for k in work.primary_key]
     reset = work.resets[-1]["_position"] if work.resets else None
     if work.files:
-        flat = flat_changes(spark, work.files, work.layouts, plan, work.primary_key)
+        flat = flat_changes(spark, work.files, work.layouts, plan, work.primary_key, work.defaults)
         if work.since is not None:
             flat = flat.filter(_order_at_or_after(work.since))
         if reset is not None:
@@ -1109,12 +1270,14 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         for entry in batch.manifest.tables:
             resets.setdefault(f"{entry['schema']}.{entry['table']}", []).insert(
                 0, {"kind": "truncate", "file": batch.end.file, "pos": pos - 1,
-                    "tables": [f"{entry['schema']}.{entry['table']}"], "_position": (seq, pos - 1)})
+                    "tables": [f"{entry['schema']}.{entry['table']}"], "_position": (seq, pos - 1),
+                    "_table": (entry["schema"], entry["table"])})
     entries = {(e["schema"], e["table"]): e for e in batch.manifest.tables}
     names = set(entries)
-    for qualified in resets:
-        schema_name, _, table_name = qualified.partition(".")
-        names.add((schema_name, table_name))
+    for qualified, records in resets.items():
+        # the DDL record's names apart when it has them: a schema or table name may hold dots
+        pair = next((r["_table"] for r in records if r.get("_table")), None)
+        names.add(tuple(pair) if pair else tuple(qualified.partition(".")[::2]))
     seen_targets: dict[str, tuple] = {}
     work = []
     for schema_name, table_name in sorted(names):
@@ -1141,6 +1304,8 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
             spark.sql(sql)
         info["schema_changes"] = w.statements
         before = _head(spark, w.name)
+        if w.defaults and w.exists and w.state.head is not None:
+            info["backfill"] = _backfill_defaults(spark, w, batch, stream)
         if w.mode == MODE_MERGE:
             info.update(_apply_merge_table(spark, w, batch, stream, max_key_change_rows))
         else:
@@ -1223,11 +1388,17 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
     batches = plan_batches(manifests)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{namespace}")
     results = []
-    for batch in batches:
-        log.info("applying batch %s: [%s] .. [%s]", batch.batch_id, batch.start, batch.end)
-        results.append(apply_batch(spark, batch, catalog, namespace, store, key, stream=stream,
-                                   table_properties=table_properties,
-                                   max_key_change_rows=max_key_change_rows))
+    try:
+        # two runs of the same load must not both plan and commit the same batch (a fresh
+        # table's first batch is an append: both would land); the store's key is the lock
+        with store.exclusive(key) if store is not None else contextlib.nullcontext():
+            for batch in batches:
+                log.info("applying batch %s: [%s] .. [%s]", batch.batch_id, batch.start, batch.end)
+                results.append(apply_batch(spark, batch, catalog, namespace, store, key, stream=stream,
+                                           table_properties=table_properties,
+                                           max_key_change_rows=max_key_change_rows))
+    except CheckpointLockedError as exc:
+        raise ConcurrentRunError(str(exc)) from None
     out: dict[str, Any] = {"catalog": catalog, "namespace": namespace,
                            "stream": stream, "batches": results,
                            "checkpoint": batches[-1].end.to_json() if batches else None}

@@ -189,6 +189,31 @@ def test_dump_with_minimal_row_metadata_reads_information_schema(mariadb_factory
     assert row["_after"]["id"] == 1 and row["_after"]["color"] == "green"
 
 
+def test_snapshot_is_staged_like_a_dump_at_the_servers_position(mariadb, table, monkeypatch, tmp_path,
+                                                                  caplog, capfd):
+    caplog.set_level(logging.DEBUG)
+    conn_id = set_connection(monkeypatch, mariadb, extra={"checkpoint_store_uri": str(tmp_path / "cp")})
+    mariadb.execute(f"INSERT INTO hookdb.{table} VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    hook = BinlogHook(conn_id)
+    result = hook.snapshot(tmp_path / "staging", tables=[f"hookdb.{table}", "hookdb.none_*"])
+    file, pos = mariadb.master_status()
+    assert result["mode"] == "snapshot" and result["start"] == result["end"]
+    assert (result["end"]["file"], result["end"]["pos"]) == (file, pos)
+    assert result["rows"] == {f"hookdb.{table}": {"insert": 3, "update": 0, "delete": 0}}
+    manifest = load_manifest(result["manifest"])
+    assert manifest.dump_id == result["dump_id"] and manifest.data["mode"] == "snapshot"
+    (entry,) = manifest.tables
+    rows = pq.read_table(manifest.files(entry)[0]).to_pylist()
+    assert sorted(r["_after"]["name"] for r in rows) == ["a", "b", "c"]
+    # the snapshot does not move the stored checkpoint; a dump from its end finds nothing
+    with pytest.raises(BinlogConnectionError, match="no checkpoint"):
+        hook.stored_checkpoint()
+    again = hook.dump(staging_dir=tmp_path / "staging", start=result["end"], tables=[f"hookdb.{table}"])
+    assert again["rows"] == {}
+    out, err = capfd.readouterr()
+    assert_no_secret(json.dumps(result), caplog.text + out + err)
+
+
 def test_wrong_password_fails_without_showing_it(mariadb, monkeypatch, caplog, capfd):
     create_user(mariadb)
     wrong = SECRET + "-wrong"

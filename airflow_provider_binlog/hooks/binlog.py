@@ -11,7 +11,8 @@ The connection (type ``mysql_binlog``) holds host, port, login and password; its
 ``flavor``
     ``auto`` (default), ``mysql`` or ``mariadb``.
 ``checkpoint_store_uri``
-    Where loads keep their checkpoint (a directory path or ``file:///path``).
+    Where loads keep their checkpoint (a directory path or ``file:///path``); the hook's
+    ``checkpoint_store_uri`` argument overrides it.
 ``heartbeat_seconds``
     Heartbeat period the server uses on an idle replication stream (default 30).
 ``connect_timeout``
@@ -105,6 +106,8 @@ class BinlogHook(BaseHook):
     """Reads a MySQL/MariaDB server's binlog like a replica, through an Airflow connection.
 
     :param binlog_conn_id: the Airflow connection (type ``mysql_binlog``).
+    :param checkpoint_store_uri: the checkpoint store (directory path or ``file:///path``);
+        default: the connection's extra ``checkpoint_store_uri``.
     """
 
     conn_name_attr = "binlog_conn_id"
@@ -112,10 +115,12 @@ class BinlogHook(BaseHook):
     conn_type = "mysql_binlog"
     hook_name = "MySQL/MariaDB binlog"
 
-    def __init__(self, binlog_conn_id: str = default_conn_name, *, connection=None, **kwargs) -> None:
+    def __init__(self, binlog_conn_id: str = default_conn_name, *, connection=None,
+                 checkpoint_store_uri: Optional[str] = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.binlog_conn_id = binlog_conn_id
         self._connection = connection
+        self.checkpoint_store_uri = checkpoint_store_uri or None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.binlog_conn_id!r})"
@@ -188,9 +193,15 @@ class BinlogHook(BaseHook):
     def get_conn(self) -> ReplicaConnection:
         return self.get_replica()
 
+    def checkpoint_store_location(self) -> Optional[str]:
+        """The checkpoint store's URI: the hook's ``checkpoint_store_uri``, else the
+        connection's extra of that name (``None`` when neither is set)."""
+        return self.checkpoint_store_uri or self._extras().get("checkpoint_store_uri") or None
+
     def checkpoint_store(self) -> CheckpointStore:
-        """The store named by the connection's extra ``checkpoint_store_uri``."""
-        uri = self._extras().get("checkpoint_store_uri")
+        """The store named by the hook's ``checkpoint_store_uri``, else by the connection's
+        extra ``checkpoint_store_uri``."""
+        uri = self.checkpoint_store_location()
         if not uri:
             raise BinlogConnectionError(
                 f"connection {self.binlog_conn_id!r} has no extra 'checkpoint_store_uri' (a directory "
@@ -270,9 +281,7 @@ class BinlogHook(BaseHook):
             for warning in report.warnings:
                 self.log.warning("%s", warning)
             if not report.full_row_metadata:
-                kwargs = self.replica_kwargs()
-                keep = ("host", "port", "user", "password", "connect_timeout", "ssl")
-                plain = {k: v for k, v in kwargs.items() if k in keep}
+                plain = self._plain_connect_kwargs()
                 schemas = InformationSchemaSource(
                     lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **plain))
             self.log.info("binlog dump of %s from [%s] to [%s], tables %s", self.binlog_conn_id, begin,
@@ -287,6 +296,47 @@ class BinlogHook(BaseHook):
         out = result.to_json()
         self.log.info("binlog dump %s: %d transactions, rows %s, ended at [%s]", out["dump_id"],
                       out["transactions"], out["rows"], result.end)
+        return out
+
+    # ------------------------------------------------------------------ snapshot
+    def _plain_connect_kwargs(self) -> dict:
+        """pymysql connection arguments (no replication settings), password included."""
+        keep = ("host", "port", "user", "password", "connect_timeout", "ssl")
+        return {k: v for k, v in self.replica_kwargs().items() if k in keep}
+
+    def snapshot(self, staging_dir, tables: Optional[Iterable[str]] = None,
+                 exclude: Optional[Iterable[str]] = None, *, chunk_rows: int = 10_000) -> dict:
+        """Take an initial snapshot of the selected tables into ``staging_dir``: a consistent
+        read with the binlog coordinates of that point (see
+        :func:`~airflow_provider_binlog.snapshot.take_snapshot`). Returns the result like
+        :meth:`dump` (manifest path, dump id, start and end checkpoints, which are equal,
+        and row counts) with ``"mode": "snapshot"``. The merge applies it as an overwrite of
+        each table and sets the stored checkpoint to its end; it never moves it here.
+
+        The user needs SELECT on the tables (and RELOAD on MySQL, for the short
+        ``FLUSH TABLES WITH READ LOCK`` that pins the position)."""
+        from ..snapshot import take_snapshot
+
+        table_filter = TableFilter(tables, exclude)
+        with self.get_replica() as replica:
+            report = preflight(replica)
+            info = replica.info
+        for warning in report.warnings:
+            self.log.warning("%s", warning)
+        kwargs = self.replica_kwargs()
+        server = {"host": kwargs["host"], "port": kwargs["port"], "flavor": info.flavor,
+                  "version": info.version, "server_id": info.server_id,
+                  "server_uuid": info.server_uuid}
+        plain = self._plain_connect_kwargs()
+        self.log.info("snapshot of %s, tables %s", self.binlog_conn_id, table_filter.to_json())
+        manifest = take_snapshot(lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **plain),
+                                 staging_dir=staging_dir, tables=table_filter, flavor=info.flavor,
+                                 server=server, chunk_rows=chunk_rows)
+        rows = {f"{t['schema']}.{t['table']}": t["rows"] for t in manifest.tables}
+        out = {"manifest": str(manifest.path), "dump_id": manifest.dump_id, "start": manifest.start,
+               "end": manifest.end, "rows": rows, "transactions": 0, "mode": "snapshot"}
+        self.log.info("snapshot %s: %d tables, %d rows, at [%s]", out["dump_id"], len(rows),
+                      sum(r.get("insert", 0) for r in rows.values()), as_checkpoint(manifest.end))
         return out
 
 

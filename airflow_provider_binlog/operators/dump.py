@@ -25,17 +25,20 @@ class BinlogDumpOperator(BaseOperator):
     :param exclude: ``schema.table`` patterns to leave out.
     :param max_rows: stop at the first transaction boundary at or after this many rows;
         ``max_bytes`` and ``max_seconds`` likewise.
+    :param checkpoint_store_uri: the checkpoint store to read ``start`` from; default: the
+        connection's extra ``checkpoint_store_uri``.
     """
 
     template_fields: Sequence[str] = ("binlog_conn_id", "staging_dir", "start", "stop", "tables", "exclude",
-                                      "checkpoint_key")
+                                      "checkpoint_key", "checkpoint_store_uri")
     ui_color = "#d6e4f0"
 
     def __init__(self, *, staging_dir: str, binlog_conn_id: str = BinlogHook.default_conn_name,
                  start: Any = None, stop: Any = "current", tables: Optional[Sequence[str]] = None,
                  exclude: Optional[Sequence[str]] = None, max_rows: Optional[int] = None,
                  max_bytes: Optional[int] = None, max_seconds: Optional[float] = None,
-                 checkpoint_key: Optional[str] = None, **kwargs) -> None:
+                 checkpoint_key: Optional[str] = None, checkpoint_store_uri: Optional[str] = None,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self.binlog_conn_id = binlog_conn_id
         self.staging_dir = staging_dir
@@ -47,9 +50,10 @@ class BinlogDumpOperator(BaseOperator):
         self.max_bytes = max_bytes
         self.max_seconds = max_seconds
         self.checkpoint_key = checkpoint_key
+        self.checkpoint_store_uri = checkpoint_store_uri
 
     def execute(self, context) -> dict:
-        hook = BinlogHook(self.binlog_conn_id)
+        hook = BinlogHook(self.binlog_conn_id, checkpoint_store_uri=self.checkpoint_store_uri)
         return hook.dump(staging_dir=self.staging_dir, start=self.start or None, stop=self.stop or "current",
                          tables=self.tables, exclude=self.exclude, max_rows=self.max_rows,
                          max_bytes=self.max_bytes, max_seconds=self.max_seconds,

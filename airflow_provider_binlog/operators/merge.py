@@ -44,34 +44,88 @@ def manifest_paths(value: Any) -> list[str]:
 
 
 def summarize(result: dict, manifests: Sequence[str]) -> dict:
-    """A small XCom value: per table the rows inserted/updated/deleted and its snapshot id."""
+    """A small XCom value: per table the rows inserted/updated/deleted that this run applied
+    (staged row changes; nothing for a batch or table that was already applied), its Iceberg
+    table, snapshot id and status; the totals, the batches with their status, the end
+    checkpoint and the ``mode`` (``snapshot`` when a snapshot was among the batches)."""
     from airflow_provider_binlog.staging import load_manifest
-    counts: dict[str, dict] = {}
+    counts: dict[str, dict[str, dict]] = {}
+    mode = "incremental"
     for path in manifests:
-        for entry in load_manifest(path).tables:
-            key = f"{entry['schema']}.{entry['table']}"
-            agg = counts.setdefault(key, {"inserted": 0, "updated": 0, "deleted": 0})
+        manifest = load_manifest(path)
+        if manifest.data.get("mode") == "snapshot":
+            mode = "snapshot"
+        per_table = counts.setdefault(manifest.dump_id, {})
+        for entry in manifest.tables:
+            agg = per_table.setdefault(f"{entry['schema']}.{entry['table']}",
+                                       {"inserted": 0, "updated": 0, "deleted": 0})
             agg["inserted"] += entry["rows"].get("insert", 0)
             agg["updated"] += entry["rows"].get("update", 0)
             agg["deleted"] += entry["rows"].get("delete", 0)
     tables: dict[str, dict] = {}
     for batch in result.get("batches", []):
+        if batch.get("status") == "already-applied":
+            continue
+        staged = counts.get(batch["batch_id"], {})
         for t in batch.get("tables", []):
             source = t.get("source")
             if isinstance(source, str) and source.startswith("["):
                 source = json.loads(source)
             key = ".".join(source) if isinstance(source, list) else str(source or t.get("table"))
-            info = tables.setdefault(key, {"iceberg_table": t.get("table"), **counts.get(key, {})})
+            info = tables.setdefault(key, {"iceberg_table": t.get("table"), "inserted": 0, "updated": 0,
+                                           "deleted": 0})
+            if t.get("status") != "already-applied":
+                for k, v in staged.get(key, {}).items():
+                    info[k] += v
             if t.get("snapshot_id") is not None:
                 info["snapshot_id"] = t["snapshot_id"]
             info["status"] = t.get("status")
-    for key, agg in counts.items():
-        tables.setdefault(key, dict(agg))
     return {"tables": tables, "batches": [(b["batch_id"], b.get("status")) for b in result.get("batches", [])],
-            "end_checkpoint": result.get("checkpoint"),
+            "end_checkpoint": result.get("checkpoint"), "mode": mode,
             "inserted": sum(t.get("inserted", 0) for t in tables.values()),
             "updated": sum(t.get("updated", 0) for t in tables.values()),
             "deleted": sum(t.get("deleted", 0) for t in tables.values())}
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "0", "false", "no", "off", "none")
+    return bool(value)
+
+
+def iceberg_asset_uri(catalog: str, namespace: str, table: str) -> str:
+    """The asset URI of an Iceberg table: ``iceberg://<catalog>/<namespace>/<table>``."""
+    return f"iceberg://{catalog}/{namespace}/{table}"
+
+
+def asset_extra(uri: str, summary: dict, catalog: str, namespace: str) -> dict:
+    """The ``extra`` of an asset event for a merge ``summary``.
+
+    For ``iceberg://<catalog>/<namespace>/<table>``: that table's ``source``, ``inserted``,
+    ``updated``, ``deleted``, ``snapshot_id`` and ``status`` (zeros when the run did not touch
+    it). For any other asset (one for a whole source): the totals and ``tables``, the counts
+    per source table. Both hold ``end_checkpoint``, ``batches`` and ``mode`` (``snapshot`` or
+    ``incremental``)."""
+    batches = summary.get("batches") or []
+    extra: dict = {"end_checkpoint": summary.get("end_checkpoint"),
+                   "batches": [list(b) for b in batches],
+                   "mode": summary.get("mode") or "incremental"}
+    prefix = iceberg_asset_uri(catalog, namespace, "")
+    if uri.startswith(prefix) and "/" not in uri[len(prefix):]:
+        name = f"{catalog}.{namespace}.{uri[len(prefix):]}"
+        for source, info in (summary.get("tables") or {}).items():
+            if info.get("iceberg_table") == name:
+                extra.update(source=source, iceberg_table=name, inserted=info.get("inserted", 0),
+                             updated=info.get("updated", 0), deleted=info.get("deleted", 0),
+                             snapshot_id=info.get("snapshot_id"), status=info.get("status"))
+                return extra
+        extra.update(iceberg_table=name, inserted=0, updated=0, deleted=0, status="not-in-batch")
+        return extra
+    extra.update(inserted=summary.get("inserted", 0), updated=summary.get("updated", 0),
+                 deleted=summary.get("deleted", 0),
+                 tables={source: {k: info.get(k, 0) for k in ("inserted", "updated", "deleted")}
+                         for source, info in (summary.get("tables") or {}).items()})
+    return extra
 
 
 class BinlogMergeOperator(BaseOperator):
@@ -84,10 +138,27 @@ class BinlogMergeOperator(BaseOperator):
     and ``packages`` (e.g. ``org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.0``).
     Returns the tables with rows inserted/updated/deleted and snapshot ids, and the end
     checkpoint.
+
+    The checkpoint store is advanced with compare-and-set after the commit: give
+    ``checkpoint_store_uri`` and ``checkpoint_key``, or ``binlog_conn_id`` to use the store of
+    that connection's extra ``checkpoint_store_uri`` and, by default, the connection id as the
+    key (as the dump and the sensor do). A batch must start at the stored checkpoint (or end
+    at or before it: it is then already applied); a gap or an overlap is refused. A snapshot
+    may start anywhere after it: it replaces the tables' content and sets the checkpoint to its
+    position. With ``advance_checkpoint=False`` no store is read or written (for a snapshot of
+    some tables only: each Iceberg table records the position it holds, and the next
+    incremental batch applies to it only the changes after that position). ``stream`` names
+    the binlog stream in the namespace's ledger (default: the checkpoint key).
+
+    Assets among the ``outlets`` get an asset event whose ``extra`` says what this run loaded:
+    an asset ``iceberg://<catalog>/<namespace>/<table>`` the rows inserted/updated/deleted of
+    that Iceberg table, any other asset the totals and the per-table counts; both with the
+    end checkpoint (see :func:`asset_extra`).
     """
 
     template_fields: Sequence[str] = ("manifests", "catalog", "namespace", "checkpoint_store_uri",
-                                      "checkpoint_key", "warehouse", "conf")
+                                      "checkpoint_key", "warehouse", "conf", "binlog_conn_id", "stream",
+                                      "advance_checkpoint")
     ui_color = "#dfeaf7"
 
     def __init__(self, *, manifests: Union[str, list, dict], namespace: str, catalog: str = "lake",
@@ -96,8 +167,12 @@ class BinlogMergeOperator(BaseOperator):
                  conf: Optional[dict] = None, packages: Optional[str] = None,
                  jars: Optional[list] = None, maintenance: bool = False,
                  env_vars: Optional[dict] = None, application: Optional[str] = None,
-                 **kwargs) -> None:
+                 binlog_conn_id: Optional[str] = None, stream: Optional[str] = None,
+                 advance_checkpoint: Any = True, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.binlog_conn_id = binlog_conn_id
+        self.stream = stream
+        self.advance_checkpoint = advance_checkpoint
         self.manifests = manifests
         self.namespace = namespace
         self.catalog = catalog
@@ -146,10 +221,13 @@ class BinlogMergeOperator(BaseOperator):
                      "--output-json", str(output)]
             if self.warehouse:
                 args += ["--warehouse", self.warehouse]
-            if self.checkpoint_store_uri:
-                args += ["--checkpoint-store", self.checkpoint_store_uri]
-            if self.checkpoint_key:
-                args += ["--checkpoint-key", self.checkpoint_key]
+            store, key = self._checkpoint_store()
+            if store:
+                args += ["--checkpoint-store", store]
+            if key:
+                args += ["--checkpoint-key", key]
+            if self.stream:
+                args += ["--stream", self.stream]
             if self.maintenance:
                 args += ["--maintenance"]
             self._hook = SparkSubmitHook(
@@ -171,7 +249,34 @@ class BinlogMergeOperator(BaseOperator):
         self.log.info("merged %d inserted, %d updated, %d deleted rows; checkpoint %s",
                       summary["inserted"], summary["updated"], summary["deleted"],
                       summary["end_checkpoint"])
+        self._emit_asset_events(context, summary)
         return summary
+
+    def _checkpoint_store(self) -> tuple[Optional[str], Optional[str]]:
+        """The checkpoint store URI and key the merge job advances (``(None, None)``: none)."""
+        if not _truthy(self.advance_checkpoint):
+            return None, None
+        store, key = self.checkpoint_store_uri or None, self.checkpoint_key or None
+        if self.binlog_conn_id:
+            from airflow_provider_binlog.hooks.binlog import BinlogHook
+            key = key or self.binlog_conn_id
+            store = store or BinlogHook(self.binlog_conn_id).checkpoint_store_location()
+            if not store:
+                raise AirflowException(
+                    f"connection {self.binlog_conn_id!r} has no extra 'checkpoint_store_uri' and "
+                    "the merge was given no checkpoint_store_uri")
+        return store, key
+
+    def _emit_asset_events(self, context, summary: dict) -> None:
+        """Put what this run loaded into the asset events of the outlets."""
+        outlet_events = context.get("outlet_events") if hasattr(context, "get") else None
+        if outlet_events is None:
+            return
+        for outlet in self.outlets or ():
+            uri = getattr(outlet, "uri", None)
+            if uri is None or type(outlet).__name__ != "Asset":
+                continue
+            outlet_events[outlet].extra = asset_extra(uri, summary, self.catalog, self.namespace)
 
     def on_kill(self) -> None:
         if self._hook is not None:

@@ -5,23 +5,30 @@ TLS; this module adds the replica handshake and hands every event packet to the 
 """
 from __future__ import annotations
 
+import re
 import socket
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
 import pymysql
 
-from ..codec import EventDecoder
+from ..codec import BinlogError, EventDecoder
 from ..codec.events import Event, RotateEvent
 from . import _pymysql, protocol
 from .errors import (BinlogAccessDeniedError, BinlogPurgedError, ReplicaError,
-                     ReplicationConnectionLost)
+                     ReplicationConnectionLost, ServerUnavailableError)
 
 ER_ACCESS_DENIED = 1045
 ER_SPECIFIC_ACCESS_DENIED = 1227
 ER_MASTER_FATAL_READING_BINLOG = 1236
 CR_SERVER_LOST = (2013, 2006)
+CR_CANNOT_CONNECT = (2002, 2003, 2013, 2006)   # refused, unreachable, lost during the handshake
+ER_SERVER_SHUTDOWN = (1053, 1927)             # shutdown in progress, connection killed
 LOG_EVENT_ARTIFICIAL_F = 0x20
+# the ER_MASTER_FATAL_READING_BINLOG texts that mean "no longer there" (file or GTIDs purged)
+_PURGED_MESSAGE = re.compile(r"could not find first log file|purged|not in the master's binlog|"
+                             r"could not find gtid|is not in the binlog|no longer|not found in the binlog",
+                             re.I)
 MARIA_SLAVE_CAPABILITY_MINE = 4
 
 
@@ -66,12 +73,17 @@ class ReplicaConnection:
                                         charset="utf8mb4", **self.connect_kwargs)
         except pymysql.err.OperationalError as exc:
             code = exc.args[0] if exc.args else None
+            text = str(exc.args[-1]) if exc.args else ""
             if code == ER_ACCESS_DENIED:
                 raise BinlogAccessDeniedError(
-                    f"access denied for {self.user}@{self.host}:{self.port}",
-                    "check the user name and password of the connection") from None
-            raise ReplicaError(f"cannot connect to {self.host}:{self.port}: {exc.args[-1]}",
-                               "check host, port, TLS options and that the server is up") from None
+                    f"access denied for {self.user}@{self.host}:{self.port}: {text}",
+                    "check the user name and password of the connection, and its TLS "
+                    "settings if the server requires secure transport") from None
+            transient = code in CR_CANNOT_CONNECT + ER_SERVER_SHUTDOWN and not re.search(
+                r"ssl|certificate|tls", text, re.I)
+            error = ServerUnavailableError if transient else ReplicaError
+            raise error(f"cannot connect to {self.host}:{self.port}: {exc.args[-1]}",
+                        "check host, port, TLS options and that the server is up") from None
         version = self._scalar("SELECT VERSION()")
         flavor = self.requested_flavor
         if flavor == "auto":
@@ -153,8 +165,8 @@ class ReplicaConnection:
         if self.conn is None:
             self.connect()
         info = self.info
-        self._prepare_session(gtid)
         try:
+            self._prepare_session(gtid)
             _pymysql.send_command(self.conn, protocol.COM_REGISTER_SLAVE,
                                   protocol.register_slave_payload(self.server_id, socket.gethostname()))
             _pymysql.read_packet(self.conn)
@@ -190,7 +202,11 @@ class ReplicaConnection:
                 flags = int.from_bytes(data[17:19], "little")
                 artificial = bool(flags & LOG_EVENT_ARTIFICIAL_F) or log_pos == 0
                 pos = current_pos if artificial or log_pos < size else log_pos - size
-                event = decoder.decode(data, pos)
+                try:
+                    event = decoder.decode(data, pos)
+                except BinlogError as exc:  # name the binlog file, not only the server
+                    exc.source = f"{self.host}:{self.port} {current_file}"
+                    raise exc.at(None, None) from None
                 if isinstance(event, RotateEvent):
                     # a real ROTATE is the last event of its file; an artificial one names
                     # the file the stream continues in
@@ -212,6 +228,13 @@ class ReplicaConnection:
     def _translate(self, exc: Exception, file, gtid) -> Exception:
         code = exc.args[0] if exc.args else None
         text = exc.args[-1] if exc.args else str(exc)
+        if code == ER_MASTER_FATAL_READING_BINLOG and not _PURGED_MESSAGE.search(text or ""):
+            # the server cannot read its own binlog (damaged, truncated, an event too large)
+            where = f"GTIDs {gtid}" if gtid is not None else f"binlog {file}"
+            return ReplicaError(f"the server failed reading {where}: {text}",
+                                "the binlog on the server is damaged or truncated at that point; "
+                                "check the server's binlog files (mariadb-binlog / mysqlbinlog), "
+                                "or take a new snapshot (backfill mode 'snapshot') to go past it")
         if code == ER_MASTER_FATAL_READING_BINLOG:
             first = self._first_available()
             where = f"GTIDs {gtid}" if gtid is not None else f"binlog {file}"
@@ -223,7 +246,7 @@ class ReplicaConnection:
             return BinlogAccessDeniedError(
                 f"{self.user} may not read the binlog: {text}",
                 "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO the user")
-        if code in CR_SERVER_LOST:
+        if code in CR_SERVER_LOST + ER_SERVER_SHUTDOWN:
             return ReplicationConnectionLost(f"replication stream lost: {text}",
                                              "reconnect and resume from the last transaction boundary")
         return ReplicaError(f"replication failed: {text}")

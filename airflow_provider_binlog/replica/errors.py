@@ -21,3 +21,7 @@ class BinlogAccessDeniedError(ReplicaError):
 
 class ReplicationConnectionLost(ReplicaError):
     """The server closed the replication stream."""
+
+
+class ServerUnavailableError(ReplicationConnectionLost):
+    """The server cannot be reached (down, restarting, unreachable): worth retrying."""

@@ -6,7 +6,7 @@ import time
 from typing import Any, Optional, Sequence, Union
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
 
 from ..hooks.binlog import BinlogHook
 from ..replica import BinlogPurgedError, ReplicaError
@@ -39,16 +39,22 @@ class BinlogPositionSensor(BaseSensorOperator):
 
     With ``deferrable=True`` the waiting happens in the triggerer
     (:class:`~airflow_provider_binlog.triggers.position.BinlogPositionTrigger`).
+
+    ``checkpoint_store_uri`` overrides the connection's checkpoint store. With
+    ``skip_on_timeout=True``, a sensor that times out without new data is skipped (and with it
+    the tasks after it) instead of failing: a scheduled load that found nothing to do. Unlike
+    ``soft_fail``, purged binlogs and errors still fail the task.
     """
 
-    template_fields: Sequence[str] = ("binlog_conn_id", "checkpoint_key", "start")
+    template_fields: Sequence[str] = ("binlog_conn_id", "checkpoint_key", "start", "checkpoint_store_uri")
     ui_color = "#d6e4f0"
 
     def __init__(self, *, binlog_conn_id: str = BinlogHook.default_conn_name,
                  checkpoint_key: Optional[str] = None, start: Any = None,
                  min_bytes: Optional[int] = None, min_transactions: Optional[int] = None,
                  max_threshold_wait: Union[dt.timedelta, float, None] = None,
-                 retention_margin_files: int = 1,
+                 retention_margin_files: int = 1, checkpoint_store_uri: Optional[str] = None,
+                 skip_on_timeout: bool = False,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  **kwargs) -> None:
         super().__init__(**kwargs)
@@ -66,6 +72,8 @@ class BinlogPositionSensor(BaseSensorOperator):
         self.min_transactions = min_transactions
         self.max_threshold_wait = max_threshold_wait
         self.retention_margin_files = retention_margin_files
+        self.checkpoint_store_uri = checkpoint_store_uri
+        self.skip_on_timeout = skip_on_timeout
         self.deferrable = deferrable
         self._first_poke: Optional[float] = None
 
@@ -91,7 +99,7 @@ class BinlogPositionSensor(BaseSensorOperator):
 
     # ------------------------------------------------------------------ poke
     def _hook(self) -> BinlogHook:
-        return BinlogHook(self.binlog_conn_id)
+        return BinlogHook(self.binlog_conn_id, checkpoint_store_uri=self.checkpoint_store_uri)
 
     def _check(self, context) -> dict:
         deadline = self._deadline(context)
@@ -114,9 +122,17 @@ class BinlogPositionSensor(BaseSensorOperator):
         return PokeReturnValue(is_done=ready, xcom_value=result if ready else None)
 
     # ------------------------------------------------------------------ deferrable
+    def _idle(self, exc: BaseException):
+        if self.skip_on_timeout:
+            return AirflowSkipException(f"no new binlog data before the timeout ({exc}); nothing to load")
+        return exc
+
     def execute(self, context) -> Any:
         if not self.deferrable:
-            return super().execute(context)
+            try:
+                return super().execute(context)
+            except AirflowSensorTimeout as exc:
+                raise self._idle(exc) from None
         first = self.poke(context)
         if first.is_done:
             return first.xcom_value
@@ -125,10 +141,17 @@ class BinlogPositionSensor(BaseSensorOperator):
                 self.binlog_conn_id, start=self.start, checkpoint_key=self.checkpoint_key,
                 min_bytes=self.min_bytes, min_transactions=self.min_transactions,
                 thresholds_deadline=self._deadline(context), poke_interval=self.poke_interval,
-                retention_margin_files=self.retention_margin_files),
+                retention_margin_files=self.retention_margin_files,
+                checkpoint_store_uri=self.checkpoint_store_uri),
             method_name="execute_complete",
             timeout=dt.timedelta(seconds=self.timeout),
         )
+
+    def resume_execution(self, next_method: str, next_kwargs: Optional[dict], context) -> Any:
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except AirflowSensorTimeout as exc:  # the trigger's wait ran out
+            raise self._idle(exc) from None
 
     def execute_complete(self, context, event: Optional[dict] = None) -> dict:
         if not isinstance(event, dict) or event.get("status") not in ("success", "error"):

@@ -27,6 +27,9 @@ column              Arrow type                 meaning
 
 Ordering key of a change: ``(_binlog_seq, _binlog_pos, _row)`` — never a timestamp.
 
+The manifest lists each file with its ``path``, ``rows``, ``bytes``, layout ``fingerprint`` and
+``sha256`` (of the whole file; the merge job refuses a file that does not match it).
+
 Column types (MySQL -> Arrow; the merge job maps Arrow to Iceberg):
 
 - TINYINT/SMALLINT/MEDIUMINT/INT -> int8/int16/int32/int32; UNSIGNED -> the next wider

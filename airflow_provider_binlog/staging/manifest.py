@@ -1,6 +1,7 @@
 """The manifest of a published dump: read, validated, written atomically."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -46,8 +47,10 @@ class Manifest:
 _REQUIRED = ("format", "version", "dump_id", "start", "end", "tables", "ddl", "server")
 
 
-def load_manifest(path) -> Manifest:
-    """Read and check a manifest (a manifest.json path or its dump directory)."""
+def load_manifest(path, *, verify: bool = False) -> Manifest:
+    """Read and check a manifest (a manifest.json path or its dump directory): its format, and
+    that every staged file it lists is there with its size; with ``verify``, also the SHA-256
+    of each file (when the manifest records it), which reads them all."""
     path = Path(path)
     if path.is_dir():
         path = path / MANIFEST_NAME
@@ -62,19 +65,75 @@ def load_manifest(path) -> Manifest:
     missing = [k for k in _REQUIRED if k not in data]
     if missing:
         raise ManifestError(f"{path}: manifest lacks {', '.join(missing)}")
+    if not isinstance(data["version"], int):
+        raise ManifestError(f"{path}: malformed manifest: version {data['version']!r}")
     if data["version"] > MANIFEST_VERSION:
-        raise ManifestError(f"{path}: manifest version {data['version']} is newer than this "
+        raise ManifestError(f"{path}: manifest version {data['version']!r} is newer than this "
                             f"release understands ({MANIFEST_VERSION}); upgrade airflow-provider-binlog")
     manifest = Manifest(path, data)
+    try:
+        _check_files(path, manifest, verify)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        if isinstance(exc, ManifestError):
+            raise
+        raise ManifestError(f"{path}: malformed manifest: {type(exc).__name__}: {exc}") from None
+    return manifest
+
+
+def _check_files(path: Path, manifest: Manifest, verify: bool) -> None:
+    if not isinstance(manifest.data["dump_id"], str) or not isinstance(manifest.tables, list) \
+            or not isinstance(manifest.data["ddl"], list):
+        raise ManifestError(f"{path}: malformed manifest (dump_id, tables or ddl of the wrong type)")
+    if not all(isinstance(r, dict) for r in manifest.data["ddl"]):
+        raise ManifestError(f"{path}: malformed manifest: a DDL record is not an object")
     for table in manifest.tables:
+        problem = _table_entry_problem(table)
+        if problem:
+            raise ManifestError(f"{path}: malformed manifest: a table entry {problem}")
         for f in table["files"]:
+            if Path(f["path"]).is_absolute() or ".." in Path(f["path"]).parts:
+                raise ManifestError(f"{path}: staged file path {f['path']!r} leaves the dump directory")
             file_path = manifest.directory / f["path"]
             if not file_path.is_file():
                 raise ManifestError(f"{path}: staged file {f['path']} of {table['schema']}.{table['table']} is missing")
             if file_path.stat().st_size != f["bytes"]:
                 raise ManifestError(f"{path}: staged file {f['path']} has {file_path.stat().st_size} bytes, "
                                     f"the manifest says {f['bytes']}")
-    return manifest
+            if verify and f.get("sha256") and file_sha256(file_path) != f["sha256"]:
+                raise ManifestError(f"{path}: staged file {f['path']} is damaged (its sha256 is not the "
+                                    f"one the manifest records); dump that range again")
+
+
+def _table_entry_problem(table) -> str:
+    """What is wrong with a manifest's table entry ("" when nothing)."""
+    def is_int(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    if not isinstance(table, dict):
+        return "is not an object"
+    for key, kind in (("schema", str), ("table", str), ("rows", dict), ("columns", list),
+                      ("primary_key", list), ("files", list)):
+        if not isinstance(table.get(key), kind):
+            return f"has no {key!r} of type {kind.__name__}"
+    if not all(is_int(v) for v in table["rows"].values()):
+        return "has row counts that are not counts"
+    if not all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in table["columns"]):
+        return "has a column without a name"
+    if not all(isinstance(k, str) for k in table["primary_key"]):
+        return "has a primary key that is not a list of column names"
+    for f in table["files"]:
+        if not (isinstance(f, dict) and isinstance(f.get("path"), str) and f["path"]
+                and is_int(f.get("rows")) and is_int(f.get("bytes"))):
+            return "has a file without path, rows and bytes"
+    return ""
+
+
+def file_sha256(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_json_atomically(path: Path, data: Any) -> None:

@@ -3,11 +3,13 @@
 Rows are streamed into Parquet row groups (memory stays bounded whatever the transaction size).
 Everything is written under a hidden ``.incomplete-*`` directory; :meth:`StagingWriter.publish`
 writes the manifest last and renames the directory into place, so a dump killed at any moment
-publishes nothing.
+publishes nothing; the next writer in the same staging directory removes what it left.
 """
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
+import json
 import os
 import shutil
 import uuid
@@ -22,7 +24,7 @@ from ..codec.events import ABSENT, RowsEvent, TableMap
 from .contract import (MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, column_descriptions,
                        schema_fingerprint, staging_schema)
 from .convert import Counters, converter_for, identity
-from .manifest import Manifest, load_manifest, write_json_atomically
+from .manifest import Manifest, ManifestError, file_sha256, load_manifest, write_json_atomically
 
 UTC = dt.timezone.utc
 _Absent = type(ABSENT)
@@ -58,6 +60,7 @@ class _PartFile:
         self._reset()
 
     def _reset(self) -> None:
+        self.buffered_bytes = 0  # binlog bytes of the rows buffered (see StagingWriter)
         # envelope and images as columns; the Arrow arrays are built per row group (see flush)
         self.ops: list = []
         self.files: list = []
@@ -158,7 +161,7 @@ class _PartFile:
         self.flush()
         self.writer.close()
         return {"path": self.relpath, "rows": self.rows, "bytes": self.path.stat().st_size,
-                "fingerprint": self.fingerprint}
+                "fingerprint": self.fingerprint, "sha256": file_sha256(self.path)}
 
 
 class _TableStage:
@@ -171,14 +174,24 @@ class _TableStage:
 
 
 class StagingWriter:
-    """Collects the row changes of one dump and publishes them as a staged batch."""
+    """Collects the row changes of one dump and publishes them as a staged batch.
 
-    def __init__(self, staging_dir, *, row_group_rows: int = 50_000) -> None:
+    Rows are buffered until a table has ``row_group_rows`` of them, or the rows events
+    buffered for all tables reach ``row_group_bytes`` (binlog size): memory stays bounded by
+    that plus the largest single event, whatever the transaction size."""
+
+    def __init__(self, staging_dir, *, row_group_rows: int = 50_000,
+                 row_group_bytes: int = 8 << 20) -> None:
         self.staging_dir = Path(staging_dir)
         self.staging_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.work_dir = self.staging_dir / f".incomplete-{uuid.uuid4().hex}"
         self.work_dir.mkdir(mode=0o700)
+        # held while this writer lives: a work directory whose lock is free is a dead dump's
+        self._lock_fd = _hold_lock(self.work_dir)
+        remove_stale_work_dirs(self.staging_dir)
         self.row_group_rows = row_group_rows
+        self.row_group_bytes = row_group_bytes
+        self._buffered_bytes = 0
         self.counters = Counters()
         self.tables: dict[tuple, _TableStage] = {}
         self.ddl: list[dict] = []
@@ -197,7 +210,8 @@ class StagingWriter:
                 if part is not None:
                     stage.closed_parts.append(part.close())
                 folder = self.work_dir / "tables" / f"{_safe(tm.schema)}.{_safe(tm.table)}"
-                folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+                folder.parent.mkdir(exist_ok=True, mode=0o700)
+                folder.mkdir(exist_ok=True, mode=0o700)
                 name = f"part-{len(stage.closed_parts):05d}.parquet"
                 rel = f"tables/{folder.name}/{name}"
                 part = _PartFile(folder / name, rel, tm, self.counters, self.row_group_rows)
@@ -215,6 +229,8 @@ class StagingWriter:
         ts = commit_ts or dt.datetime.fromtimestamp(event.header.timestamp, UTC)
         kind = event.kind
         rows = event.rows
+        part.buffered_bytes += event.header.event_size
+        self._buffered_bytes += event.header.event_size
         if kind == "insert":
             part.append_rows(kind, binlog_file, seq, event.pos, gtid, ts, txn, None, rows)
         elif kind == "delete":
@@ -223,7 +239,21 @@ class StagingWriter:
             part.append_rows(kind, binlog_file, seq, event.pos, gtid, ts, txn,
                              [r[0] for r in rows], [r[1] for r in rows])
         stage.counts[kind] += len(rows)
+        if self._buffered_bytes >= self.row_group_bytes:
+            self._flush_buffers()
         return len(event.rows)
+
+    def _flush_buffers(self) -> None:
+        """Write the largest buffers as row groups until half the budget is left (multi-MB
+        rows: a few rows per group rather than all of them in memory)."""
+        parts = [s.parts[-1] for s in self.tables.values() if len(s.parts) > len(s.closed_parts)]
+        total = sum(p.buffered_bytes for p in parts)
+        for part in sorted(parts, key=lambda p: p.buffered_bytes, reverse=True):
+            if total < self.row_group_bytes // 2:
+                break
+            total -= part.buffered_bytes
+            part.flush()
+        self._buffered_bytes = total
 
     def add_snapshot_rows(self, table_map: TableMap, rows, *, binlog_file: str, position: int,
                           gtid: Optional[str], taken_at: dt.datetime, first_index: int) -> int:
@@ -267,14 +297,27 @@ class StagingWriter:
         }
         write_json_atomically(self.work_dir / MANIFEST_NAME, manifest)
         final = self.staging_dir / _safe(dump_id)
-        if final.exists():  # a rerun of the same range replaces the earlier copy
-            trash = self.staging_dir / f".replaced-{uuid.uuid4().hex}"
-            os.replace(final, trash)
-            os.replace(self.work_dir, final)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.replace(self.work_dir, final)
-        self.published = load_manifest(final)
+        (self.work_dir / _LOCK_NAME).unlink()
+        # publishers of one staging directory take turns (two runs of the same range at once)
+        publish_lock = os.open(self.staging_dir / ".publish.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(publish_lock, fcntl.LOCK_EX)
+            if _same_batch(final, manifest):
+                # a complete copy of this very range is there already (an earlier run that died
+                # after publishing, or a concurrent one): keep it, readers may be using it
+                shutil.rmtree(self.work_dir, ignore_errors=True)
+            else:
+                if final.exists():  # a rerun of the same range replaces the earlier copy
+                    trash = self.staging_dir / f".replaced-{uuid.uuid4().hex}"
+                    os.replace(final, trash)
+                    os.replace(self.work_dir, final)
+                    shutil.rmtree(trash, ignore_errors=True)
+                else:
+                    os.replace(self.work_dir, final)
+            self._release()
+            self.published = load_manifest(final)
+        finally:
+            os.close(publish_lock)
         return self.published
 
     def abort(self) -> None:
@@ -285,3 +328,58 @@ class StagingWriter:
                 except Exception:
                     pass
         shutil.rmtree(self.work_dir, ignore_errors=True)
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+
+_LOCK_NAME = ".lock"
+
+
+def _same_batch(directory: Path, manifest: dict) -> bool:
+    """``directory`` holds a complete, intact dump of the same range and tables."""
+    try:
+        existing = load_manifest(directory, verify=True).data
+    except ManifestError:
+        return False
+    keys = ("dump_id", "start", "end", "tables_filter", "mode", "format", "version")
+    return all(existing.get(k) == json.loads(json.dumps(manifest.get(k), default=str)) for k in keys)
+
+
+def _hold_lock(directory: Path) -> int:
+    """Create ``directory/.lock`` already locked (flock, released when the process dies)."""
+    tmp = directory / f".lock-{uuid.uuid4().hex}"
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.replace(tmp, directory / _LOCK_NAME)
+    return fd
+
+
+def remove_stale_work_dirs(staging_dir) -> list[str]:
+    """Remove the work directories of dumps that died before publishing (``.incomplete-*``
+    whose lock no live process holds) and the leftovers of interrupted replacements
+    (``.replaced-*``); returns their names."""
+    removed = []
+    for path in Path(staging_dir).iterdir():
+        if path.name.startswith(".replaced-"):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path.name)
+            continue
+        if not path.name.startswith(".incomplete-"):
+            continue
+        try:
+            fd = os.open(path / _LOCK_NAME, os.O_RDWR)
+        except OSError:
+            continue  # being created, or published right now
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # a live dump
+        shutil.rmtree(path, ignore_errors=True)
+        os.close(fd)
+        removed.append(path.name)
+    return removed

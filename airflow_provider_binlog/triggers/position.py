@@ -46,7 +46,8 @@ def error_payload(exc: BaseException) -> dict:
 
 class BinlogPositionTrigger(BaseTrigger):
     """Polls the server every ``poke_interval`` seconds until its binlog position is ahead of
-    the checkpoint (``start``, else the one stored under ``checkpoint_key``) by at least
+    the checkpoint (``start``, else the one stored under ``checkpoint_key`` in the store
+    ``checkpoint_store_uri``, default: the connection's) by at least
     ``min_bytes`` / ``min_transactions``; after ``thresholds_deadline`` (epoch seconds), any
     new data is enough.
 
@@ -57,9 +58,11 @@ class BinlogPositionTrigger(BaseTrigger):
     def __init__(self, binlog_conn_id: str = BinlogHook.default_conn_name, *, start: Any = None,
                  checkpoint_key: Optional[str] = None, min_bytes: Optional[int] = None,
                  min_transactions: Optional[int] = None, thresholds_deadline: Optional[float] = None,
-                 poke_interval: float = 60.0, retention_margin_files: int = 1) -> None:
+                 poke_interval: float = 60.0, retention_margin_files: int = 1,
+                 checkpoint_store_uri: Optional[str] = None) -> None:
         super().__init__()
         self.binlog_conn_id = binlog_conn_id
+        self.checkpoint_store_uri = checkpoint_store_uri
         # kept as JSON so that the trigger serialises
         self.start = None if start is None else as_checkpoint(start, "start").to_json()
         self.checkpoint_key = checkpoint_key
@@ -79,6 +82,7 @@ class BinlogPositionTrigger(BaseTrigger):
             "thresholds_deadline": self.thresholds_deadline,
             "poke_interval": self.poke_interval,
             "retention_margin_files": self.retention_margin_files,
+            "checkpoint_store_uri": self.checkpoint_store_uri,
         })
 
     def _waived(self) -> bool:
@@ -86,7 +90,8 @@ class BinlogPositionTrigger(BaseTrigger):
 
     async def _hook(self) -> BinlogHook:
         connection = await BinlogHook.aget_connection(self.binlog_conn_id)
-        return BinlogHook(self.binlog_conn_id, connection=connection)
+        return BinlogHook(self.binlog_conn_id, connection=connection,
+                          checkpoint_store_uri=self.checkpoint_store_uri)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:

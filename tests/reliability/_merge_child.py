@@ -1,0 +1,126 @@
+"""The merge job (``merge_cdc.main``, embedded local Spark) in a child process that kills its
+whole process group (itself and its Spark JVM) with SIGKILL at a chosen point.
+
+argv[1] is a JSON spec: argv (for ``merge_cdc.main``), kill ({"point": ..., "after": n,
+"seconds": s}), out (where the result JSON goes), hold_lock (a path: hold this merge's lock
+until the file appears, to make a concurrent run overlap).
+
+Kill points: after_ddl (after the n-th CREATE/ALTER TABLE), before_commit /
+after_commit (around the n-th table commit; after_commit with n=1 is between two tables'
+commits), before_ledger (every table committed, ledger row not yet), before_store (ledger
+committed, checkpoint store not advanced), mid_store_write (the store's temp file written,
+not renamed), after_store (all done, no result yet), random (a timer).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+
+def die() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def install(kill: dict) -> None:
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_binlog import checkpoint
+    from spark_jobs import merge_cdc
+
+    point = kill.get("point")
+    after = int(kill.get("after", 1))
+    count = [0]
+
+    if point == "after_ddl":
+        original_sql = SparkSession.sql
+
+        def sql(self, text, *args, **kwargs):
+            result = original_sql(self, text, *args, **kwargs)
+            if text.lstrip().upper().startswith(("CREATE TABLE ", "ALTER TABLE ")) and "_binlog_batches" not in text:
+                count[0] += 1
+                if count[0] >= after:
+                    die()
+            return result
+        SparkSession.sql = sql
+    elif point in ("before_commit", "after_commit", "before_ledger"):
+        original = merge_cdc.run_with_commit_properties
+
+        def commit(spark, props, fn):
+            ledger = props.get("binlog.source") == merge_cdc.LEDGER_TABLE
+            if point == "before_ledger":
+                if ledger:
+                    die()
+                return original(spark, props, fn)
+            if ledger:
+                return original(spark, props, fn)
+            count[0] += 1
+            if point == "before_commit" and count[0] >= after:
+                die()
+            result = original(spark, props, fn)
+            if point == "after_commit" and count[0] >= after:
+                die()
+            return result
+        merge_cdc.run_with_commit_properties = commit
+    elif point in ("before_store", "after_store"):
+        original_save = checkpoint.FileCheckpointStore.save
+
+        def save(self, key, cp, *, expected=None):
+            count[0] += 1
+            if point == "before_store" and count[0] >= after:
+                die()
+            original_save(self, key, cp, expected=expected)
+            if point == "after_store" and count[0] >= after:
+                die()
+        checkpoint.FileCheckpointStore.save = save
+    elif point == "mid_store_write":
+        import tempfile
+
+        def write(self, path, text):
+            directory = os.path.dirname(path)
+            stem = os.path.basename(path)[:-len(".json")]
+            fd, _ = tempfile.mkstemp(dir=directory, prefix=f".{stem}.json~", suffix=".tmp")
+            os.write(fd, text[: len(text) // 2].encode())
+            os.fsync(fd)
+            die()
+        checkpoint.FileCheckpointStore._write_atomically = write
+    elif point == "random":
+        timer = threading.Timer(float(kill["seconds"]), die)
+        timer.daemon = True
+        timer.start()
+    elif point:
+        raise SystemExit(f"unknown kill point {point!r}")
+
+
+def main() -> int:
+    spec = json.loads(sys.argv[1])
+    install(spec.get("kill") or {})
+    from spark_jobs import merge_cdc
+
+    hold = spec.get("hold_lock")
+    if hold:  # keep the merge running (inside its lock) until told to go on
+        original = merge_cdc.apply_batch
+
+        def apply_batch(*args, **kwargs):
+            with open(spec["out"] + ".inside", "w"):
+                pass
+            deadline = time.monotonic() + 120
+            while not os.path.exists(hold) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return original(*args, **kwargs)
+        merge_cdc.apply_batch = apply_batch
+    argv = list(spec["argv"]) + ["--output-json", spec["out"]]
+    try:
+        return merge_cdc.main(argv)
+    except Exception as exc:  # main wrote the error to the output
+        print(f"merge failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""SIGKILL of the Spark merge job (driver and JVM) at every stage of a run over two batches
+and three tables: after a CREATE/ALTER TABLE, before a table's commit, between two tables'
+commits, before the ledger row, before / during / after the checkpoint store's update; then
+``merge_cdc.main`` again: the Iceberg tables equal the source exactly (no change lost, none
+applied twice), the ledger holds each batch once and the store the last batch end."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_provider_binlog.checkpoint import Checkpoint, FileCheckpointStore
+from airflow_provider_binlog.dump import run_dump
+from airflow_provider_binlog.tables import TableFilter
+from spark_jobs import merge_cdc
+from tests.reliability import support as S
+
+DB = "rel_merge"
+KEY = "rel"
+POINTS = ["after_ddl", "before_commit", "after_commit", "before_ledger", "before_store",
+          "mid_store_write", "after_store"]
+
+
+@pytest.fixture(scope="module")
+def batches(mariadb, tmp_path_factory):
+    """Two contiguous dumps of three tables (the second after an ADD COLUMN ... DEFAULT) and
+    the source state at the end of each."""
+    staging = tmp_path_factory.mktemp("merge-staging")
+    S.create_tables(mariadb, DB)
+    rng = S.rng_for("merge-batches")
+    start = S.here(mariadb)
+    S.workload(mariadb, DB, rng, 80)
+    rc = S.replica(mariadb)
+    try:
+        first = run_dump(rc, staging_dir=staging, start=start, tables=TableFilter([f"{DB}.*"]))
+        at_first = S.source_state(mariadb, DB)
+        mariadb.execute(f"ALTER TABLE {DB}.items ADD COLUMN extra INT DEFAULT 7 AFTER name")
+        S.workload(mariadb, DB, rng, 60)
+        mariadb.execute(f"UPDATE {DB}.items SET extra = id WHERE id % 3 = 0")
+        second = run_dump(rc, staging_dir=staging, start=first.end, tables=TableFilter([f"{DB}.*"]))
+    finally:
+        rc.close()
+    return [first.manifest, second.manifest], [at_first, S.source_state(mariadb, DB)]
+
+
+def argv_for(spark_warehouse, namespace, store_dir, manifests):
+    argv = ["--warehouse", spark_warehouse, "--catalog", "lake", "--namespace", namespace,
+            "--checkpoint-store", str(store_dir), "--checkpoint-key", KEY]
+    for m in manifests:
+        argv += ["--manifest", str(m.directory)]
+    return argv
+
+
+def check_exact(spark, namespace, manifests, expected, store):
+    got = S.iceberg_state(spark, namespace, DB)
+    assert {t: got[t] for t in ("items", "pairs")} == {t: expected[t] for t in ("items", "pairs")}
+    S.changelog_matches(got["events"], manifests, DB, "events")
+    ledger = spark.sql(f"SELECT batch_id FROM lake.{namespace}._binlog_batches").collect()
+    assert sorted(r[0] for r in ledger) == sorted(m.dump_id for m in manifests)
+    assert store.load(KEY) == Checkpoint.from_json(manifests[-1].end)
+
+
+def killed_merges_then_rerun(spark, spark_warehouse, tmp_path, manifests, expected, namespace, kills):
+    """Run the merge in child processes killed as ``kills`` say, one after the other (each
+    one recovering from the crash of the one before), then in this process."""
+    store_dir = tmp_path / f"store-{namespace}"
+    store = FileCheckpointStore(store_dir)
+    store.save(KEY, Checkpoint.from_json(manifests[0].start))
+    argv = argv_for(spark_warehouse, namespace, store_dir, manifests)
+    ends = [Checkpoint.from_json(manifests[0].start)] + [Checkpoint.from_json(m.end) for m in manifests]
+    children = []
+    for i, kill in enumerate(kills):
+        child = S.run_child("_merge_child.py", {"argv": argv, "kill": kill,
+                                                "out": str(tmp_path / f"{namespace}-{i}.json")},
+                            env=S.FAST_JVM)
+        assert child.returncode in (0, -9), child
+        children.append(child)
+        print("CHILD", kill, round(child.seconds, 1))
+        # what the crash left is consistent: the store holds a batch boundary, each table is
+        # at one (or was never committed)
+        assert store.load(KEY) in ends
+        for name in S.snapshot_ids(spark, namespace, DB):
+            full = f"lake.{namespace}.{name}"
+            if spark.catalog.tableExists(full):
+                spark.sql(f"REFRESH TABLE {full}")
+                state = merge_cdc.applied_state(spark, full)
+                assert state.checkpoint is None or state.checkpoint in ends
+    out = tmp_path / f"{namespace}-rerun.json"
+    import time; t0 = time.monotonic()
+    assert merge_cdc.main(argv + ["--output-json", str(out)]) == 0, out.read_text()
+    print("RERUN", round(time.monotonic() - t0, 1))
+    check_exact(spark, namespace, manifests, expected, store)
+    # and a second rerun changes nothing
+    heads = S.snapshot_ids(spark, namespace, DB)
+    assert merge_cdc.main(argv + ["--output-json", str(out)]) == 0
+    assert [b["status"] for b in json.loads(out.read_text())["batches"]] == ["already-applied"] * len(manifests)
+    assert S.snapshot_ids(spark, namespace, DB) == heads
+    return children
+
+
+def test_merge_killed_between_tables_then_before_the_store_then_rerun(
+        batches, spark, spark_warehouse, tmp_path, record_trials):
+    """The first run dies between the commits of two tables; the second, recovering, dies
+    after every commit and the ledger but before the checkpoint store advances (one batch
+    here, to keep the default run short; the full set runs both)."""
+    manifests, expected = batches[0][:1], batches[1][0]
+    kills = [{"point": "after_commit", "after": 1}, {"point": "before_store", "after": 1}]
+    children = killed_merges_then_rerun(spark, spark_warehouse, tmp_path, manifests, expected,
+                                        "rel_merge_default", kills)
+    assert [c.killed for c in children] == [True, True], children
+    for kill in kills:
+        record_trials(f"merge SIGKILL {kill['point']}", 1)
+
+
+@pytest.mark.reliability_full
+def test_merge_killed_at_random_points_then_rerun(batches, spark, spark_warehouse, tmp_path, record_trials):
+    manifests, expected = batches[0], batches[1][1]
+    for trial in range(S.trials()):
+        rng = S.rng_for("merge-random", trial)
+        kills = []
+        for k in range(1 if trial < len(POINTS) else rng.randint(1, 3)):
+            point = POINTS[trial] if trial < len(POINTS) else rng.choice(POINTS + ["random"])
+            kills.append({"point": point, "seconds": rng.uniform(4.0, 40.0), "after": rng.randint(
+                1, 6 if point in ("after_ddl", "before_commit", "after_commit") else 2)})
+        killed_merges_then_rerun(spark, spark_warehouse, tmp_path, manifests, expected,
+                                 f"rel_merge_rnd_{trial}", kills)
+        for kill in kills:
+            record_trials(f"merge SIGKILL {kill['point']}", 1)

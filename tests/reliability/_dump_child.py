@@ -7,7 +7,8 @@ stop ("current" or checkpoint JSON), staging_dir, tables, max_rows, row_group_ro
 Kill points: before_first_row, mid_transaction (after the n-th rows event inside a
 transaction), mid_parquet_write (after the n-th row group, the file has no footer yet),
 before_manifest (every Parquet file closed), after_manifest (manifest written, directory not
-yet renamed into place), after_publish (published, result not returned), random (a timer).
+yet renamed into place), after_publish (published, result not returned), random (after the n-th
+binlog event of any kind), timer (after a delay).
 """
 from __future__ import annotations
 
@@ -79,7 +80,16 @@ def install(kill: dict) -> None:
                 die()
             return original(path, verify=verify)
         writer.load_manifest = load
-    elif point == "random":
+    elif point == "random":  # after the n-th binlog event, whatever it is
+        original = dump_mod.BoundedDump._handle
+
+        def handle(self, file, event, next_pos, pos):
+            original(self, file, event, next_pos, pos)
+            count[0] += 1
+            if count[0] >= after:
+                die()
+        dump_mod.BoundedDump._handle = handle
+    elif point == "timer":
         timer = threading.Timer(float(kill["seconds"]), die)
         timer.daemon = True
         timer.start()

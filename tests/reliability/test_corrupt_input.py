@@ -52,7 +52,7 @@ def test_flipped_bytes_in_a_binlog_file_are_typed_errors(binlog_file, tmp_path, 
     data = binlog_file.read_bytes()
     events = events_of(binlog_file)
     rng = S.rng_for("flip-file")
-    trials = S.trials(200) * (10 if S.FULL else 1)
+    trials = 200 * (S.TRIALS if S.FULL else 1)
     for trial in range(trials):
         pos, size, kind = rng.choice(events[1:])  # past the FORMAT_DESCRIPTION
         offset = pos + rng.randrange(size)
@@ -71,7 +71,7 @@ def test_truncated_binlog_files_are_typed_errors(binlog_file, tmp_path, record_t
     data = binlog_file.read_bytes()
     boundaries = {pos for pos, _, _ in events_of(binlog_file)} | {len(data)}
     rng = S.rng_for("truncate-file")
-    cuts = rng.sample(range(5, len(data)), min(len(data) - 5, S.trials(150) * (10 if S.FULL else 1)))
+    cuts = rng.sample(range(5, len(data)), min(len(data) - 5, 150 * (S.TRIALS if S.FULL else 1)))
     for cut in cuts:
         path = tmp_path / binlog_file.name
         path.write_bytes(data[:cut])
@@ -277,7 +277,7 @@ def test_mutated_manifests_are_typed_errors(batch, tmp_path, record_trials):
     rng = S.rng_for("manifest-mutations")
     target = tmp_path / "mutated"
     shutil.copytree(second.directory, target)
-    trials = S.trials(150) * (10 if S.FULL else 1)
+    trials = 150 * (S.TRIALS if S.FULL else 1)
     outcomes = {"refused": 0, "accepted": 0}
     for trial in range(trials):
         data = json.loads(json.dumps(original))
@@ -298,4 +298,4 @@ def test_mutated_manifests_are_typed_errors(batch, tmp_path, record_trials):
         except Exception as exc:  # pragma: no cover - what the test is for
             raise AssertionError(f"trial {trial}: {path} -> {parent.get(path[-1], '<deleted>') if isinstance(parent, dict) else '?'}: "
                                  f"untyped {type(exc).__name__}: {exc}") from exc
-    record_trials("manifest with a random key deleted or value replaced", trials)
+    record_trials("manifest with a random key deleted or value replaced", trials, **outcomes)

@@ -82,10 +82,10 @@ def test_dump_killed_at_each_point_then_rerun(source, tmp_path, record_trials):
         assert killed, f"the dump was not killed at {point}"
         manifests.append(manifest)
         start = Checkpoint.from_json(manifest.end)
+        record_trials(f"dump SIGKILL {point}")
     check_chain(manifests, source)
     assert not [p for p in staging.iterdir() if p.name.startswith(".") and p.is_dir()], \
         "work directories of killed dumps are left behind"
-    record_trials("dump SIGKILL at a fixed point", len(POINTS))
 
 
 @pytest.mark.reliability_full
@@ -95,13 +95,14 @@ def test_dump_killed_at_random_points_then_rerun(source, spark, tmp_path, record
     manifests = []
     for trial in range(S.trials()):
         rng = S.rng_for("dump-random", trial)
-        S.workload(source, DB, rng, rng.randint(1, 300), max_statements=rng.randint(1, 8))
-        point = rng.choice(POINTS + ["random"] * 3)
-        kill = {"point": point, "after": rng.randint(1, 40 if point == "mid_transaction" else 3),
-                "seconds": rng.uniform(0.0, 1.0)}
-        manifest, _ = killed_dump_then_rerun(source, staging, start, kill, tmp_path)
+        transactions = rng.randint(1, 300)
+        S.workload(source, DB, rng, transactions, max_statements=rng.randint(1, 8))
+        point = rng.choice(POINTS + ["random"] * 3 + ["timer"])
+        after = {"mid_transaction": transactions, "mid_parquet_write": 2, "random": 4 * transactions}
+        kill = {"point": point, "after": rng.randint(1, after.get(point, 1)), "seconds": rng.uniform(0.0, 0.4)}
+        manifest, killed = killed_dump_then_rerun(source, staging, start, kill, tmp_path)
+        record_trials(f"dump SIGKILL {point}" if killed else "dump not killed (finished before the point)")
         manifests.append(manifest)
         start = Checkpoint.from_json(manifest.end)
         assert S.replay(manifests, DB) == S.source_state(source, DB), f"trial {trial}: {kill}"
     check_chain(manifests, source, spark, tmp_path, "rel_dump_random")
-    record_trials("dump SIGKILL at a random point", S.trials())

@@ -219,9 +219,11 @@ class BoundedDump:
     def _stream_from(self, checkpoint: Checkpoint):
         if checkpoint.has_coordinates:
             return self.replica.stream(checkpoint.file, checkpoint.position, non_block=True,
-                                       table_filter=self.table_filter, schemas=self.schemas)
+                                       table_filter=self.table_filter, schemas=self.schemas,
+                                       defer_rows=True)
         return self.replica.stream(gtid=checkpoint.gtid, non_block=True,
-                                   table_filter=self.table_filter, schemas=self.schemas)
+                                   table_filter=self.table_filter, schemas=self.schemas,
+                                   defer_rows=True)
 
     def run(self) -> Checkpoint:
         attempt = 0

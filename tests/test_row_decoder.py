@@ -1,7 +1,9 @@
 """The compiled row decoders decode DECIMAL, DATETIME2 and TIMESTAMP2 inline; whatever the
 bytes (valid, out of range, truncated), they give exactly what the functions in
 ``codec.values`` give: the same value (same type, digits and exponent) and offset, or the
-same error."""
+same error. The column decoders give the same values in their numeric form (unscaled
+integers, days and microseconds since the epoch) where the value is valid, and the same
+value as the row decoders where it is not."""
 from __future__ import annotations
 
 import datetime as dt
@@ -14,7 +16,8 @@ from airflow_provider_binlog.codec import constants as C
 from airflow_provider_binlog.codec import values as V
 from airflow_provider_binlog.codec.binary_decimal import decimal_binary_size
 from airflow_provider_binlog.codec.events import Column
-from airflow_provider_binlog.codec.rows import compile_image_decoder, compile_rows_decoder
+from airflow_provider_binlog.codec.rows import (compile_columns_decoder, compile_image_decoder,
+                                                compile_rows_decoder)
 
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 
@@ -27,11 +30,33 @@ def _outcome(fn, *args):
     return type(value).__name__, repr(value), p
 
 
+_EPOCH_NAIVE = dt.datetime(1970, 1, 1)
+
+
+def numeric_form(col: Column, value):
+    """What the column decoders give for a value the row decoders give as ``value``."""
+    if isinstance(value, Decimal) and 1 <= col.meta >> 8 <= 18:
+        return int(value.scaleb(col.meta & 0xFF))
+    if isinstance(value, dt.datetime):
+        epoch = V.EPOCH if value.tzinfo else _EPOCH_NAIVE
+        return (value - epoch) // dt.timedelta(microseconds=1)
+    if isinstance(value, dt.date):
+        return (value - dt.date(1970, 1, 1)).days
+    return value
+
+
 def _checker(col: Column, reference):
     """A function checking one column value ``raw``: the row holds only it, after a one-byte
     null bitmap."""
     image = compile_image_decoder((col,), 1)
     rows = compile_rows_decoder((col,), 1)
+    columns = compile_columns_decoder((col,), 1)
+
+    def from_columns(buf, p):
+        values: list = []
+        n, p = columns(buf, p, len(buf), [values], None)
+        assert n == len(values) == 1
+        return values[0], p
 
     def from_image(buf, p):
         values, p = image(buf, p)
@@ -46,6 +71,14 @@ def _checker(col: Column, reference):
         expected = _outcome(reference, buf, 1)
         assert _outcome(from_image, buf, 0) == expected, (raw.hex(), col)
         assert _outcome(from_rows, buf, 0) == expected, (raw.hex(), col)
+        if expected[0] == "error":
+            assert _outcome(from_columns, buf, 0) == expected, (raw.hex(), col)
+        else:
+            value, p = reference(buf, 1)
+            # bytes cut short are left to the fallback function: its value, as it is
+            numeric = numeric_form(col, value) if p <= len(buf) else value
+            assert _outcome(from_columns, buf, 0) == (type(numeric).__name__, repr(numeric), p), \
+                (raw.hex(), col)
 
     return check
 
@@ -156,6 +189,18 @@ def test_timestamp2_matches_decode_timestamp2(fsp):
         check(raw)
 
 
+def test_date_matches_decode_date():
+    col = Column(0, "d", C.MYSQL_TYPE_DATE, 0)
+    rnd = random.Random(3)
+    samples = [(rnd.randint(0, 9999) << 9 | rnd.randint(0, 15) << 5 | rnd.randint(0, 31)).to_bytes(3, "little")
+               for _ in range(300)]
+    samples += [bytes(3), b"\xff" * 3, (1970 << 9 | 1 << 5 | 1).to_bytes(3, "little"),
+                (2024 << 9 | 2 << 5 | 30).to_bytes(3, "little"), b"\x01", b""]
+    check = _checker(col, V.decode_date)
+    for raw in samples:
+        check(raw)
+
+
 def test_null_values_and_update_pairs():
     cols = (Column(0, "a", C.MYSQL_TYPE_NEWDECIMAL, 12 << 8 | 2),
             Column(1, "b", C.MYSQL_TYPE_DATETIME2, 6),
@@ -173,6 +218,25 @@ def test_null_values_and_update_pairs():
                       + dt.timedelta(seconds=0x5F5E1000, microseconds=999 * 100))
     assert after == (None, dt.datetime(2020, 1, 2, 3, 4, 5), None)
     assert str(before[0]) == "-12.34"
+    columns_before, columns_after = [[], [], []], [[], [], []]
+    n, p = compile_columns_decoder(cols, 0b111, 0b111)(row1 + row2, 0, len(row1 + row2),
+                                                       columns_before, columns_after)
+    assert (n, p) == (1, len(row1 + row2))
+    assert columns_before == [[-1234], [1577934245123456], [0x5F5E1000 * 1_000_000 + 99900]]
+    assert columns_after == [[None], [1577934245000000], [None]]
+
+
+def test_column_decoders_fill_only_the_columns_present():
+    cols = (Column(0, "id", C.MYSQL_TYPE_LONG, 0), Column(1, "v", C.MYSQL_TYPE_LONG, 0),
+            Column(2, "w", C.MYSQL_TYPE_LONG, 0))
+    # a MINIMAL update: the key in the before image, the changed column in the after image
+    rows = b"\x00" + (7).to_bytes(4, "little") + b"\x00" + (9).to_bytes(4, "little")
+    rows += b"\x00" + (8).to_bytes(4, "little") + b"\x01"
+    before, after = [[], [], []], [[], [], []]
+    n, p = compile_columns_decoder(cols, 0b001, 0b100)(rows, 0, len(rows), before, after)
+    assert (n, p) == (2, len(rows))
+    assert before == [[7, 8], [], []]
+    assert after == [[], [], [9, None]]
 
 
 def test_valid_values_do_not_need_the_fallback_functions(monkeypatch):

@@ -18,14 +18,14 @@ from ._bytes import F64, HEADER, I64, U16, U32, U64, read_packed
 from .errors import (BinlogError, ChecksumMismatchError, CompressionError, CorruptEventError,
                      EncryptedBinlogError, MissingTableMapError, UnknownEventError,
                      UnsupportedBinlogVersionError)
-from .events import (ABSENT, AnnotateRowsEvent, BinlogCheckpointEvent, EventHeader,
+from .events import (ABSENT, AnnotateRowsEvent, BinlogCheckpointEvent, DeferredRows, EventHeader,
                      ExecuteLoadQueryEvent, FormatDescriptionEvent, GtidEvent, HeartbeatEvent,
                      IncidentEvent, IntvarEvent, JsonDiffs, LoadDataBlockEvent, MariadbGtidEvent,
                      MariadbGtidListEvent, PreviousGtidsEvent, QueryEvent, QueryStatus, RandEvent,
                      RawEvent, RotateEvent, RowsEvent, RowsQueryEvent, StartEncryptionEvent,
                      StopEvent, TableMap, TableMapEvent, TransactionPayloadEvent, UserVarEvent,
                      XaPrepareEvent, XidEvent)
-from .rows import compile_image_decoder, compile_rows_decoder
+from .rows import compile_columns_decoder, compile_image_decoder, compile_rows_decoder
 from .schema import SchemaSource
 from .table_map import parse_table_map
 from .binary_decimal import decode_binary_decimal as decode_decimal
@@ -78,6 +78,25 @@ def _uncompress_mariadb(buf, p: int, end: int) -> bytes:
     return data
 
 
+def _rows_end_mismatch(tm, p: int, end: int) -> str:
+    return (f"row data of {tm.qualified_name} ends at {p} but the event ends at {end}: the "
+            f"event does not match its TABLE_MAP")
+
+
+def _row_data_error(tm, flavor: Optional[str], exc: Exception) -> CorruptEventError:
+    """The error for row data that cannot be decoded with the table's TABLE_MAP."""
+    legacy = [c.name for c in tm.columns if c.type in (7, 11, 12) and not c.hires_fsp]
+    if flavor == "mariadb" and legacy:
+        return CorruptEventError(
+            f"row data of {tm.qualified_name} does not match its TABLE_MAP ({exc})",
+            hint=f"columns {', '.join(legacy)} use the pre-10.1 MariaDB temporal format whose "
+                 "fractional-second precision is not in the binlog; pass the table schema "
+                 "(ColumnSchema.datetime_precision) to decode them")
+    if isinstance(exc, CorruptEventError):
+        return exc
+    return CorruptEventError(f"row data of {tm.qualified_name}: {exc}")
+
+
 class EventDecoder:
     """Decode complete events, one at a time, in binlog order.
 
@@ -90,13 +109,18 @@ class EventDecoder:
     :param schemas: table schemas for binlogs without column names (see :mod:`.schema`).
     :param from_stream: True for events read from a server's replication stream (which
         decrypts encrypted binlogs before sending them).
+    :param defer_rows: leave the rows of rows events undecoded (``RowsEvent.deferred``) for
+        the consumer to decode straight into columns; PARTIAL_UPDATE_ROWS events are decoded
+        as usual.
     """
 
     def __init__(self, source: Optional[str] = None, *, verify_checksum: bool = True,
                  checksum_alg: Optional[int] = None,
                  table_filter: Optional[Callable[[str, str], bool]] = None,
-                 schemas: SchemaSource = None, from_stream: bool = False) -> None:
+                 schemas: SchemaSource = None, from_stream: bool = False,
+                 defer_rows: bool = False) -> None:
         self.source = source
+        self.defer_rows = defer_rows
         self.verify_checksum = verify_checksum
         self.checksum_alg = checksum_alg
         self.table_filter = table_filter
@@ -601,6 +625,24 @@ class EventDecoder:
             # images of zero columns take zero bytes: row data here cannot belong to them
             raise CorruptEventError(
                 f"rows event for {tm.qualified_name} logs no columns but carries {end - p} bytes of rows")
+        if self.defer_rows and not partial:
+            after = present_after if kind == "update" else None
+            key = (tm.table_id, "columns", present, after)
+            fn = self._row_decoders.get(key)
+            if fn is None:
+                fn = self._row_decoders[key] = compile_columns_decoder(tm.columns, present, after)
+            source, flavor = self.source, self.flavor
+
+            def fail(exc, stopped_at=None):
+                if exc is None:
+                    exc = CorruptEventError(_rows_end_mismatch(tm, stopped_at, end))
+                if not isinstance(exc, (CorruptEventError, *_STRUCT_ERRORS)):
+                    return exc
+                return _row_data_error(tm, flavor, exc).at(source, pos)
+
+            deferred = DeferredRows(fn, data, p, end, present, after, fail)
+            return RowsEvent(h, pos, kind, table_id, tm, flags, (), extra, False, version, compressed,
+                             partial, deferred)
         rows = self._decode_rows(tm, kind, data, p, end, present, present_after, partial)
         return RowsEvent(h, pos, kind, table_id, tm, flags, rows, extra, False, version, compressed, partial)
 
@@ -608,16 +650,7 @@ class EventDecoder:
         try:
             return self._decode_rows_unchecked(tm, kind, data, p, end, present, present_after, partial)
         except (CorruptEventError, *_STRUCT_ERRORS) as exc:
-            legacy = [c.name for c in tm.columns if c.type in (7, 11, 12) and not c.hires_fsp]
-            if self.flavor == "mariadb" and legacy:
-                raise CorruptEventError(
-                    f"row data of {tm.qualified_name} does not match its TABLE_MAP ({exc})",
-                    hint=f"columns {', '.join(legacy)} use the pre-10.1 MariaDB temporal format whose "
-                         "fractional-second precision is not in the binlog; pass the table schema "
-                         "(ColumnSchema.datetime_precision) to decode them") from None
-            if isinstance(exc, CorruptEventError):
-                raise
-            raise CorruptEventError(f"row data of {tm.qualified_name}: {exc}") from None
+            raise _row_data_error(tm, self.flavor, exc) from None
 
     def _decode_rows_unchecked(self, tm, kind, data, p, end, present, present_after, partial):
         if kind != "update":
@@ -643,9 +676,7 @@ class EventDecoder:
                     a = self._apply_partial_json(b, a)
                 append((b, a))
         if p != end:
-            raise CorruptEventError(
-                f"row data of {tm.qualified_name} ends at {p} but the event ends at {end}: the "
-                f"event does not match its TABLE_MAP")
+            raise CorruptEventError(_rows_end_mismatch(tm, p, end))
         return tuple(rows)
 
     @staticmethod

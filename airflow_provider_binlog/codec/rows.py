@@ -8,7 +8,7 @@ readers, plain ``bytes`` slicing.
 from __future__ import annotations
 
 import struct
-from datetime import datetime as _datetime, timedelta as _timedelta
+from datetime import date as _date, datetime as _datetime, timedelta as _timedelta
 from decimal import MAX_PREC, Context, Decimal
 from typing import Callable
 
@@ -57,8 +57,10 @@ def _json_diffs(data: bytes):
     return JsonDiffs(tuple(parse_json_diffs(data)))
 
 
+_MISSING = object()
+
 _GLOBALS = {
-    "ABSENT": ABSENT, "I16": I16, "U16": U16, "I32": I32, "U32": U32, "I64": I64, "U64": U64,
+    "ABSENT": ABSENT, "MISSING": _MISSING, "DAY_MICROS": None, "DATE_DAYS": None, "I16": I16, "U16": U16, "I32": I32, "U32": U32, "I64": I64, "U64": U64,
     "F32": F32, "F64": F64, "decode_decimal": V.decode_decimal, "decode_date": V.decode_date,
     "decode_datetime2": V.decode_datetime2, "decode_timestamp2": V.decode_timestamp2,
     "decode_time2": V.decode_time2, "decode_time_v1": V.decode_time_v1,
@@ -99,7 +101,8 @@ def _read_be(size: int) -> str:
     return f"int.from_bytes(buf[p:p + {size}], 'big')"
 
 
-def _decimal_lines(v: str, precision: int, scale: int, consts: dict) -> list[str]:
+def _decimal_lines(v: str, precision: int, scale: int, consts: dict,
+                   numeric: bool = False) -> list[str]:
     call = f"{v}, p = decode_decimal(buf, p, {precision}, {scale})"
     if not (1 <= precision <= 18 and 0 <= scale <= precision):
         return [call]
@@ -136,6 +139,8 @@ def _decimal_lines(v: str, precision: int, scale: int, consts: dict) -> list[str
     def finish(unscaled: str) -> list[str]:
         # exact: the context has the largest precision; -0 gives 0 as decode_decimal does
         make = f"Decimal({unscaled})" + (f".scaleb(-{scale}, DECIMAL_CONTEXT)" if scale else "")
+        if numeric:
+            make = unscaled
         return [f"    if {checks}:", f"        {v} = {make}", f"        p += {size}",
                 "    else:", "        " + call]
 
@@ -185,6 +190,96 @@ def _datetime2_lines(v: str, fsp: int) -> list[str]:
             f"    {v}, p = {fallback}"]
 
 
+def _day_micros(key: int):
+    """Microseconds from 1970-01-01 to the day packed as DATETIME2 packs it
+    ((year * 13 + month) << 5 | day), or None for a day ``datetime`` rejects."""
+    ym = key >> 5
+    try:
+        days = _date(ym // 13, ym % 13, key & 31).toordinal() - _EPOCH_ORDINAL
+    except ValueError:
+        days = None
+    else:
+        days *= 86_400_000_000
+    if len(_DAY_MICROS) > 100_000:
+        _DAY_MICROS.clear()
+    _DAY_MICROS[key] = days
+    return days
+
+
+def _date_days(packed: int):
+    """Days from 1970-01-01 to a DATE packed as the binlog packs it (day, month, year in
+    5, 4 and 15 bits), or None for a date ``date`` rejects."""
+    try:
+        days = _date(packed >> 9, (packed >> 5) & 15, packed & 31).toordinal() - _EPOCH_ORDINAL
+    except ValueError:
+        days = None
+    if len(_DATE_DAYS) > 100_000:
+        _DATE_DAYS.clear()
+    _DATE_DAYS[packed] = days
+    return days
+
+
+_EPOCH_ORDINAL = _date(1970, 1, 1).toordinal()
+_DAY_MICROS: dict = {}
+_DATE_DAYS: dict = {}
+
+
+def _datetime2_numeric_lines(v: str, fsp: int) -> list[str]:
+    """DATETIME2 as microseconds since 1970-01-01 (the value read as UTC); what ``datetime``
+    rejects gets the usual value from the fallback."""
+    frac_bytes, micro = _fraction(fsp)
+    size = 5 + frac_bytes
+    fallback = f"decode_datetime2(buf, p, {fsp})"
+    shift = f" >> {8 * frac_bytes}" if frac_bytes else ""
+    return [f"if p + {size} <= blen:",
+            f"    x = {_read_be(size)}",
+            f"    d = (x{shift}) - 549755813888",
+            "    k = d >> 17",
+            "    dm = DAY_MICROS.get(k, MISSING)",
+            "    if dm is MISSING:",
+            "        dm = day_micros(k)",
+            f"    us = {micro}",
+            "    h = (d >> 12) & 31",
+            "    mi = (d >> 6) & 63",
+            "    sec = d & 63",
+            "    if dm is not None and d >= 0 and h < 24 and mi < 60 and sec < 60 and us < 1000000:",
+            f"        {v} = dm + h * 3600000000 + mi * 60000000 + sec * 1000000 + us",
+            "    else:",
+            f"        {v} = {fallback}[0]",
+            f"    p += {size}",
+            "else:",
+            f"    {v}, p = {fallback}"]
+
+
+def _timestamp2_numeric_lines(v: str, fsp: int) -> list[str]:
+    frac_bytes, micro = _fraction(fsp)
+    size = 4 + frac_bytes
+    fallback = f"decode_timestamp2(buf, p, {fsp})"
+    sec = f"x >> {8 * frac_bytes}" if frac_bytes else "x"
+    return [f"if p + {size} <= blen:",
+            f"    x = {_read_be(size)}",
+            "    if x:",  # zero is the text '0000-00-00 00:00:00'
+            f"        {v} = ({sec}) * 1000000 + ({micro})",
+            "    else:",
+            f"        {v} = {fallback}[0]",
+            f"    p += {size}",
+            "else:",
+            f"    {v}, p = {fallback}"]
+
+
+def _date_numeric_lines(v: str) -> list[str]:
+    return ["if p + 3 <= blen:",
+            "    x = buf[p] | (buf[p + 1] << 8) | (buf[p + 2] << 16)",
+            f"    {v} = DATE_DAYS.get(x, MISSING)",
+            f"    if {v} is MISSING:",
+            f"        {v} = date_days(x)",
+            f"    if {v} is None:",
+            f"        {v} = decode_date(buf, p)[0]",
+            "    p += 3",
+            "else:",
+            f"    {v}, p = decode_date(buf, p)"]
+
+
 def _timestamp2_lines(v: str, fsp: int) -> list[str]:
     frac_bytes, micro = _fraction(fsp)
     size = 4 + frac_bytes
@@ -201,7 +296,8 @@ def _timestamp2_lines(v: str, fsp: int) -> list[str]:
             f"    {v}, p = {fallback}"]
 
 
-def _value_lines(col: Column, v: str, consts: dict, partial_bit: int | None) -> list[str]:
+def _value_lines(col: Column, v: str, consts: dict, partial_bit: int | None,
+                 numeric: bool = False) -> list[str]:
     t, meta = col.type, col.meta
     if col.hires_fsp:
         kind = {C.MYSQL_TYPE_TIMESTAMP: "timestamp", C.MYSQL_TYPE_DATETIME: "datetime",
@@ -217,15 +313,17 @@ def _value_lines(col: Column, v: str, consts: dict, partial_bit: int | None) -> 
     if t == C.MYSQL_TYPE_INT24:
         return [f"{v} = int.from_bytes(buf[p:p + 3], 'little', signed={not col.unsigned})", "p += 3"]
     if t == C.MYSQL_TYPE_NEWDECIMAL:
-        return _decimal_lines(v, meta >> 8, meta & 0xFF, consts)
+        return _decimal_lines(v, meta >> 8, meta & 0xFF, consts, numeric)
     if t == C.MYSQL_TYPE_YEAR:
         return [f"{v} = buf[p]", "p += 1", f"if {v}: {v} += 1900"]
     if t in (C.MYSQL_TYPE_DATE, C.MYSQL_TYPE_NEWDATE):
+        if numeric:
+            return _date_numeric_lines(v)
         return [f"{v}, p = decode_date(buf, p)"]
     if t == C.MYSQL_TYPE_DATETIME2:
-        return _datetime2_lines(v, meta)
+        return (_datetime2_numeric_lines if numeric else _datetime2_lines)(v, meta)
     if t == C.MYSQL_TYPE_TIMESTAMP2:
-        return _timestamp2_lines(v, meta)
+        return (_timestamp2_numeric_lines if numeric else _timestamp2_lines)(v, meta)
     if t == C.MYSQL_TYPE_TIME2:
         return [f"{v}, p = decode_time2(buf, p, {meta})"]
     if t == C.MYSQL_TYPE_TIME:
@@ -282,7 +380,7 @@ def _value_lines(col: Column, v: str, consts: dict, partial_bit: int | None) -> 
 
 
 def _image_lines(columns: tuple, present: int, partial_json: bool, prefix: str,
-                 consts: dict) -> tuple[list[str], str]:
+                 consts: dict, numeric: bool = False) -> tuple[list[str], str]:
     """Statements that decode one row image at ``p`` (values in ``<prefix><column index>``),
     and the expression of its values tuple."""
     n_present = bin(present).count("1")
@@ -307,7 +405,7 @@ def _image_lines(columns: tuple, present: int, partial_json: bool, prefix: str,
             continue
         v = f"{prefix}{col.index}"
         out.append(v)
-        body = _value_lines(col, v, consts, partial_bit)
+        body = _value_lines(col, v, consts, partial_bit, numeric)
         block = [f"if nb & {1 << bit}:", f"    {v} = None", "else:"]
         block += ["    " + line for line in body]
         checked += block
@@ -374,3 +472,41 @@ def compile_rows_decoder(columns: tuple, present: int,
     lines += ["        " + line for line in body]
     lines += [f"        append({row})", "    return rows, p"]
     return _compile(lines, consts, "decode_rows")
+
+
+def compile_columns_decoder(columns: tuple, present: int,
+                            present_after: int | None = None) -> Callable:
+    """Build ``decode_columns(buf, p, end, before, after) -> (row_count, new_p)``.
+
+    It decodes the rows of one event like :func:`compile_rows_decoder`, but appends each value
+    to a per-column list instead of building a tuple per row: ``before[i]`` receives the
+    values of column ``i`` (of the only image, or the before image of an update) and
+    ``after[i]`` those of the after image, for the columns present in the image only. Values
+    take their *numeric form*, the cheapest to turn into columnar arrays:
+
+    - DECIMAL(p, s) with p <= 18: the unscaled integer (``value * 10**s``);
+    - DATE: days since 1970-01-01; DATETIME(fsp): microseconds since 1970-01-01T00:00 (the
+      value read as UTC); TIMESTAMP(fsp): microseconds since the Unix epoch;
+
+    where the bytes hold a valid value. Every other value (other types, zero or invalid dates,
+    legacy temporal formats) is what the row decoders return, so a column may mix both forms.
+    """
+    consts: dict = {}
+    body, _ = _image_lines(columns, present, False, "b", consts, numeric=True)
+    sinks = [f"b{c.index}" for c in columns if (present >> c.index) & 1]
+    body += [f"{s}_append({s})" for s in sinks]
+    setup = [f"{s}_append = before[{s[1:]}].append" for s in sinks]
+    if present_after is not None:
+        after, _ = _image_lines(columns, present_after, False, "a", consts, numeric=True)
+        after_sinks = [f"a{c.index}" for c in columns if (present_after >> c.index) & 1]
+        body += after + [f"{s}_append({s})" for s in after_sinks]
+        setup += [f"{s}_append = after[{s[1:]}].append" for s in after_sinks]
+    lines = ["def decode_columns(buf, p, end, before, after):", "    blen = len(buf)",
+             "    count = 0"]
+    lines += ["    " + line for line in setup]
+    lines += ["    while p < end:"]
+    lines += ["        " + line for line in body]
+    lines += ["        count += 1", "    return count, p"]
+    consts.update(DAY_MICROS=_DAY_MICROS, DATE_DAYS=_DATE_DAYS, day_micros=_day_micros,
+                  date_days=_date_days)
+    return _compile(lines, consts, "decode_columns")

@@ -1,9 +1,18 @@
-"""Per-column conversion of decoded values into the staging (Arrow) representation."""
+"""Turn the decoded values of one column into its staging (Arrow) array.
+
+A column arrives as a list of values in the codec's numeric form (unscaled DECIMAL integers,
+days and microseconds since the epoch for temporals; see
+:func:`~airflow_provider_binlog.codec.rows.compile_columns_decoder`), in the usual Python form
+(``Decimal``, ``datetime``: the tuple-decoding path and initial snapshots), or a mix of both.
+:meth:`ColumnStager.array` builds the Arrow array from a list in either form without a Python
+call per value; only values of other types (zero dates, undecodable text, BIT(64) values of
+2^63 and more, JSON documents, ...) are converted one by one.
+"""
 from __future__ import annotations
 
 import datetime as dt
-from decimal import Decimal
-from typing import Callable
+from decimal import MAX_PREC, Context, Decimal
+from typing import Callable, Optional
 
 import pyarrow as pa
 
@@ -12,6 +21,12 @@ from ..codec.events import Column, JsonDiffs
 from .contract import arrow_type_for
 
 _MICROSECOND = dt.timedelta(microseconds=1)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH_NAIVE = dt.datetime(1970, 1, 1)
+_EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
+_EXACT = Context(prec=MAX_PREC)
+_NONE = type(None)
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError)
 
 
 class StagingValueError(ValueError):
@@ -26,63 +41,143 @@ class Counters:
         self.replaced_text = 0
 
 
-def identity(v):
-    return v
+def _types(*types: type) -> frozenset:
+    return frozenset((_NONE,) + types)
 
 
-def _passing(fn: Callable, *types: type) -> Callable:
-    """Mark ``fn`` as returning values of exactly these types (and None) unchanged, so that
-    a column holding nothing else can be staged without calling it per value."""
-    fn.passes = frozenset((type(None),) + types)
-    return fn
+class ColumnStager:
+    """Builds the staging array of one column.
+
+    ``storage`` is the Arrow type the numeric form is loaded as, ``finish`` turns that array
+    into the column's type (a zero-copy view, or a cast), ``numeric``/``python`` are the value
+    types loadable as they are in each form, and ``convert`` turns any other non-None value
+    into the storage form (or None)."""
+
+    __slots__ = ("column", "arrow", "storage", "finish", "numeric", "python", "convert")
+
+    def __init__(self, column: Column, counters: Counters) -> None:
+        self.column = column
+        self.arrow = arrow_type_for(column)
+        self.storage: pa.DataType = self.arrow
+        self.finish: Optional[Callable] = None
+        self.numeric: frozenset = frozenset()
+        self.python: frozenset = frozenset()
+        self.convert: Callable = _refuse(column)
+        _configure(self, column, counters)
+
+    def array(self, values: list) -> pa.Array:
+        types = set(map(type, values))
+        if types <= self.numeric:
+            try:
+                return self._finish(pa.array(values, self.storage))
+            except _ARROW_ERRORS:
+                pass  # e.g. a BIT(64) value of 2^63 or more: converted below
+        elif types <= self.python:
+            try:
+                return pa.array(values, self.arrow)
+            except _ARROW_ERRORS:
+                pass
+        convert = self.convert
+        return self._finish(pa.array([None if v is None else convert(v) for v in values], self.storage))
+
+    def _finish(self, array: pa.Array) -> pa.Array:
+        return array if self.finish is None else self.finish(array)
 
 
-def converter_for(col: Column, counters: Counters) -> Callable:
-    """The function converting one non-None decoded value of ``col``; it is :func:`identity`
-    when there is nothing to convert, and may carry a ``passes`` set (see ``_passing``)."""
+def _refuse(column: Column) -> Callable:
+    def convert(v):
+        raise StagingValueError(f"column {column.name} ({column.type_name}): cannot stage a "
+                                f"{type(v).__name__} value")
+    return convert
+
+
+def _view(arrow: pa.DataType) -> Callable:
+    return lambda array: array.view(arrow)
+
+
+def _configure(s: ColumnStager, col: Column, counters: Counters) -> None:
     t = col.type
-    arrow = arrow_type_for(col)
+    arrow = s.arrow
 
-    if t == C.MYSQL_TYPE_LONGLONG and col.unsigned:
-        return lambda v: None if v is None else Decimal(v)
-    if t in (C.MYSQL_TYPE_NEWDECIMAL, C.MYSQL_TYPE_DECIMAL):
-        if pa.types.is_string(arrow):
-            return lambda v: None if v is None else format(v, "f")
-        return identity
-    if t in (C.MYSQL_TYPE_DATE, C.MYSQL_TYPE_NEWDATE, C.MYSQL_TYPE_DATETIME, C.MYSQL_TYPE_DATETIME2,
-             C.MYSQL_TYPE_TIMESTAMP, C.MYSQL_TYPE_TIMESTAMP2):
-        def temporal(v):
-            if isinstance(v, str):  # zero or invalid date, as MySQL prints it
-                counters.invalid_temporals += 1
-                return None
-            return v
-        return _passing(temporal, dt.datetime, dt.date)
-    if t in (C.MYSQL_TYPE_TIME, C.MYSQL_TYPE_TIME2):
-        return lambda v: None if v is None else v // _MICROSECOND
-    if t == C.MYSQL_TYPE_BIT:
-        return lambda v: v if v is None or v < (1 << 63) else v - (1 << 64)
-    if t in (C.MYSQL_TYPE_ENUM, C.MYSQL_TYPE_SET):
-        return _passing(lambda v: v if v is None or isinstance(v, str) else str(v), str)
-    if t == C.MYSQL_TYPE_JSON:
+    def invalid_temporal(_v):
+        counters.invalid_temporals += 1
+        return None
+
+    if t == C.MYSQL_TYPE_NULL:
+        s.numeric = s.python = _types()
+    elif t == C.MYSQL_TYPE_LONGLONG and col.unsigned:
+        s.storage, s.finish = pa.uint64(), (lambda a: a.cast(arrow))
+        s.numeric, s.python = _types(int), _types(Decimal)
+        s.convert = int
+    elif pa.types.is_integer(arrow) and t != C.MYSQL_TYPE_BIT and t not in (C.MYSQL_TYPE_TIME, C.MYSQL_TYPE_TIME2):
+        s.numeric = s.python = _types(int)
+    elif pa.types.is_floating(arrow):
+        s.numeric = s.python = _types(float, int)
+    elif t in (C.MYSQL_TYPE_NEWDECIMAL, C.MYSQL_TYPE_DECIMAL):
+        scale = col.meta & 0xFF
+        if pa.types.is_string(arrow):  # beyond 38 digits: the exact digits as text
+            s.python = _types(str)
+            s.convert = lambda v: format(v, "f") if isinstance(v, Decimal) else str(v)
+        elif arrow.precision <= 18:  # unscaled integers fit int64
+            s.storage, s.finish = pa.int64(), (lambda a: a.cast(pa.decimal128(19, 0)).view(arrow))
+            s.numeric, s.python = _types(int), _types(Decimal)
+            s.convert = lambda v: int(v.scaleb(scale, _EXACT)) if isinstance(v, Decimal) else v
+        else:
+            s.numeric = s.python = _types(Decimal)
+            s.convert = lambda v: Decimal(v).scaleb(-scale, _EXACT) if isinstance(v, int) else v
+    elif t in (C.MYSQL_TYPE_DATE, C.MYSQL_TYPE_NEWDATE):
+        s.storage, s.finish = pa.int32(), _view(arrow)
+        s.numeric, s.python = _types(int), _types(dt.date)
+
+        def date_days(v):
+            if isinstance(v, dt.date):
+                return v.toordinal() - _EPOCH_ORDINAL
+            return invalid_temporal(v)  # zero or invalid date, as MySQL prints it
+        s.convert = date_days
+    elif t in (C.MYSQL_TYPE_DATETIME, C.MYSQL_TYPE_DATETIME2, C.MYSQL_TYPE_TIMESTAMP,
+               C.MYSQL_TYPE_TIMESTAMP2):
+        s.storage, s.finish = pa.int64(), _view(arrow)
+        s.numeric, s.python = _types(int), _types(dt.datetime)
+
+        def micros(v):
+            if isinstance(v, dt.datetime):
+                # naive values are wall time read as UTC, as Arrow reads them
+                return (v - (_EPOCH_NAIVE if v.tzinfo is None else _EPOCH)) // _MICROSECOND
+            if isinstance(v, dt.date):
+                return (v.toordinal() - _EPOCH_ORDINAL) * 86_400_000_000
+            return invalid_temporal(v)
+        s.convert = micros
+    elif t in (C.MYSQL_TYPE_TIME, C.MYSQL_TYPE_TIME2):
+        s.numeric = _types(int)
+        s.convert = lambda v: v // _MICROSECOND if isinstance(v, dt.timedelta) else int(v)
+    elif t == C.MYSQL_TYPE_BIT:
+        s.numeric = s.python = _types(int)
+        s.convert = lambda v: v if v < (1 << 63) else v - (1 << 64)
+    elif t in (C.MYSQL_TYPE_ENUM, C.MYSQL_TYPE_SET):
+        s.numeric = s.python = _types(str)
+        s.convert = str  # the index / bitmask when the labels are unknown
+    elif t == C.MYSQL_TYPE_JSON:
         from ..codec.mysql_json import to_mysql_json_text
 
-        def json_text(v):
+        def json_text(v):  # every value: a JSON string scalar is text too, quoted
             if isinstance(v, JsonDiffs):
                 raise StagingValueError(
                     f"column {col.name}: a partial JSON update cannot be applied because the "
                     "before image lacks the document; set binlog_row_image=FULL or "
                     "binlog_row_value_options='' on the server")
-            return None if v is None else to_mysql_json_text(v)
-        return json_text
-    if t == C.MYSQL_TYPE_VECTOR:
-        return lambda v: None if v is None else list(v)
-    if pa.types.is_binary(arrow):
-        return _passing(lambda v: v.encode("utf-8") if isinstance(v, str) else v, bytes)
-    if pa.types.is_string(arrow):
+            return to_mysql_json_text(v)
+        s.convert = json_text
+    elif t == C.MYSQL_TYPE_VECTOR:
+        s.convert = list
+    elif pa.types.is_binary(arrow):
+        s.numeric = s.python = _types(bytes)
+        s.convert = lambda v: v.encode("utf-8") if isinstance(v, str) else bytes(v)
+    elif pa.types.is_string(arrow):
+        s.numeric = s.python = _types(str)
+
         def text(v):
             if isinstance(v, (bytes, bytearray)):
                 counters.replaced_text += 1
                 return bytes(v).decode("utf-8", "replace")
-            return v
-        return _passing(text, str)
-    return identity
+            return str(v)
+        s.convert = text

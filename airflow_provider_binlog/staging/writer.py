@@ -11,8 +11,11 @@ import datetime as dt
 import fcntl
 import json
 import os
+import queue
 import shutil
+import threading
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Optional
 from urllib.parse import quote
@@ -23,7 +26,7 @@ import pyarrow.parquet as pq
 from ..codec.events import ABSENT, RowsEvent, TableMap
 from .contract import (MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, column_descriptions,
                        schema_fingerprint, staging_schema)
-from .convert import Counters, converter_for, identity
+from .convert import ColumnStager, Counters
 from .manifest import Manifest, ManifestError, file_sha256, load_manifest, write_json_atomically
 
 UTC = dt.timezone.utc
@@ -40,28 +43,87 @@ def binlog_sequence(file: str) -> int:
     return int(suffix) if suffix.isdigit() else 0
 
 
+class _BackgroundWriter:
+    """Writes row groups on one thread while the caller decodes the next rows.
+
+    Parquet encoding and compression release the GIL, so they run on the second core. At
+    most ``depth`` row groups wait (memory stays bounded); the first write error is raised
+    by the next :meth:`submit` or :meth:`drain`."""
+
+    def __init__(self, depth: int = 2) -> None:
+        self._jobs: queue.Queue = queue.Queue(maxsize=depth)
+        self._error: Optional[BaseException] = None
+        self._thread: Optional[threading.Thread] = None
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                if job is None:
+                    return
+                if self._error is None:
+                    job()
+            except BaseException as exc:  # reported to the dump's thread
+                self._error = exc
+            finally:
+                self._jobs.task_done()
+
+    def submit(self, job) -> None:
+        self._raise()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="staging-writer", daemon=True)
+            self._thread.start()
+        self._jobs.put(job)
+
+    def drain(self) -> None:
+        """Wait for every submitted write; raise the first error."""
+        if self._thread is not None:
+            self._jobs.join()
+        self._raise()
+
+    def stop(self, *, discard: bool = False) -> None:
+        """End the thread after the submitted writes (skipped with ``discard``)."""
+        if self._thread is not None:
+            if discard and self._error is None:
+                self._error = RuntimeError("the staging writer was aborted")
+            self._jobs.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+
 class _PartFile:
-    """One Parquet file of one table with one column layout."""
+    """One Parquet file of one table with one column layout.
+
+    Rows are buffered column by column (envelope columns, and one list per table column and
+    image) and written as a row group when :meth:`flush` is called."""
 
     def __init__(self, path: Path, relpath: str, table_map: TableMap, counters: Counters,
-                 row_group_rows: int) -> None:
+                 row_group_rows: int, background: _BackgroundWriter) -> None:
         self.path = path
+        self.background = background
         self.relpath = relpath
         self.columns = table_map.columns
         self.names = [c.name for c in self.columns]
         self.schema = staging_schema(self.columns)
-        self.image_type = self.schema.field("_before").type
-        self.converters = [converter_for(c, counters) for c in self.columns]
+        self.image_fields = list(self.schema.field("_before").type)
+        self.stagers = [ColumnStager(c, counters) for c in self.columns]
         self.fingerprint = schema_fingerprint(self.columns)
         self.row_group_rows = row_group_rows
         self.rows = 0
+        self._absent_names: dict[int, tuple] = {}
         self.writer = pq.ParquetWriter(str(path), self.schema, compression="zstd")
         os.chmod(path, 0o600)
         self._reset()
 
     def _reset(self) -> None:
         self.buffered_bytes = 0  # binlog bytes of the rows buffered (see StagingWriter)
-        # envelope and images as columns; the Arrow arrays are built per row group (see flush)
+        self.count = 0
+        # envelope columns, then per image: a list per table column, a null flag per row
+        # (True: no such image for the row's op) and the absent column names per row
         self.ops: list = []
         self.files: list = []
         self.seqs: list = []
@@ -70,14 +132,16 @@ class _PartFile:
         self.gtids: list = []
         self.stamps: list = []
         self.txns: list = []
-        self.befores: list = []
-        self.afters: list = []
+        width = len(self.columns)
+        self.before: list = [[] for _ in range(width)]
+        self.after: list = [[] for _ in range(width)]
+        self.before_null: list = []
+        self.after_null: list = []
+        self.before_absent: list = []
+        self.after_absent: list = []
 
-    def append_rows(self, op: str, file: str, seq: int, pos: int, gtid, commit_ts, txn: str,
-                    befores, afters, first_index: int = 0) -> None:
-        """Stage the rows of one event: ``befores``/``afters`` are sequences of row images, or
-        None when that image does not exist for ``op`` (inserts have no before image)."""
-        n = len(befores if befores is not None else afters)
+    def _envelope(self, op: str, file: str, seq: int, pos: int, gtid, commit_ts, txn: str,
+                  n: int, first_index: int) -> None:
         self.ops += [op] * n
         self.files += [file] * n
         self.seqs += [seq] * n
@@ -86,79 +150,139 @@ class _PartFile:
         self.gtids += [gtid] * n
         self.stamps += [commit_ts] * n
         self.txns += [txn] * n
-        self.befores += befores if befores is not None else [None] * n
-        self.afters += afters if afters is not None else [None] * n
+        self.count += n
         self.rows += n
-        if len(self.ops) >= self.row_group_rows:
+
+    def _pad(self, image: list, nulls: list, absent: list, present: Optional[int], n: int) -> None:
+        """Complete an image after ``n`` rows were decoded into the columns in ``present``
+        (None: the op has no such image)."""
+        if present is None:
+            padding = [None] * n
+            for values in image:
+                values += padding
+            nulls += [True] * n
+            absent += padding
+            return
+        nulls += [False] * n
+        names = self._absent_names.get(present)
+        if names is None:
+            names = self._absent_names[present] = tuple(
+                i for i in range(len(image)) if not (present >> i) & 1)
+        if names:
+            padding = [None] * n
+            for i in names:
+                image[i] += padding
+            absent += [[self.names[i] for i in names]] * n
+        else:
+            absent += [None] * n
+
+    def append_event(self, op: str, file: str, seq: int, pos: int, gtid, commit_ts, txn: str,
+                     deferred) -> int:
+        """Decode the rows of one event (:class:`~..codec.events.DeferredRows`) into the
+        buffers; returns the number of rows."""
+        try:
+            if op == "update":
+                n = deferred.decode_into(self.before, self.after)
+                self._pad(self.before, self.before_null, self.before_absent, deferred.present, n)
+                self._pad(self.after, self.after_null, self.after_absent, deferred.present_after, n)
+            elif op == "insert":
+                n = deferred.decode_into(self.after)
+                self._pad(self.before, self.before_null, self.before_absent, None, n)
+                self._pad(self.after, self.after_null, self.after_absent, deferred.present, n)
+            else:
+                n = deferred.decode_into(self.before)
+                self._pad(self.before, self.before_null, self.before_absent, deferred.present, n)
+                self._pad(self.after, self.after_null, self.after_absent, None, n)
+        except BaseException:
+            self._truncate()  # the event's rows are not staged: leave the buffers as they were
+            raise
+        self._envelope(op, file, seq, pos, gtid, commit_ts, txn, n, 0)
+        if self.count >= self.row_group_rows:
+            self.flush()
+        return n
+
+    def _truncate(self) -> None:
+        for image in (self.before, self.after):
+            for values in image:
+                del values[self.count:]
+        for flags in (self.before_null, self.after_null, self.before_absent, self.after_absent):
+            del flags[self.count:]
+
+    def append_rows(self, op: str, file: str, seq: int, pos: int, gtid, commit_ts, txn: str,
+                    befores, afters, first_index: int = 0) -> None:
+        """Stage decoded rows: ``befores``/``afters`` are sequences of row images (tuples in
+        table order, ``ABSENT`` for columns not in the image), or None when that image does
+        not exist for ``op`` (inserts have no before image)."""
+        n = len(befores if befores is not None else afters)
+        if not n:
+            return
+        try:
+            self._add_images(self.before, self.before_null, self.before_absent, befores, n)
+            self._add_images(self.after, self.after_null, self.after_absent, afters, n)
+        except BaseException:
+            self._truncate()
+            raise
+        self._envelope(op, file, seq, pos, gtid, commit_ts, txn, n, first_index)
+        if self.count >= self.row_group_rows:
             self.flush()
 
-    def append(self, op, file, seq, pos, row_index, gtid, commit_ts, txn, before, after) -> None:
-        self.append_rows(op, file, seq, pos, gtid, commit_ts, txn,
-                         None if before is None else [before], None if after is None else [after],
-                         first_index=row_index)
-
-    def _image(self, images: tuple) -> tuple:
-        """The struct array of one image column and the absent column names of each row."""
-        n = len(images)
-        fields = list(self.image_type)
-        mask = [v is None for v in images]
-        absent: list = [None] * n
-        if all(mask):  # the before images of inserts, the after images of deletes
-            children = [pa.nulls(n, type=f.type) for f in fields]
-            return pa.StructArray.from_arrays(children, fields=fields,
-                                              mask=pa.array(mask, type=pa.bool_())), absent
-        if not any(mask):
-            rows = images
-        else:
-            null = (None,) * len(self.columns)
-            rows = [null if v is None else v for v in images]
+    def _add_images(self, image: list, nulls: list, absent: list, rows, n: int) -> None:
+        if rows is None:
+            self._pad(image, nulls, absent, None, n)
+            return
         columns = list(zip(*rows))
-        if len(columns) < len(self.columns):
+        if len(columns) < len(image):
             raise ValueError(f"{self.relpath}: a row image does not have the "
-                             f"{len(self.columns)} columns of the table map")
-        children = []
-        for i, (values, field, convert) in enumerate(zip(columns, fields, self.converters)):
-            types = set(map(type, values))  # cheaper than ``ABSENT in values`` for Decimals
-            if _Absent in types:  # not in the image (binlog_row_image MINIMAL or NOBLOB)
-                name = self.names[i]
+                             f"{len(image)} columns of the table map")
+        names: list = [None] * n
+        for i, values in enumerate(columns):
+            if _Absent in set(map(type, values)):  # not in the image (MINIMAL or NOBLOB)
                 for r, value in enumerate(values):
                     if value is ABSENT:
-                        if absent[r] is None:
-                            absent[r] = []
-                        absent[r].append(name)
+                        if names[r] is None:
+                            names[r] = []
+                        names[r].append(self.names[i])
                 values = [None if v is ABSENT else v for v in values]
-                types.discard(_Absent)
-            if convert is not identity:
-                passes = getattr(convert, "passes", None)
-                if passes is None or not passes.issuperset(types):
-                    values = [None if v is None else convert(v) for v in values]
-            children.append(pa.array(values, type=field.type))
-        return pa.StructArray.from_arrays(children, fields=fields,
-                                          mask=pa.array(mask, type=pa.bool_())), absent
+            image[i] += values
+        nulls += [False] * n
+        absent += names
+
+    def _image(self, image: list, nulls: list) -> pa.StructArray:
+        """The struct array of one image column."""
+        n = len(nulls)
+        if True not in nulls:
+            mask = None
+        else:
+            mask = pa.array(nulls, type=pa.bool_())
+        if False not in nulls:  # the before images of inserts, the after images of deletes
+            children = [pa.nulls(n, type=f.type) for f in self.image_fields]
+        else:
+            children = [stager.array(values) for stager, values in zip(self.stagers, image)]
+        return pa.StructArray.from_arrays(children, fields=self.image_fields, mask=mask)
 
     def flush(self) -> None:
-        if not self.ops:
+        if not self.count:
             return
-        before, before_absent = self._image(self.befores)
-        after, after_absent = self._image(self.afters)
         columns = {"_op": self.ops, "_binlog_file": self.files, "_binlog_seq": self.seqs,
                    "_binlog_pos": self.poss, "_row": self.indexes, "_gtid": self.gtids,
                    "_commit_ts": self.stamps, "_txn": self.txns,
-                   "_before_absent": before_absent, "_after_absent": after_absent}
+                   "_before_absent": self.before_absent, "_after_absent": self.after_absent}
         arrays = []
         for field in self.schema:
             name = field.name
             if name == "_before":
-                arrays.append(before)
+                arrays.append(self._image(self.before, self.before_null))
             elif name == "_after":
-                arrays.append(after)
+                arrays.append(self._image(self.after, self.after_null))
             else:
                 arrays.append(pa.array(columns[name], type=field.type))
-        self.writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+        table = pa.Table.from_arrays(arrays, schema=self.schema)
         self._reset()
+        self.background.submit(partial(self.writer.write_table, table))
 
     def close(self) -> dict:
         self.flush()
+        self.background.drain()
         self.writer.close()
         return {"path": self.relpath, "rows": self.rows, "bytes": self.path.stat().st_size,
                 "fingerprint": self.fingerprint, "sha256": file_sha256(self.path)}
@@ -193,6 +317,7 @@ class StagingWriter:
         self.row_group_bytes = row_group_bytes
         self._buffered_bytes = 0
         self.counters = Counters()
+        self._background = _BackgroundWriter()
         self.tables: dict[tuple, _TableStage] = {}
         self.ddl: list[dict] = []
         self.published: Optional[Manifest] = None
@@ -214,7 +339,8 @@ class StagingWriter:
                 folder.mkdir(exist_ok=True, mode=0o700)
                 name = f"part-{len(stage.closed_parts):05d}.parquet"
                 rel = f"tables/{folder.name}/{name}"
-                part = _PartFile(folder / name, rel, tm, self.counters, self.row_group_rows)
+                part = _PartFile(folder / name, rel, tm, self.counters, self.row_group_rows,
+                                 self._background)
                 stage.parts.append(part)
         stage.table_map = tm
         return stage, part
@@ -222,7 +348,7 @@ class StagingWriter:
     def add_rows(self, event: RowsEvent, *, binlog_file: str, gtid: Optional[str], txn: str,
                  commit_ts: Optional[dt.datetime] = None) -> int:
         """Stage every row of a decoded rows event; returns the number of rows staged."""
-        if event.skipped or event.table_map is None or not event.rows:
+        if event.skipped or event.table_map is None or not (event.rows or event.deferred):
             return 0
         stage, part = self._part_for(event.table_map)
         seq = binlog_sequence(binlog_file)
@@ -231,17 +357,21 @@ class StagingWriter:
         rows = event.rows
         part.buffered_bytes += event.header.event_size
         self._buffered_bytes += event.header.event_size
-        if kind == "insert":
+        if event.deferred is not None:
+            n = part.append_event(kind, binlog_file, seq, event.pos, gtid, ts, txn, event.deferred)
+        elif kind == "insert":
             part.append_rows(kind, binlog_file, seq, event.pos, gtid, ts, txn, None, rows)
         elif kind == "delete":
             part.append_rows(kind, binlog_file, seq, event.pos, gtid, ts, txn, rows, None)
         else:
             part.append_rows(kind, binlog_file, seq, event.pos, gtid, ts, txn,
                              [r[0] for r in rows], [r[1] for r in rows])
-        stage.counts[kind] += len(rows)
+        if event.deferred is None:
+            n = len(rows)
+        stage.counts[kind] += n
         if self._buffered_bytes >= self.row_group_bytes:
             self._flush_buffers()
-        return len(event.rows)
+        return n
 
     def _flush_buffers(self) -> None:
         """Write the largest buffers as row groups until half the budget is left (multi-MB
@@ -282,6 +412,7 @@ class StagingWriter:
             files = list(stage.closed_parts)
             for part in stage.parts[len(files):]:
                 files.append(part.close())
+            self._background.stop()
             cols = column_descriptions(stage.table_map.columns)
             tables.append({
                 "schema": schema, "table": table, "rows": dict(stage.counts),
@@ -321,6 +452,7 @@ class StagingWriter:
         return self.published
 
     def abort(self) -> None:
+        self._background.stop(discard=True)
         for stage in self.tables.values():
             for part in stage.parts:
                 try:

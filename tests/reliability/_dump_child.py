@@ -38,7 +38,7 @@ def install(kill: dict) -> None:
         original = writer.StagingWriter.add_rows
 
         def add_rows(self, event, **kw):
-            if event.rows and not event.skipped and event.table_map is not None:
+            if (event.rows or event.deferred) and not event.skipped and event.table_map is not None:
                 die()
             return original(self, event, **kw)
         writer.StagingWriter.add_rows = add_rows

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -70,6 +71,16 @@ def _ddl_tables(query: str, default_schema: str) -> list[tuple[str, str]]:
     return names
 
 
+def default_workers() -> int:
+    """Staging processes of a dump by default: one per core where there are two or more, up
+    to 4 (``BINLOG_DUMP_WORKERS`` overrides it; 0 stages in the dump's own process)."""
+    configured = os.environ.get("BINLOG_DUMP_WORKERS")
+    if configured:
+        return int(configured)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 0 if cores < 2 else min(cores, 4)
+
+
 class _Transaction:
     __slots__ = ("gtid", "start", "standalone", "begun")
 
@@ -87,7 +98,8 @@ class BoundedDump:
                  staging_dir, table_filter: TableFilter, schemas=None,
                  max_rows: Optional[int] = None, max_bytes: Optional[int] = None,
                  max_seconds: Optional[float] = None, progress_seconds: float = 5.0,
-                 retries: int = 3, backoff_seconds: float = 1.0) -> None:
+                 retries: int = 3, backoff_seconds: float = 1.0,
+                 workers: Optional[int] = None) -> None:
         self.replica = replica
         self.start = start
         self.stop = stop
@@ -97,13 +109,16 @@ class BoundedDump:
         self.progress_seconds = progress_seconds
         self.retries = retries
         self.backoff_seconds = backoff_seconds
-        self.writer = StagingWriter(staging_dir)
+        if workers is None:
+            workers = default_workers()
+        if max_rows is not None:
+            workers = 0  # the row limit is checked at every transaction boundary: rows counted here
+        self.writer = StagingWriter(staging_dir, workers=workers)
         self.flavor = replica.info.flavor
         self.gtid_state = start.gtid if start.gtid is not None else (
             MariadbGtidPosition() if self.flavor == "mariadb" else MysqlGtidSet())
         self.boundary = start
         self.txn: Optional[_Transaction] = None
-        self.rows_total = 0
         self.transactions = 0
         self.bytes_read = 0
         self.started = time.monotonic()
@@ -126,7 +141,7 @@ class BoundedDump:
 
     def _limit_reached(self) -> Optional[str]:
         max_rows, max_bytes, max_seconds = self.limits
-        if max_rows is not None and self.rows_total >= max_rows:
+        if max_rows is not None and self.writer.rows_staged >= max_rows:
             return f"max_rows={max_rows}"
         if max_bytes is not None and self.bytes_read >= max_bytes:
             return f"max_bytes={max_bytes}"
@@ -168,8 +183,7 @@ class BoundedDump:
             if self._resume_at is not None and _pos_key(file, pos) < self._resume_at:
                 return  # staged before the connection was lost
             gtid = self.txn.gtid
-            self.rows_total += self.writer.add_rows(event, binlog_file=file, gtid=gtid,
-                                                    txn=self._txn_id(file, pos))
+            self.writer.add_rows(event, binlog_file=file, gtid=gtid, txn=self._txn_id(file, pos))
         elif isinstance(event, (XidEvent, XaPrepareEvent)):
             self._boundary(file, next_pos)
         elif isinstance(event, QueryEvent):
@@ -211,8 +225,9 @@ class BoundedDump:
     def _progress(self, file: str, pos: int) -> None:
         now = time.monotonic()
         if now - self._last_log >= self.progress_seconds:
-            rate = self.rows_total / max(now - self.started, 1e-9)
-            log.info("binlog dump at %s:%d, %d rows staged (%.0f rows/s)", file, pos, self.rows_total, rate)
+            rows = self.writer.rows_staged
+            rate = rows / max(now - self.started, 1e-9)
+            log.info("binlog dump at %s:%d, %d rows staged (%.0f rows/s)", file, pos, rows, rate)
             self._last_log = now
 
     # ---------------------------------------------------------------- main loop

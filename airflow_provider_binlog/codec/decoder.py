@@ -8,7 +8,6 @@ decoders) and performs no I/O. Framing — cutting a file or a stream into event
 from __future__ import annotations
 
 import re
-import struct
 import uuid as _uuid
 import zlib
 from typing import Callable, Optional
@@ -18,14 +17,15 @@ from ._bytes import F64, HEADER, I64, U16, U32, U64, read_packed
 from .errors import (BinlogError, ChecksumMismatchError, CompressionError, CorruptEventError,
                      EncryptedBinlogError, MissingTableMapError, UnknownEventError,
                      UnsupportedBinlogVersionError)
-from .events import (ABSENT, AnnotateRowsEvent, BinlogCheckpointEvent, DeferredRows, EventHeader,
+from .events import (ABSENT, AnnotateRowsEvent, BinlogCheckpointEvent, EventHeader,
                      ExecuteLoadQueryEvent, FormatDescriptionEvent, GtidEvent, HeartbeatEvent,
                      IncidentEvent, IntvarEvent, JsonDiffs, LoadDataBlockEvent, MariadbGtidEvent,
                      MariadbGtidListEvent, PreviousGtidsEvent, QueryEvent, QueryStatus, RandEvent,
                      RawEvent, RotateEvent, RowsEvent, RowsQueryEvent, StartEncryptionEvent,
                      StopEvent, TableMap, TableMapEvent, TransactionPayloadEvent, UserVarEvent,
                      XaPrepareEvent, XidEvent)
-from .rows import compile_columns_decoder, compile_image_decoder, compile_rows_decoder
+from .rows import (DECODE_ERRORS, DeferredRows, compile_columns_decoder, compile_image_decoder,
+                   compile_rows_decoder, row_data_error, rows_end_mismatch)
 from .schema import SchemaSource
 from .table_map import parse_table_map
 from .binary_decimal import decode_binary_decimal as decode_decimal
@@ -45,8 +45,7 @@ _DROP_PERMUTATION = {16: C.TABLE_MAP_EVENT, 17: C.PRE_GA_WRITE_ROWS_EVENT, 18: C
                      19: C.PRE_GA_DELETE_ROWS_EVENT, 20: C.XID_EVENT, 21: C.BEGIN_LOAD_QUERY_EVENT,
                      22: C.EXECUTE_LOAD_QUERY_EVENT}
 _PRE_GA_ROWS = (C.PRE_GA_WRITE_ROWS_EVENT, C.PRE_GA_UPDATE_ROWS_EVENT, C.PRE_GA_DELETE_ROWS_EVENT)
-_STRUCT_ERRORS = (IndexError, struct.error, ValueError, UnicodeDecodeError, OverflowError, KeyError,
-                  TypeError)
+_STRUCT_ERRORS = DECODE_ERRORS
 
 
 def _server_supports_checksum(version: str) -> bool:
@@ -76,25 +75,6 @@ def _uncompress_mariadb(buf, p: int, end: int) -> bytes:
     if len(data) != size:
         raise CompressionError(f"decompressed {len(data)} bytes, header says {size}")
     return data
-
-
-def _rows_end_mismatch(tm, p: int, end: int) -> str:
-    return (f"row data of {tm.qualified_name} ends at {p} but the event ends at {end}: the "
-            f"event does not match its TABLE_MAP")
-
-
-def _row_data_error(tm, flavor: Optional[str], exc: Exception) -> CorruptEventError:
-    """The error for row data that cannot be decoded with the table's TABLE_MAP."""
-    legacy = [c.name for c in tm.columns if c.type in (7, 11, 12) and not c.hires_fsp]
-    if flavor == "mariadb" and legacy:
-        return CorruptEventError(
-            f"row data of {tm.qualified_name} does not match its TABLE_MAP ({exc})",
-            hint=f"columns {', '.join(legacy)} use the pre-10.1 MariaDB temporal format whose "
-                 "fractional-second precision is not in the binlog; pass the table schema "
-                 "(ColumnSchema.datetime_precision) to decode them")
-    if isinstance(exc, CorruptEventError):
-        return exc
-    return CorruptEventError(f"row data of {tm.qualified_name}: {exc}")
 
 
 class EventDecoder:
@@ -631,16 +611,7 @@ class EventDecoder:
             fn = self._row_decoders.get(key)
             if fn is None:
                 fn = self._row_decoders[key] = compile_columns_decoder(tm.columns, present, after)
-            source, flavor = self.source, self.flavor
-
-            def fail(exc, stopped_at=None):
-                if exc is None:
-                    exc = CorruptEventError(_rows_end_mismatch(tm, stopped_at, end))
-                if not isinstance(exc, (CorruptEventError, *_STRUCT_ERRORS)):
-                    return exc
-                return _row_data_error(tm, flavor, exc).at(source, pos)
-
-            deferred = DeferredRows(fn, data, p, end, present, after, fail)
+            deferred = DeferredRows(tm, data, p, end, present, after, self.flavor, self.source, pos, fn)
             return RowsEvent(h, pos, kind, table_id, tm, flags, (), extra, False, version, compressed,
                              partial, deferred)
         rows = self._decode_rows(tm, kind, data, p, end, present, present_after, partial)
@@ -650,7 +621,7 @@ class EventDecoder:
         try:
             return self._decode_rows_unchecked(tm, kind, data, p, end, present, present_after, partial)
         except (CorruptEventError, *_STRUCT_ERRORS) as exc:
-            raise _row_data_error(tm, self.flavor, exc) from None
+            raise row_data_error(tm, self.flavor, exc) from None
 
     def _decode_rows_unchecked(self, tm, kind, data, p, end, present, present_after, partial):
         if kind != "update":
@@ -676,7 +647,7 @@ class EventDecoder:
                     a = self._apply_partial_json(b, a)
                 append((b, a))
         if p != end:
-            raise CorruptEventError(_rows_end_mismatch(tm, p, end))
+            raise CorruptEventError(rows_end_mismatch(tm, p, end))
         return tuple(rows)
 
     @staticmethod

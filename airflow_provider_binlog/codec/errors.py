@@ -7,6 +7,10 @@ and a ``hint`` telling the user what to do next.
 from __future__ import annotations
 
 
+def _rebuild(cls, message, source, offset, hint):
+    return cls(message, source=source, offset=offset, hint=hint)
+
+
 class BinlogError(Exception):
     """Base class for every error the codec raises."""
 
@@ -31,6 +35,10 @@ class BinlogError(Exception):
         if self.hint:
             text += f" ({self.hint})"
         return text
+
+    def __reduce__(self):
+        # keep the fields when the error crosses processes (the dump's decoding workers)
+        return _rebuild, (type(self), self.message, self.source, self.offset, self.hint)
 
     def at(self, source: str | None, offset: int | None) -> "BinlogError":
         """Fill in the position if the raiser did not know it; returns self."""

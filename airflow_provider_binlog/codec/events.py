@@ -305,32 +305,6 @@ class JsonDiffs:
     diffs: tuple
 
 
-class DeferredRows:
-    """The undecoded rows of one rows event, decoded on demand straight into columns.
-
-    :meth:`decode_into` appends the values of column ``i`` to ``before[i]`` (the only image,
-    or the before image of an update) and to ``after[i]`` (the after image), for the columns
-    present in each image (``present`` / ``present_after`` bitmaps), in their numeric form
-    (see :func:`.rows.compile_columns_decoder`), and returns the number of rows. Errors are
-    raised as the decoder raises them, with the event's source and offset.
-    """
-    __slots__ = ("present", "present_after", "_decode", "_data", "_start", "_end", "_fail")
-
-    def __init__(self, decode, data: bytes, start: int, end: int, present: int,
-                 present_after: Optional[int], fail) -> None:
-        self._decode, self._data, self._start, self._end = decode, data, start, end
-        self.present, self.present_after, self._fail = present, present_after, fail
-
-    def decode_into(self, before: list, after: Optional[list] = None) -> int:
-        try:
-            n, p = self._decode(self._data, self._start, self._end, before, after)
-        except Exception as exc:
-            raise self._fail(exc) from None
-        if p != self._end:
-            raise self._fail(None, p)
-        return n
-
-
 @dataclass(frozen=True, slots=True)
 class RowsEvent(Event):
     """WRITE/UPDATE/DELETE rows (v0/v1/v2, MariaDB compressed, MySQL PARTIAL_UPDATE_ROWS).
@@ -339,7 +313,7 @@ class RowsEvent(Event):
     ``ABSENT``. For updates each row is a ``(before, after)`` pair. When the table was
     excluded by the decoder's table filter, ``skipped`` is True and ``rows`` is empty.
     A decoder asked to defer rows leaves ``rows`` empty and sets ``deferred`` instead, which
-    decodes them into per-column lists (see :class:`DeferredRows`).
+    decodes them into per-column lists (see :class:`.rows.DeferredRows`).
     """
     kind: str
     table_id: int
@@ -351,7 +325,7 @@ class RowsEvent(Event):
     version: int = 2
     compressed: bool = False
     partial: bool = False
-    deferred: Optional["DeferredRows"] = None
+    deferred: Optional[object] = None
 
     @property
     def schema(self) -> Optional[str]:

@@ -16,7 +16,7 @@ from . import constants as C
 from . import values as V
 from .charsets import decode_text as _charset_decode_text
 from ._bytes import F32, F64, I16, I32, I64, U16, U32, U64
-from .errors import UnsupportedColumnTypeError
+from .errors import CorruptEventError, UnsupportedColumnTypeError
 from .events import ABSENT, Column, JsonDiffs
 
 _INT_READERS = {
@@ -510,3 +510,68 @@ def compile_columns_decoder(columns: tuple, present: int,
     consts.update(DAY_MICROS=_DAY_MICROS, DATE_DAYS=_DATE_DAYS, day_micros=_day_micros,
                   date_days=_date_days)
     return _compile(lines, consts, "decode_columns")
+
+
+def rows_end_mismatch(tm, p: int, end: int) -> str:
+    return (f"row data of {tm.qualified_name} ends at {p} but the event ends at {end}: the "
+            f"event does not match its TABLE_MAP")
+
+
+#: what reading bytes that do not hold what they should can raise
+DECODE_ERRORS = (IndexError, struct.error, ValueError, UnicodeDecodeError, OverflowError,
+                 KeyError, TypeError)
+
+
+def row_data_error(tm, flavor, exc: Exception) -> CorruptEventError:
+    """The error for row data that cannot be decoded with the table's TABLE_MAP."""
+    legacy = [c.name for c in tm.columns if c.type in (7, 11, 12) and not c.hires_fsp]
+    if flavor == "mariadb" and legacy:
+        return CorruptEventError(
+            f"row data of {tm.qualified_name} does not match its TABLE_MAP ({exc})",
+            hint=f"columns {', '.join(legacy)} use the pre-10.1 MariaDB temporal format whose "
+                 "fractional-second precision is not in the binlog; pass the table schema "
+                 "(ColumnSchema.datetime_precision) to decode them")
+    if isinstance(exc, CorruptEventError):
+        return exc
+    return CorruptEventError(f"row data of {tm.qualified_name}: {exc}")
+
+
+class DeferredRows:
+    """The undecoded rows of one rows event, decoded on demand straight into columns.
+
+    :meth:`decode_into` appends the values of column ``i`` to ``before[i]`` (the only image,
+    or the before image of an update) and to ``after[i]`` (the after image), for the columns
+    present in each image (``present`` / ``present_after`` bitmaps), in their numeric form
+    (see :func:`compile_columns_decoder`), and returns the number of rows. Errors are raised
+    as the decoder raises them, with the event's source and offset. The fields are plain
+    data (the row bytes are ``data[start:end]``), so the rows can be decoded in another
+    process: :meth:`rebuild` there, with a cache of compiled decoders.
+    """
+    __slots__ = ("table_map", "data", "start", "end", "present", "present_after", "flavor",
+                 "source", "pos", "_decode")
+
+    def __init__(self, table_map, data: bytes, start: int, end: int, present: int,
+                 present_after, flavor, source, pos: int, decode: Callable) -> None:
+        self.table_map, self.data, self.start, self.end = table_map, data, start, end
+        self.present, self.present_after = present, present_after
+        self.flavor, self.source, self.pos, self._decode = flavor, source, pos, decode
+
+    @classmethod
+    def rebuild(cls, table_map, data: bytes, start: int, end: int, present: int, present_after,
+                flavor, source, pos: int, cache: dict) -> "DeferredRows":
+        """Deferred rows with the column decoder from ``cache`` (keyed by table map)."""
+        key = (id(table_map), present, present_after)
+        hit = cache.get(key)
+        if hit is None or hit[0] is not table_map:
+            hit = cache[key] = (table_map, compile_columns_decoder(table_map.columns, present,
+                                                                   present_after))
+        return cls(table_map, data, start, end, present, present_after, flavor, source, pos, hit[1])
+
+    def decode_into(self, before: list, after=None) -> int:
+        try:
+            n, p = self._decode(self.data, self.start, self.end, before, after)
+            if p != self.end:
+                raise CorruptEventError(rows_end_mismatch(self.table_map, p, self.end))
+        except (CorruptEventError, *DECODE_ERRORS) as exc:
+            raise row_data_error(self.table_map, self.flavor, exc).at(self.source, self.pos) from None
+        return n

@@ -104,6 +104,8 @@ class _PartFile:
     def __init__(self, path: Path, relpath: str, table_map: TableMap, counters: Counters,
                  row_group_rows: int, background: _BackgroundWriter) -> None:
         self.path = path
+        self.key = (table_map.schema, table_map.table)
+        self.generation = 0
         self.background = background
         self.relpath = relpath
         self.columns = table_map.columns
@@ -288,24 +290,123 @@ class _PartFile:
                 "fingerprint": self.fingerprint, "sha256": file_sha256(self.path)}
 
 
+class _Stager:
+    """The part files of the tables one process stages, and its memory budget.
+
+    Each table has one open part file per layout generation (decided by the caller: a new
+    generation when the table's column layout changes), named ``part-<generation><suffix>``.
+    Rows are buffered until a part has ``row_group_rows`` of them, or the rows events
+    buffered for all tables reach ``row_group_bytes`` (binlog size): memory stays bounded by
+    that plus the largest single event, whatever the transaction size."""
+
+    def __init__(self, work_dir: Path, counters: Counters, *, row_group_rows: int,
+                 row_group_bytes: int, suffix: str = "") -> None:
+        self.work_dir = work_dir
+        self.counters = counters
+        self.row_group_rows = row_group_rows
+        self.row_group_bytes = row_group_bytes
+        self.suffix = suffix
+        self.background = _BackgroundWriter()
+        self.open: dict[tuple, _PartFile] = {}
+        self.closed: dict[tuple, list[tuple[int, dict]]] = {}  # (generation, file) per table
+        self.counts: dict[tuple, dict] = {}
+        self.buffered_bytes = 0
+
+    def part(self, table_map: TableMap, generation: int) -> _PartFile:
+        key = (table_map.schema, table_map.table)
+        part = self.open.get(key)
+        if part is not None and part.generation == generation:
+            part.columns = table_map.columns  # same layout (maybe a new table id or flags)
+            return part
+        if part is not None:
+            self.closed.setdefault(key, []).append((part.generation, part.close()))
+        folder = self.work_dir / "tables" / f"{_safe(table_map.schema)}.{_safe(table_map.table)}"
+        folder.parent.mkdir(exist_ok=True, mode=0o700)
+        folder.mkdir(exist_ok=True, mode=0o700)
+        name = f"part-{generation:05d}{self.suffix}.parquet"
+        part = _PartFile(folder / name, f"tables/{folder.name}/{name}", table_map, self.counters,
+                         self.row_group_rows, self.background)
+        part.generation = generation
+        self.open[key] = part
+        return part
+
+    def add(self, table_map: TableMap, generation: int, kind: str, size: int, envelope: tuple,
+            deferred=None, rows=None) -> int:
+        """Stage the rows of one event (``deferred``, or decoded ``rows`` tuples) of
+        ``size`` binlog bytes; ``envelope`` is (file, seq, pos, gtid, commit_ts, txn)."""
+        part = self.part(table_map, generation)
+        part.buffered_bytes += size
+        self.buffered_bytes += size
+        if deferred is not None:
+            n = part.append_event(kind, *envelope, deferred)
+        else:
+            if kind == "insert":
+                part.append_rows(kind, *envelope, None, rows)
+            elif kind == "delete":
+                part.append_rows(kind, *envelope, rows, None)
+            else:
+                part.append_rows(kind, *envelope, [r[0] for r in rows], [r[1] for r in rows])
+            n = len(rows)
+        counts = self.counts.get(part.key)
+        if counts is None:
+            counts = self.counts[part.key] = {"insert": 0, "update": 0, "delete": 0}
+        counts[kind] += n
+        if self.buffered_bytes >= self.row_group_bytes:
+            self._flush_buffers()
+        return n
+
+    def _flush_buffers(self) -> None:
+        """Write the largest buffers as row groups until half the budget is left (multi-MB
+        rows: a few rows per group rather than all of them in memory)."""
+        parts = list(self.open.values())
+        total = sum(p.buffered_bytes for p in parts)
+        for part in sorted(parts, key=lambda p: p.buffered_bytes, reverse=True):
+            if total < self.row_group_bytes // 2:
+                break
+            total -= part.buffered_bytes
+            part.flush()
+        self.buffered_bytes = total
+
+    def close(self) -> dict[tuple, list[tuple[int, dict]]]:
+        """Close every part file; returns the (generation, file) of each table."""
+        try:
+            for key, part in self.open.items():
+                self.closed.setdefault(key, []).append((part.generation, part.close()))
+            self.open = {}
+        finally:
+            self.background.stop()
+        return self.closed
+
+    def abort(self) -> None:
+        self.background.stop(discard=True)
+        for part in self.open.values():
+            try:
+                part.writer.close()
+            except Exception:
+                pass
+        self.open = {}
+
+
 class _TableStage:
+    """What the writer knows of one table: its layout generation and row counts."""
+
     def __init__(self, schema: str, table: str) -> None:
         self.schema, self.table = schema, table
-        self.parts: list[_PartFile] = []
-        self.closed_parts: list[dict] = []
         self.counts = {"insert": 0, "update": 0, "delete": 0}
         self.table_map: Optional[TableMap] = None
+        self.fingerprint: Optional[str] = None
+        self.generation = -1
 
 
 class StagingWriter:
     """Collects the row changes of one dump and publishes them as a staged batch.
 
-    Rows are buffered until a table has ``row_group_rows`` of them, or the rows events
-    buffered for all tables reach ``row_group_bytes`` (binlog size): memory stays bounded by
-    that plus the largest single event, whatever the transaction size."""
+    Rows are staged in this process, or with ``workers`` > 0 by that many worker processes
+    (rows events decoded in parallel, see :mod:`.parallel`); the row-group and memory limits
+    (``row_group_rows``, ``row_group_bytes``, see :class:`_Stager`) apply to each process."""
 
     def __init__(self, staging_dir, *, row_group_rows: int = 50_000,
-                 row_group_bytes: int = 8 << 20) -> None:
+                 row_group_bytes: int = 8 << 20, workers: int = 0) -> None:
         self.staging_dir = Path(staging_dir)
         self.staging_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.work_dir = self.staging_dir / f".incomplete-{uuid.uuid4().hex}"
@@ -315,75 +416,59 @@ class StagingWriter:
         remove_stale_work_dirs(self.staging_dir)
         self.row_group_rows = row_group_rows
         self.row_group_bytes = row_group_bytes
-        self._buffered_bytes = 0
         self.counters = Counters()
-        self._background = _BackgroundWriter()
         self.tables: dict[tuple, _TableStage] = {}
         self.ddl: list[dict] = []
         self.published: Optional[Manifest] = None
+        self._rows = 0
+        self._pool = None
+        self._local = _Stager(self.work_dir, self.counters, row_group_rows=row_group_rows,
+                              row_group_bytes=row_group_bytes)
+        if workers:
+            from .parallel import WorkerPool
+            self._pool = WorkerPool(self.work_dir, workers, row_group_rows=row_group_rows,
+                                    row_group_bytes=row_group_bytes, inherited_fds=(self._lock_fd,))
 
-    def _part_for(self, tm: TableMap) -> tuple[_TableStage, _PartFile]:
+    @property
+    def rows_staged(self) -> int:
+        """Rows staged so far (with workers: those the workers have reported)."""
+        return self._rows + (self._pool.rows_reported() if self._pool is not None else 0)
+
+    def _stage_for(self, tm: TableMap) -> _TableStage:
+        """The table's stage, in a new layout generation when its columns changed."""
         key = (tm.schema, tm.table)
         stage = self.tables.get(key)
         if stage is None:
             stage = self.tables[key] = _TableStage(tm.schema, tm.table)
-        part = stage.parts[-1] if stage.parts else None
-        if part is None or part.columns != tm.columns:
-            if part is not None and schema_fingerprint(part.columns) == schema_fingerprint(tm.columns):
-                part.columns = tm.columns  # same layout, a new table id or flags only
-            else:
-                if part is not None:
-                    stage.closed_parts.append(part.close())
-                folder = self.work_dir / "tables" / f"{_safe(tm.schema)}.{_safe(tm.table)}"
-                folder.parent.mkdir(exist_ok=True, mode=0o700)
-                folder.mkdir(exist_ok=True, mode=0o700)
-                name = f"part-{len(stage.closed_parts):05d}.parquet"
-                rel = f"tables/{folder.name}/{name}"
-                part = _PartFile(folder / name, rel, tm, self.counters, self.row_group_rows,
-                                 self._background)
-                stage.parts.append(part)
+        if stage.table_map is None or (stage.table_map.columns is not tm.columns
+                                       and stage.table_map.columns != tm.columns):
+            fingerprint = schema_fingerprint(tm.columns)
+            if fingerprint != stage.fingerprint:
+                stage.generation += 1
+                stage.fingerprint = fingerprint
         stage.table_map = tm
-        return stage, part
+        return stage
 
     def add_rows(self, event: RowsEvent, *, binlog_file: str, gtid: Optional[str], txn: str,
-                 commit_ts: Optional[dt.datetime] = None) -> int:
-        """Stage every row of a decoded rows event; returns the number of rows staged."""
-        if event.skipped or event.table_map is None or not (event.rows or event.deferred):
-            return 0
-        stage, part = self._part_for(event.table_map)
-        seq = binlog_sequence(binlog_file)
+                 commit_ts: Optional[dt.datetime] = None) -> None:
+        """Stage every row of a decoded (or deferred) rows event."""
+        deferred = event.deferred
+        if event.skipped or event.table_map is None or not (
+                event.rows or (deferred is not None and deferred.end > deferred.start)):
+            return
+        tm = event.table_map
+        stage = self._stage_for(tm)
         ts = commit_ts or dt.datetime.fromtimestamp(event.header.timestamp, UTC)
-        kind = event.kind
-        rows = event.rows
-        part.buffered_bytes += event.header.event_size
-        self._buffered_bytes += event.header.event_size
-        if event.deferred is not None:
-            n = part.append_event(kind, binlog_file, seq, event.pos, gtid, ts, txn, event.deferred)
-        elif kind == "insert":
-            part.append_rows(kind, binlog_file, seq, event.pos, gtid, ts, txn, None, rows)
-        elif kind == "delete":
-            part.append_rows(kind, binlog_file, seq, event.pos, gtid, ts, txn, rows, None)
-        else:
-            part.append_rows(kind, binlog_file, seq, event.pos, gtid, ts, txn,
-                             [r[0] for r in rows], [r[1] for r in rows])
-        if event.deferred is None:
-            n = len(rows)
-        stage.counts[kind] += n
-        if self._buffered_bytes >= self.row_group_bytes:
-            self._flush_buffers()
-        return n
-
-    def _flush_buffers(self) -> None:
-        """Write the largest buffers as row groups until half the budget is left (multi-MB
-        rows: a few rows per group rather than all of them in memory)."""
-        parts = [s.parts[-1] for s in self.tables.values() if len(s.parts) > len(s.closed_parts)]
-        total = sum(p.buffered_bytes for p in parts)
-        for part in sorted(parts, key=lambda p: p.buffered_bytes, reverse=True):
-            if total < self.row_group_bytes // 2:
-                break
-            total -= part.buffered_bytes
-            part.flush()
-        self._buffered_bytes = total
+        envelope = (binlog_file, binlog_sequence(binlog_file), event.pos, gtid, ts, txn)
+        size = event.header.event_size
+        if self._pool is not None:
+            self._pool.submit(tm, stage.generation, event.kind, size, envelope, event.deferred,
+                              None if event.deferred is not None else event.rows)
+            return
+        n = self._local.add(tm, stage.generation, event.kind, size, envelope,
+                            event.deferred, event.rows)
+        stage.counts[event.kind] += n
+        self._rows += n
 
     def add_snapshot_rows(self, table_map: TableMap, rows, *, binlog_file: str, position: int,
                           gtid: Optional[str], taken_at: dt.datetime, first_index: int) -> int:
@@ -391,7 +476,10 @@ class StagingWriter:
 
         ``first_index`` continues the row index across chunks so every row keeps a unique
         ordering key."""
-        stage, part = self._part_for(table_map)
+        if self._pool is not None:
+            raise RuntimeError("snapshots are staged by a writer without workers")
+        stage = self._stage_for(table_map)
+        part = self._local.part(table_map, stage.generation)
         seq = binlog_sequence(binlog_file)
         txn = f"snapshot:{binlog_file}:{position}"
         rows = list(rows)
@@ -399,25 +487,39 @@ class StagingWriter:
             part.append_rows("insert", binlog_file, seq, position, gtid, taken_at, txn, None, rows,
                              first_index=first_index)
         stage.counts["insert"] += len(rows)
+        self._rows += len(rows)
         return len(rows)
 
     def add_ddl(self, record: dict) -> None:
         self.ddl.append(record)
 
+    def _close_files(self) -> dict[tuple, list[dict]]:
+        """Close every part file (the workers' too); the files of each table, in order."""
+        placed = {key: [(generation, 0, f) for generation, f in files]
+                  for key, files in self._local.close().items()}
+        if self._pool is not None:
+            result = self._pool.close()
+            for key, files in result.files.items():
+                placed.setdefault(key, []).extend((g, 1 + w, f) for g, w, f in files)
+            for key, counts in result.counts.items():
+                for kind, n in counts.items():
+                    self.tables[key].counts[kind] += n
+            self.counters.invalid_temporals += result.invalid_temporals
+            self.counters.replaced_text += result.replaced_text
+        # generation order (the merge follows layouts in file order), then by process
+        return {key: [f for *_, f in sorted(files, key=lambda t: t[:2])] for key, files in placed.items()}
+
     def publish(self, *, dump_id: str, start: dict, end: dict, server: dict,
                 extra: Optional[dict] = None) -> Manifest:
         """Close the files, write the manifest, and move the batch to ``<staging_dir>/<dump_id>``."""
+        files_of = self._close_files()
         tables = []
-        for (schema, table), stage in sorted(self.tables.items()):
-            files = list(stage.closed_parts)
-            for part in stage.parts[len(files):]:
-                files.append(part.close())
-            self._background.stop()
+        for key, stage in sorted(self.tables.items()):
             cols = column_descriptions(stage.table_map.columns)
             tables.append({
-                "schema": schema, "table": table, "rows": dict(stage.counts),
+                "schema": stage.schema, "table": stage.table, "rows": dict(stage.counts),
                 "columns": cols, "primary_key": [c["name"] for c in cols if c["primary_key"]],
-                "fingerprint": schema_fingerprint(stage.table_map.columns), "files": files,
+                "fingerprint": stage.fingerprint, "files": files_of.get(key, []),
             })
         manifest = {
             "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "dump_id": dump_id,
@@ -452,13 +554,9 @@ class StagingWriter:
         return self.published
 
     def abort(self) -> None:
-        self._background.stop(discard=True)
-        for stage in self.tables.values():
-            for part in stage.parts:
-                try:
-                    part.writer.close()
-                except Exception:
-                    pass
+        if self._pool is not None:
+            self._pool.abort()
+        self._local.abort()
         shutil.rmtree(self.work_dir, ignore_errors=True)
         self._release()
 

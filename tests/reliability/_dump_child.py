@@ -22,6 +22,10 @@ import threading
 
 def die() -> None:
     sys.stdout.flush()
+    import multiprocessing
+    if multiprocessing.parent_process() is not None:
+        # a staging worker (forked with this hook installed): the dump dies, then the worker
+        os.kill(os.getppid(), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
 
 

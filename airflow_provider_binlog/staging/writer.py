@@ -43,6 +43,12 @@ def binlog_sequence(file: str) -> int:
     return int(suffix) if suffix.isdigit() else 0
 
 
+_EVENT_COLUMNS = ("_op", "_binlog_file", "_binlog_seq", "_binlog_pos", "_gtid", "_commit_ts", "_txn")
+_ENVELOPE_DICTIONARY = ["_op", "_binlog_file", "_gtid", "_txn"]
+_ENVELOPE_STATISTICS = ["_op", "_binlog_file", "_binlog_seq", "_binlog_pos", "_row", "_gtid",
+                        "_commit_ts", "_txn"]
+
+
 class _BackgroundWriter:
     """Writes row groups on one thread while the caller decodes the next rows.
 
@@ -117,7 +123,11 @@ class _PartFile:
         self.row_group_rows = row_group_rows
         self.rows = 0
         self._absent_names: dict[int, tuple] = {}
-        self.writer = pq.ParquetWriter(str(path), self.schema, compression="zstd")
+        # dictionaries and statistics for the envelope (few distinct values; positions are
+        # what readers filter on), not for the row images, where they cost more than they give
+        self.writer = pq.ParquetWriter(str(path), self.schema, compression="zstd",
+                                       use_dictionary=_ENVELOPE_DICTIONARY,
+                                       write_statistics=_ENVELOPE_STATISTICS)
         os.chmod(path, 0o600)
         self._reset()
 
@@ -126,14 +136,11 @@ class _PartFile:
         self.count = 0
         # envelope columns, then per image: a list per table column, a null flag per row
         # (True: no such image for the row's op) and the absent column names per row
-        self.ops: list = []
-        self.files: list = []
-        self.seqs: list = []
-        self.poss: list = []
+        # the envelope is the same for every row of an event: one entry per event in
+        # ``events``, the event of each row in ``event_of_row``, the row index in ``indexes``
+        self.events: list = []
+        self.event_of_row: list = []
         self.indexes: list = []
-        self.gtids: list = []
-        self.stamps: list = []
-        self.txns: list = []
         width = len(self.columns)
         self.before: list = [[] for _ in range(width)]
         self.after: list = [[] for _ in range(width)]
@@ -144,14 +151,9 @@ class _PartFile:
 
     def _envelope(self, op: str, file: str, seq: int, pos: int, gtid, commit_ts, txn: str,
                   n: int, first_index: int) -> None:
-        self.ops += [op] * n
-        self.files += [file] * n
-        self.seqs += [seq] * n
-        self.poss += [pos] * n
+        self.event_of_row += [len(self.events)] * n
+        self.events.append((op, file, seq, pos, gtid, commit_ts, txn))
         self.indexes += range(first_index, first_index + n)
-        self.gtids += [gtid] * n
-        self.stamps += [commit_ts] * n
-        self.txns += [txn] * n
         self.count += n
         self.rows += n
 
@@ -265,10 +267,8 @@ class _PartFile:
     def flush(self) -> None:
         if not self.count:
             return
-        columns = {"_op": self.ops, "_binlog_file": self.files, "_binlog_seq": self.seqs,
-                   "_binlog_pos": self.poss, "_row": self.indexes, "_gtid": self.gtids,
-                   "_commit_ts": self.stamps, "_txn": self.txns,
-                   "_before_absent": self.before_absent, "_after_absent": self.after_absent}
+        per_event = dict(zip(_EVENT_COLUMNS, zip(*self.events)))
+        rows_event = pa.array(self.event_of_row, type=pa.int32())
         arrays = []
         for field in self.schema:
             name = field.name
@@ -276,8 +276,14 @@ class _PartFile:
                 arrays.append(self._image(self.before, self.before_null))
             elif name == "_after":
                 arrays.append(self._image(self.after, self.after_null))
-            else:
-                arrays.append(pa.array(columns[name], type=field.type))
+            elif name == "_row":
+                arrays.append(pa.array(self.indexes, type=field.type))
+            elif name in per_event:
+                arrays.append(pa.array(per_event[name], type=field.type).take(rows_event))
+            else:  # the absent columns of each row: mostly none at all
+                absent = self.before_absent if name == "_before_absent" else self.after_absent
+                arrays.append(pa.array(absent, type=field.type) if any(absent)
+                              else pa.nulls(self.count, type=field.type))
         table = pa.Table.from_arrays(arrays, schema=self.schema)
         self._reset()
         self.background.submit(partial(self.writer.write_table, table))

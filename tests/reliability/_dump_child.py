@@ -60,7 +60,7 @@ def install(kill: dict) -> None:
         original = writer._PartFile.flush
 
         def flush(self):
-            wrote = bool(self.ops)
+            wrote = bool(self.count)
             original(self)
             if wrote:
                 count[0] += 1

@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/dump_bench.py [--rows N] [--runs K] [--profile N]
+    .venv/bin/python benchmarks/dump_bench.py [--rows N] [--runs K] [--workers N] [--profile N]
 
 The script starts a private MariaDB server (``airflow_provider_binlog/local_mariadb.py``; needs
 ``mariadbd`` and ``mariadb-install-db``) with CRC32 checksums, FULL row images
@@ -19,9 +19,19 @@ It then reads that range over the replication protocol, best of ``--runs``:
 * ``ours``: :func:`airflow_provider_binlog.dump.run_dump` from the start to
   the end position into a temporary staging directory: every row decoded,
   converted and written to zstd Parquet, and the manifest published.  Each
-  run is a separate process, so its peak RSS (``ru_maxrss`` from
-  ``os.wait4``, with ``VmHWM`` as reported by the process itself) is ours
-  alone and not the server's;
+  run is a separate process, which forks the dump's staging workers
+  (``BINLOG_DUMP_WORKERS``; ``--workers N`` sets it for that process, by
+  default the dump's own default applies: one per core, up to 4).  The
+  memory of that process tree is ours alone and not the server's: this
+  script samples it from outside every 50 ms (``benchmarks/_proctree.py``:
+  the dump process and all its descendants in /proc) and keeps the peak of
+  the RSS summed over the tree and the peak of the PSS summed over the tree.
+  The workers share the dump process's pages copy-on-write, which the summed
+  RSS counts once per process; the summed PSS counts them once and is the
+  fair figure.  Shown beside it: ``VmHWM`` of the dump process as it
+  reports it (its own peak RSS, workers excluded) and ``ru_maxrss`` from
+  ``os.wait4``, which Linux takes as the maximum over the dump process and
+  the children it reaped (the largest single process, not a sum);
 * ``theirs``: python-mysql-replication's ``BinLogStreamReader`` (non-blocking,
   rows events only) over the same range, every value of every row image
   touched; the ``mysql-replication`` package is installed with pip into the
@@ -31,9 +41,12 @@ It then reads that range over the replication protocol, best of ``--runs``:
   range to a temporary directory, the transfer ceiling of the protocol.
 
 It prints the rows per second of ours and theirs, the ratio ours/theirs (the
-project aims at 10 or more), our peak RSS, our binlog megabytes per second and
-the raw transfer megabytes per second.  ``--profile N`` also runs the dump once
-under cProfile and prints its N most expensive functions.  The row-change
+project aims at 10 or more), the staging workers used and our peak memory
+(summed RSS and summed PSS of the dump's process tree), our binlog megabytes
+per second and the raw transfer megabytes per second.  ``--profile N`` also
+runs the dump once under cProfile and prints its N most expensive functions;
+cProfile sees the dump process only, not its workers (``--workers 0`` stages
+in the dump process, where the profile sees the decoding too).  The row-change
 counts of both readers are cross-checked (and ours against the rows in the
 Parquet files); the script exits with status 1 when they differ and 2 when
 the setup fails.  The server is stopped on every exit path.
@@ -57,6 +70,11 @@ from decimal import Decimal
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+HERE = str(pathlib.Path(__file__).resolve().parent)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from _proctree import TreeReport, TreeSampler, describe, wait_exited  # noqa: E402
 
 SERVER_OPTIONS = {
     "binlog_checksum": "CRC32",
@@ -164,7 +182,7 @@ def worker_ours(spec: dict) -> dict:
     import pyarrow.parquet as pq
 
     from airflow_provider_binlog.checkpoint import Checkpoint
-    from airflow_provider_binlog.dump import run_dump
+    from airflow_provider_binlog.dump import default_workers, run_dump
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.tables import TableFilter
 
@@ -206,7 +224,7 @@ def worker_ours(spec: dict) -> dict:
         for path in result.manifest.files(table):
             staged += pq.ParquetFile(path).metadata.num_rows
     return {"seconds": seconds, "counts": counts, "staged": staged,
-            "end": [result.end.file, result.end.position],
+            "end": [result.end.file, result.end.position], "workers": default_workers(),
             "rss_idle_mb": rss_idle, "vmhwm_mb": rss_peak}
 
 
@@ -247,15 +265,21 @@ def worker_theirs(spec: dict) -> dict:
     return {"seconds": seconds, "counts": counts, "values": touched, "vmhwm_mb": _vmhwm_mb()}
 
 
-def run_worker(kind: str, spec: dict) -> tuple[dict, float]:
-    """Run one reader in a child process; return its report and its ru_maxrss in MB."""
+def run_worker(kind: str, spec: dict, env: dict | None = None) -> tuple[dict, float, TreeReport]:
+    """Run one reader in a child process, its process tree sampled from here; return its
+    report, its own ru_maxrss in MB and the tree's memory."""
     proc = subprocess.Popen([sys.executable, str(pathlib.Path(__file__).resolve()),
-                             "--worker", kind], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                             "--worker", kind], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env=env)
+    sampler = TreeSampler(proc.pid, series=False)
+    sampler.start()
     try:
         proc.stdin.write(json.dumps(spec).encode())
         proc.stdin.close()
         out = proc.stdout.read()
         proc.stdout.close()
+        wait_exited(proc.pid)
+        tree = sampler.stop()
         _, status, usage = os.wait4(proc.pid, 0)  # this child's own resource usage
     except BaseException:
         proc.kill()
@@ -264,8 +288,11 @@ def run_worker(kind: str, spec: dict) -> tuple[dict, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise RuntimeError(f"the {kind} reader exited with status {proc.returncode}")
+    if tree.survivors:
+        print(f"the {kind} reader's child processes {tree.survivors} outlived it",
+              file=sys.stderr)
     lines = out.decode().strip().splitlines()
-    return json.loads(lines[-1]), usage.ru_maxrss / 1024  # KiB on Linux
+    return json.loads(lines[-1]), usage.ru_maxrss / 1024, tree  # KiB on Linux
 
 
 def run_raw(mariadb_binlog: str, conn: dict, start: tuple, end: tuple, dest: pathlib.Path):
@@ -319,8 +346,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=200_000, help="rows to insert (default 200000)")
     ap.add_argument("--runs", type=int, default=3, help="timed runs of each reader, best kept")
+    ap.add_argument("--workers", type=int, default=None, metavar="N",
+                    help="staging worker processes of the dump (BINLOG_DUMP_WORKERS for it; "
+                         "0: stage in the dump process; default: the dump's default)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
-                    help="also profile one dump and print its N most expensive functions")
+                    help="also profile one dump and print its N most expensive functions "
+                         "(the dump process only, not its workers)")
     ap.add_argument("--worker", choices=("ours", "theirs"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -331,6 +362,11 @@ def main(argv=None) -> int:
         return 0
     if args.rows < 1 or args.runs < 1:
         ap.error("--rows and --runs must be at least 1")
+    if args.workers is not None and args.workers < 0:
+        ap.error("--workers must be 0 or more")
+    ours_env = None
+    if args.workers is not None:
+        ours_env = {**os.environ, "BINLOG_DUMP_WORKERS": str(args.workers)}
 
     mariadb_binlog = shutil.which("mariadb-binlog") or shutil.which("mysqlbinlog")
     if not mariadb_binlog:
@@ -365,14 +401,22 @@ def main(argv=None) -> int:
                     "password": srv.repl_password}
             spec = {**conn, "start": list(start), "end": list(end)}
 
-            t_ours, rss_ours, rss_idle, ours = float("inf"), 0.0, 0.0, None
+            t_ours, maxrss_ours, hwm_ours, rss_idle, ours = float("inf"), 0.0, 0.0, 0.0, None
+            tree_rss = tree_pss = 0.0
+            tree_procs, tree_ours = 0, None
             for i in range(args.runs):
                 staging = tmp / f"staging-{i}"
-                report, maxrss = run_worker("ours", {**spec, "staging": str(staging)})
+                report, maxrss, tree = run_worker("ours", {**spec, "staging": str(staging)},
+                                                  ours_env)
                 shutil.rmtree(staging, ignore_errors=True)
                 t_ours = min(t_ours, report["seconds"])
-                rss_ours = max(rss_ours, maxrss, report["vmhwm_mb"])
+                maxrss_ours = max(maxrss_ours, maxrss)
+                hwm_ours = max(hwm_ours, report["vmhwm_mb"])
                 rss_idle = report["rss_idle_mb"]
+                tree_rss = max(tree_rss, tree.peak_rss_mb)
+                if tree.peak_pss_mb > tree_pss:
+                    tree_pss, tree_ours = tree.peak_pss_mb, tree
+                tree_procs = max(tree_procs, tree.max_processes)
                 if ours is None:
                     ours = report
                     n_rows = sum(ours["counts"].values())
@@ -383,12 +427,12 @@ def main(argv=None) -> int:
             if args.profile:
                 print(f"--- cProfile of one dump (top {args.profile}) ---", flush=True)
                 run_worker("ours", {**spec, "staging": str(tmp / "staging-profile"),
-                                    "profile": args.profile})
+                                    "profile": args.profile}, ours_env)
 
             t_theirs, theirs = float("inf"), None
             if have_theirs:
                 for _ in range(args.runs):
-                    report, _rss = run_worker("theirs", spec)
+                    report, _rss, _tree = run_worker("theirs", spec)
                     t_theirs = min(t_theirs, report["seconds"])
                     theirs = theirs or report
 
@@ -405,8 +449,16 @@ def main(argv=None) -> int:
              f"{theirs['counts']['update']}/{theirs['counts']['delete']}" if theirs else ""))
     print(f"rows: {n_rows}  binlog: {size_mb:.1f} MB  (best of {args.runs})")
     print(f"ours:       {t_ours:7.3f}s  {n_rows / t_ours:10,.0f} rows/s  "
-          f"{size_mb / t_ours:7.1f} MB/s  peak RSS {rss_ours:.0f} MB "
-          f"({rss_idle:.0f} MB before the dump)")
+          f"{size_mb / t_ours:7.1f} MB/s  ({ours['workers']} staging workers"
+          + (f", BINLOG_DUMP_WORKERS={(ours_env or os.environ)['BINLOG_DUMP_WORKERS']}"
+             if (ours_env or os.environ).get("BINLOG_DUMP_WORKERS") else ", the dump's default")
+          + ")")
+    print(f"peak RSS (dump + {max(0, tree_procs - 1)} workers): {tree_rss:.0f} MB summed RSS, "
+          f"{tree_pss:.0f} MB summed PSS")
+    print(f"    single processes: dump process VmHWM {hwm_ours:.0f} MB ({rss_idle:.0f} MB before "
+          f"the dump); ru_maxrss {maxrss_ours:.0f} MB (largest of the dump and its workers)")
+    if tree_ours is not None and len(tree_ours.processes) > 1:
+        print("    " + describe(tree_ours).replace("\n", "\n    "))
     if theirs:
         print(f"theirs:     {t_theirs:7.3f}s  {n_rows / t_theirs:10,.0f} rows/s  "
               f"{size_mb / t_theirs:7.1f} MB/s  (python-mysql-replication, peak RSS "

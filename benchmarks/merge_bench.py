@@ -3,7 +3,7 @@
 Run from the repository root::
 
     .venv/bin/python benchmarks/merge_bench.py [--small N] [--large N] [--changes N]
-        [--driver-memory 4g] [--table-property KEY=VALUE ...] [--keep DIR]
+        [--repeat N] [--driver-memory 4g] [--table-property KEY=VALUE ...] [--keep DIR]
 
 The script starts a local Spark (``airflow_provider_binlog/spark/runtime.py``, needs pyspark
 3.5, the Iceberg runtime and a Java 17) with a Hadoop catalog ``lake`` over a temporary
@@ -11,16 +11,18 @@ warehouse, and creates two Iceberg tables of the same source table ``bench.items
 (``id BIGINT`` primary key, ``account_id BIGINT``, ``amount DECIMAL(12,2)``, ``score DOUBLE``,
 ``name VARCHAR``, nullable ``note VARCHAR``) in the namespaces ``bench_small`` and
 ``bench_large``, holding ``--small`` and ``--large`` rows (default 1,000,000 and 10,000,000;
-even ids ``0, 2, 4, ...``).  They are created as the merge job creates its tables (same
-columns as the staged batch maps to, its ``binlog.*`` table properties, format version 2,
-``WRITE ORDERED BY id``), loaded from ``spark.range`` with the rows sorted by id (files
-clustered on the key), and their load commit carries the ``binlog.checkpoint`` the batch
-starts at, so the batch applies without a gap.
+even ids ``0, 2, 4, ...``).  They are created with the merge job's own statements
+(``merge_cdc.create_table_statements``), so they have its default layout: format version 2,
+``WRITE ORDERED BY id``, merge-on-read MERGE/UPDATE/DELETE with one position delete file per
+write task and partition (``merge_cdc.DEFAULT_TABLE_PROPERTIES``), plus the ``binlog.*``
+table properties.  They are loaded from ``spark.range`` with the rows sorted by id (one file
+per 250,000 rows, each a sorted run of ids), and their load commit carries the
+``binlog.checkpoint`` the batch starts at, so the batch applies without a gap.
 
 For each table it stages, with :class:`~airflow_provider_binlog.staging.StagingWriter`, one
 batch of ``--changes`` row changes (default 10,000) spread uniformly over the table's key
-range: 60 % updates of existing rows, 20 % deletes, 20 % inserts of new (odd) ids, in
-events of 20 rows in random order.  It then times:
+range (so every data file holds changed keys): 60 % updates of existing rows, 20 % deletes,
+20 % inserts of new (odd) ids, in events of 20 rows in random order.  It then times:
 
 * ``merge small``: ``apply_manifests`` of the small table's batch;
 * ``merge large``: ``apply_manifests`` of the large table's batch;
@@ -28,15 +30,20 @@ events of 20 rows in random order.  It then times:
   rewriting the whole table;
 
 after an untimed warm-up merge into a table of 20,000 rows (the first MERGE of a session
-pays for class loading), checks the row counts after the merges, and prints the three
-times, the ratio large/small of the merges (the project aims at 1.5 or less: the cost of a
-batch should follow the batch, not the table) and overwrite/merge of the large table.  The
-data files each commit removed and added (from its snapshot summary) are printed next to
-the table's file count: a merge that removes every file rewrote the whole table.
+pays for class loading).  The two merges run ``--repeat`` times (default 3), small and large
+alternately; before each repeat the table is rolled back to its loaded snapshot and the
+batch is applied as another stream of the namespace's ledger, so each repeat does the same
+work.  The row counts are checked after each merge.  The script prints each merge's time,
+the medians, the ratio large/small of the medians (the project aims at 1.5 or less: the cost
+of a batch should follow the batch, not the table) and overwrite/merge of the large table.
+The data files each commit removed and added and the delete files it added (from its
+snapshot summary) are printed next to the table's file count: a merge that removes every
+file rewrote the whole table; a merge-on-read merge removes none and adds one data file for
+the changed rows and one delete file per write task.
 
-``--table-property`` adds Iceberg table properties to both tables (e.g.
-``write.merge.mode=merge-on-read``).  The script exits with status 1 when a row count is
-wrong and 2 when the setup fails.
+``--table-property`` adds Iceberg table properties to both tables, overriding the job's
+defaults (e.g. ``write.merge.mode=copy-on-write``).  The script exits with status 1 when a
+row count is wrong and 2 when the setup fails.
 """
 from __future__ import annotations
 
@@ -45,6 +52,7 @@ import json
 import pathlib
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -158,10 +166,8 @@ def create_table(spark, namespace: str, manifest, start: Checkpoint, rows: int,
     staged = merge_cdc.read_staged(spark, str(manifest.files(manifest.tables[0])[0])).schema
     columns = [(f.name, merge_cdc.iceberg_type_for_spark(f.dataType))
                for f in staged["_after"].dataType.fields]
-    props = {merge_cdc.PROP_SOURCE: json.dumps(list(SOURCE)), merge_cdc.PROP_MODE: merge_cdc.MODE_MERGE,
-             merge_cdc.PROP_PRIMARY_KEY: json.dumps(["id"]), "format-version": "2",
-             **extra_properties}
-    for sql in merge_cdc.schema_statements(name, [("create", columns), ("order", ["id"])], props):
+    for sql in merge_cdc.create_table_statements(name, SOURCE, columns, merge_cdc.MODE_MERGE, ["id"],
+                                                 extra_properties):
         spark.sql(sql)
     partitions = max(1, rows // 250_000)
     data = spark.range(0, 2 * rows, 2, numPartitions=partitions).selectExpr(*ROW_SQL)
@@ -185,11 +191,22 @@ def head_summary(spark, name: str) -> dict:
     return snapshot_summary(spark, name)
 
 
-def timed_merge(spark, manifest, namespace: str) -> float:
+def load_snapshot(spark, name: str) -> int:
+    return spark.sql(f"SELECT snapshot_id FROM {name}.refs WHERE name = 'main'").collect()[0][0]
+
+
+def rollback(spark, name: str, snapshot_id: int) -> None:
+    """Back to the loaded table (the files of the merge stay, unreferenced)."""
+    short = name.split(".", 1)[1]
+    spark.sql(f"CALL {CATALOG}.system.rollback_to_snapshot(table => '{short}', "
+              f"snapshot_id => {snapshot_id})")
+
+
+def timed_merge(spark, manifest, namespace: str, stream: str = "default") -> float:
     from spark_jobs.merge_cdc import apply_manifests
 
     t0 = time.perf_counter()
-    result = apply_manifests(spark, [manifest], CATALOG, namespace)
+    result = apply_manifests(spark, [manifest], CATALOG, namespace, stream=stream)
     elapsed = time.perf_counter() - t0
     statuses = [t["status"] for b in result["batches"] for t in b["tables"]]
     if statuses != ["committed"]:
@@ -214,14 +231,16 @@ def main(argv=None) -> int:
     ap.add_argument("--large", type=int, default=10_000_000,
                     help="rows of the large table (default 10000000)")
     ap.add_argument("--changes", type=int, default=10_000, help="row changes per batch (default 10000)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="merges of each batch, alternating small and large (default 3)")
     ap.add_argument("--driver-memory", default="4g", help="spark.driver.memory (default 4g)")
     ap.add_argument("--table-property", action="append", default=[], metavar="KEY=VALUE",
                     help="Iceberg table property of both tables; repeatable")
     ap.add_argument("--keep", metavar="DIR", help="use DIR (created, must be empty) for the warehouse "
                                                   "and staging, and keep it")
     args = ap.parse_args(argv)
-    if min(args.small, args.large, args.changes) <= 0:
-        ap.error("--small, --large and --changes must be positive")
+    if min(args.small, args.large, args.changes, args.repeat) <= 0:
+        ap.error("--small, --large, --changes and --repeat must be positive")
     properties = {}
     for item in args.table_property:
         k, sep, v = item.partition("=")
@@ -270,21 +289,28 @@ def run(spark, work: pathlib.Path, args, properties: dict, t_start: float) -> in
               f"batch of {sum(manifest.tables[0]['rows'].values()):,} changes "
               f"{manifest.tables[0]['rows']} staged in {t_stage:.2f}s", flush=True)
         tables[label] = (namespace, name, manifest, expected, files)
+    loaded = {label: load_snapshot(spark, t[1]) for label, t in tables.items()}
 
     # warm-up (not timed): the first MERGE of a session pays for class loading and JIT
     manifest, start, _ = stage_batch(work / "staging" / "warmup", 20_000, min(args.changes, 2_000), 3)
     create_table(spark, "bench_warmup", manifest, start, 20_000, properties)
     timed_merge(spark, manifest, "bench_warmup")
 
-    times, bad = {}, False
-    for label in ("small", "large"):
-        namespace, name, manifest, expected, files = tables[label]
-        times[label] = timed_merge(spark, manifest, namespace)
-        print(describe(f"merge {label}", files, head_summary(spark, name)), flush=True)
-        count = spark.table(name).count()
-        if count != expected:
-            print(f"{name}: {count} rows after the merge, expected {expected}", file=sys.stderr)
-            bad = True
+    times, bad = {"small": [], "large": []}, False
+    for repeat in range(args.repeat):
+        for label in ("small", "large"):
+            namespace, name, manifest, expected, files = tables[label]
+            if repeat:
+                rollback(spark, name, loaded[label])
+            # each repeat is a stream of its own in the namespace's ledger, which has not
+            # applied the batch yet; the table is back at the batch start
+            times[label].append(timed_merge(spark, manifest, namespace, stream=f"repeat{repeat}"))
+            print(describe(f"merge {label} #{repeat + 1} {times[label][-1]:.2f}s", files,
+                           head_summary(spark, name)), flush=True)
+            count = spark.table(name).count()
+            if count != expected:
+                print(f"{name}: {count} rows after the merge, expected {expected}", file=sys.stderr)
+                bad = True
 
     _, large_name, _, _, _ = tables["large"]
     files = file_count(spark, large_name)
@@ -295,13 +321,15 @@ def run(spark, work: pathlib.Path, args, properties: dict, t_start: float) -> in
 
     print(f"changes per batch: {args.changes:,}  tables: {args.small:,} and {args.large:,} rows"
           + (f"  properties: {properties}" if properties else ""))
-    print(f"merge small:     {times['small']:7.2f}s")
-    print(f"merge large:     {times['large']:7.2f}s")
+    small, large = statistics.median(times["small"]), statistics.median(times["large"])
+    runs = lambda label: ", ".join(f"{t:.2f}" for t in times[label])  # noqa: E731
+    print(f"merge small:     {small:7.2f}s  (median of {runs('small')})")
+    print(f"merge large:     {large:7.2f}s  (median of {runs('large')})")
     print(f"overwrite large: {times['overwrite']:7.2f}s")
-    ratio = times["large"] / times["small"]
+    ratio = large / small
     print(f"ratio merge large/small: {ratio:.2f}  (target <= 1.5)"
           + ("" if ratio <= 1.5 else "  ABOVE TARGET"))
-    print(f"ratio overwrite/merge (large): {times['overwrite'] / times['large']:.2f}")
+    print(f"ratio overwrite/merge (large): {times['overwrite'] / large:.2f}")
     print(f"total {time.perf_counter() - t_start:.0f}s")
     if bad:
         print("ROW COUNTS WRONG", file=sys.stderr)

@@ -31,6 +31,13 @@ Semantics, per source table ``<schema>.<table>`` and batch:
   batch before anything is committed. A column added in the batch with a literal default (or
   the implicit default of a NOT NULL number, string or ENUM) gets it in the rows that existed
   before, as in the source (see :func:`added_column_defaults`).
+- Tables the job creates are Iceberg format v2, written in primary key order
+  (``WRITE ORDERED BY``), and merge-on-read (see :data:`DEFAULT_TABLE_PROPERTIES`): a MERGE
+  writes the changed rows and position delete files, not the data files the changed rows sit
+  in. Its target scan reads the key columns only (and the other columns only when some image
+  lacks columns that the row keeps), and drops the rows whose key is not among the changed
+  keys as it reads them, so only those reach the join with the changes. ``--maintenance``
+  compacts the delete files away and expires old snapshots (see :func:`run_maintenance`).
 - Tables without a primary key get an append-only change log (one row per change with its
   envelope and image) instead of a MERGE.
 - Every commit carries the batch's end checkpoint (``binlog.checkpoint``) and id
@@ -88,6 +95,27 @@ MODE_CHANGELOG = "changelog"
 LEDGER_TABLE = "_binlog_batches"
 DEFAULT_STREAM = "default"
 DEFAULT_MAX_KEY_CHANGE_ROWS = 2_000_000
+#: Most distinct key values listed in a MERGE's target filter (see :func:`_key_filter`).
+DEFAULT_MAX_FILTER_KEYS = 100_000
+
+#: Iceberg table properties of the tables the job creates; ``--table-property`` overrides them.
+#: Row-level changes are merge-on-read: a MERGE (and an UPDATE or DELETE) writes the changed
+#: rows and position delete files naming the rows they replace, without rewriting the data
+#: files those rows sit in, so the cost of a batch follows the batch, not the table. The
+#: distribution modes keep Iceberg's defaults: for merge-on-read, the changes (a few rows)
+#: are clustered by the data file they touch and written by one task per partition, sorted;
+#: appends and copy-on-write rewrites are range-distributed by the write order. Each write
+#: task writes one delete file for all the data files of a partition
+#: (``write.delete.granularity=partition``), so the files a commit adds do not grow with the
+#: number of data files its changes are spread over. Maintenance (see
+#: :func:`run_maintenance`) folds the delete files back into the data files.
+DEFAULT_TABLE_PROPERTIES = {
+    "format-version": "2",
+    "write.merge.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.delete.mode": "merge-on-read",
+    "write.delete.granularity": "partition",
+}
 
 #: Envelope columns of a change-log table (tables without a primary key), before the image.
 CHANGELOG_ENVELOPE = (
@@ -407,6 +435,25 @@ def schema_statements(table: str, operations: Sequence[tuple], properties: Mappi
         else:  # pragma: no cover - programming error
             raise ValueError(f"unknown schema operation {op!r}")
     return out
+
+
+def create_table_statements(name: str, source: Sequence[str], columns: Sequence[tuple[str, T.DataType]],
+                            mode: str, primary_key: Sequence[str],
+                            table_properties: Optional[Mapping[str, str]] = None) -> list[str]:
+    """The statements creating the Iceberg table ``name`` of source table ``source``
+    (``(schema, table)``) with ``columns`` (the image columns; a change log gets its envelope
+    columns first): the ``binlog.*`` properties, :data:`DEFAULT_TABLE_PROPERTIES` overridden
+    by ``table_properties``, and for a merged table the write order of its primary key, so
+    the files it writes hold sorted runs of keys."""
+    props = {PROP_SOURCE: json.dumps(list(source)), PROP_MODE: mode,
+             PROP_PRIMARY_KEY: json.dumps(list(primary_key)), **DEFAULT_TABLE_PROPERTIES,
+             **(table_properties or {})}
+    if mode == MODE_CHANGELOG:
+        columns = [*CHANGELOG_ENVELOPE, *columns]
+    statements = schema_statements(name, [("create", list(columns))], props)
+    if mode == MODE_MERGE:
+        statements += schema_statements(name, [("order", list(primary_key))], {})
+    return statements
 
 
 def _table_columns(spark: SparkSession, table: str) -> list[tuple[str, T.DataType]]:
@@ -1030,15 +1077,10 @@ def _prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: s
             if work.plan.valid_from.get(key, 0) != 0:
                 raise MergeJobError(f"{schema}.{table}: primary key column {key!r} was added or "
                                     f"re-added within batch {batch.batch_id}")
-    props = {PROP_SOURCE: source, PROP_MODE: mode, PROP_PRIMARY_KEY: json.dumps(primary_key),
-             "format-version": "2", **table_properties}
     ops = list(work.plan.operations)
     if ops and ops[0][0] == "create":
-        if mode == MODE_CHANGELOG:
-            ops[0] = ("create", [*CHANGELOG_ENVELOPE, *ops[0][1]])
-        statements = schema_statements(name, ops[:1], props)
-        if mode == MODE_MERGE:
-            statements += schema_statements(name, [("order", primary_key)], {})
+        statements = create_table_statements(name, (schema, table), ops[0][1], mode, primary_key,
+                                             table_properties)
         statements += schema_statements(name, ops[1:], {})
     else:
         pre = []
@@ -1082,17 +1124,28 @@ def merge_table(spark: SparkSession, work: TableWork, *,
     return None, False
 
 
-def _merge_statement(table: str, view: str, plan: SchemaPlan, primary_key: Sequence[str]) -> str:
+def _merge_statement(table: str, view: str, plan: SchemaPlan, primary_key: Sequence[str], *,
+                     target_values: bool = True, key_filter: Optional[str] = None) -> str:
+    """The MERGE of the collapsed changes in ``view`` into ``table``.
+
+    ``target_values`` False: no row keeps a column of its target row (every update carries
+    all columns), so the target's non-key columns are not referenced and its scan reads the
+    key columns only. ``key_filter``: a condition on the target's columns that every target
+    row a change applies to meets (see :func:`_key_filter`); the target rows failing it are
+    dropped as they are read, before the join."""
     names = [n for n, _ in plan.columns]
     keyset = set(primary_key)
     on = " AND ".join(f"t.{_q(k)} = s.k{j}" for j, k in enumerate(primary_key))
+    if key_filter:
+        on += f" AND {key_filter}"
     updates, values = [], []
     for i, name in enumerate(names):
         if name in keyset:
             values.append(f"s.k{primary_key.index(name)}")
             continue
+        kept = f"WHEN s._self THEN t.{_q(name)} " if target_values else ""
         updates.append(f"t.{_q(name)} = CASE WHEN s.h{i} THEN s.v{i} WHEN s._fresh THEN NULL "
-                       f"WHEN s._self THEN t.{_q(name)} ELSE s.o{i} END")
+                       f"{kept}ELSE s.o{i} END")
         values.append(f"CASE WHEN s.h{i} THEN s.v{i} WHEN s._fresh OR s._self THEN NULL ELSE s.o{i} END")
     matched_update = f"WHEN MATCHED THEN UPDATE SET {', '.join(updates)} " if updates else ""
     return (f"MERGE INTO {table} t USING {view} s ON {on} "
@@ -1100,6 +1153,56 @@ def _merge_statement(table: str, view: str, plan: SchemaPlan, primary_key: Seque
             f"{matched_update}"
             f"WHEN NOT MATCHED AND s._op <> 'delete' THEN INSERT ({', '.join(_q(n) for n in names)}) "
             f"VALUES ({', '.join(values)})")
+
+
+def _needs_target_values(source: DataFrame, work: TableWork) -> bool:
+    """Some upserted row keeps a column of its own target row: its image lacks the column
+    (MINIMAL/NOBLOB) and the row was not created in the batch."""
+    names = [n for n, _ in work.plan.columns]
+    keyset = set(work.primary_key)
+    partial = [~F.col(f"h{i}") for i, n in enumerate(names) if n not in keyset]
+    if not partial:
+        return False
+    lacks = functools.reduce(lambda a, b: a | b, partial)
+    return source.filter((F.col("_op") == "upsert") & F.col("_self") & lacks).limit(1).count() > 0
+
+
+_LITERAL_TYPES = (T.IntegerType, T.ShortType, T.ByteType, T.LongType, T.DecimalType, T.StringType,
+                  T.DateType)
+
+
+def _sql_literal(value: Any, data_type: T.DataType) -> Optional[str]:
+    """``value`` of ``data_type`` as a Spark SQL literal; None for a type not listed in
+    ``_LITERAL_TYPES``."""
+    if isinstance(data_type, (T.IntegerType, T.ShortType, T.ByteType)):
+        return str(int(value))
+    if isinstance(data_type, T.LongType):
+        return f"{int(value)}L"
+    if isinstance(data_type, T.DecimalType):
+        return f"CAST({_lit(format(value, 'f'))} AS {_sql_type(data_type)})"
+    if isinstance(data_type, T.StringType):
+        return _lit(value)
+    if isinstance(data_type, T.DateType):
+        return f"DATE {_lit(value.isoformat())}"
+    return None
+
+
+def _key_filter(source: DataFrame, work: TableWork, max_keys: int) -> Optional[str]:
+    """``t.<first key column> IN (<its values in the changes>)``, or None when there are more
+    than ``max_keys`` distinct values (or the column's type has no literal here).
+
+    In the MERGE's join condition this filter (a hash set lookup) applies to the target rows
+    as they are read: only the rows of changed keys reach the join, instead of the whole
+    table being shuffled to meet a few thousand changes. Every file is still read (its key
+    column only), as changes spread over the key range touch every file."""
+    key, data_type = work.primary_key[0], work.plan.type_of(work.primary_key[0])
+    if not isinstance(data_type, _LITERAL_TYPES):
+        return None
+    values = [r[0] for r in source.select("k0").where(F.col("k0").isNotNull()).distinct()
+              .limit(max_keys + 1).collect()]
+    if not values or len(values) > max_keys:
+        return None
+    return f"t.{_q(key)} IN ({', '.join(_sql_literal(v, data_type) for v in sorted(values))})"
 
 
 def _with_origin_values(spark: SparkSession, work: TableWork, source: DataFrame) -> DataFrame:
@@ -1110,6 +1213,10 @@ def _with_origin_values(spark: SparkSession, work: TableWork, source: DataFrame)
         target = spark.table(work.name).select(
             *[F.col(_q(k)).alias(f"tk{j}") for j, k in enumerate(work.primary_key)],
             *[F.col(_q(n)).alias(f"o{i}") for i, n in enumerate(names)])
+        # only the origin rows (few) go into the join, picked as the target is read
+        origins = source.where(F.col("ok0").isNotNull()).select(
+            *[F.col(f"ok{j}").alias(f"tk{j}") for j in range(n_keys)]).distinct()
+        target = target.join(F.broadcast(origins), [f"tk{j}" for j in range(n_keys)], "left_semi")
         cond = functools.reduce(lambda a, b: a & b,
                                 [source[f"ok{j}"] == target[f"tk{j}"] for j in range(n_keys)])
         return source.join(target, cond, "left").drop(*[f"tk{j}" for j in range(n_keys)])
@@ -1117,7 +1224,7 @@ def _with_origin_values(spark: SparkSession, work: TableWork, source: DataFrame)
 
 
 def _apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, stream: str,
-                       max_key_change_rows: int) -> dict:
+                       max_key_change_rows: int, max_filter_keys: int = DEFAULT_MAX_FILTER_KEYS) -> dict:
     source, chained = merge_table(spark, work, max_key_change_rows=max_key_change_rows)
     props = _commit_properties(batch, stream, work.source)
     view = f"_binlog_src_{hashlib.sha1(work.name.encode()).hexdigest()[:12]}"
@@ -1147,11 +1254,14 @@ def _apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, strea
     else:
         source = source.select("*", *[F.lit(None).cast(t).alias(f"o{i}")
                                       for i, (_, t) in enumerate(work.plan.columns)])
-    # the MERGE reads its source more than once (to find the files to rewrite, then to write)
+    # the source is read more than once (the key filter, the MERGE's scan of files to change
+    # and its write)
     source = source.persist(StorageLevel.MEMORY_AND_DISK)
     source.createOrReplaceTempView(view)
     try:
-        sql = _merge_statement(work.name, view, work.plan, work.primary_key)
+        sql = _merge_statement(work.name, view, work.plan, work.primary_key,
+                               target_values=_needs_target_values(source, work),
+                               key_filter=_key_filter(source, work, max_filter_keys))
         run_with_commit_properties(spark, props, lambda: spark.sql(sql))
     finally:
         spark.catalog.dropTempView(view)
@@ -1335,10 +1445,19 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
 
 def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: Iterable[str], *,
                     older_than_days: float = 7.0, retain_last: int = 10) -> list[dict]:
-    """Compact data files (``rewrite_data_files``, sorted by the write order when there is
-    one) and expire snapshots older than ``older_than_days`` (keeping the last
-    ``retain_last``) of each table. The newest snapshot holding a binlog checkpoint is never
-    expired, so the applied position survives compaction."""
+    """Compact each table, then expire its old snapshots.
+
+    - ``rewrite_data_files`` (sorted by the write order when there is one) rewrites the small
+      data files and every data file that position delete files apply to
+      (``delete-file-threshold`` 1), so the rows the merges deleted or replaced are dropped and
+      the delete files with them (``remove-dangling-deletes``);
+    - ``rewrite_position_delete_files`` then removes the delete files left pointing at data
+      files that are gone, and compacts the others;
+    - ``expire_snapshots`` expires the snapshots older than ``older_than_days`` (keeping the
+      last ``retain_last``) and deletes the files only they reference.
+
+    The newest snapshot holding a binlog checkpoint is never expired, and the compaction
+    commits carry that checkpoint, so the applied position survives maintenance."""
     out = []
     cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=older_than_days)
     cutoff_micros = int(cutoff.timestamp() * 1_000_000)
@@ -1352,7 +1471,11 @@ def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: I
         sort = "sort" if _table_properties(spark, name).get(PROP_MODE) == MODE_MERGE else "binpack"
         rewrite = run_with_commit_properties(spark, props, lambda: spark.sql(
             f"CALL {catalog}.system.rewrite_data_files(table => {_lit(short)}, "
-            f"strategy => {_lit(sort)})").collect())
+            f"strategy => {_lit(sort)}, options => map('delete-file-threshold', '1', "
+            f"'remove-dangling-deletes', 'true'))").collect())
+        deletes = run_with_commit_properties(spark, props, lambda: spark.sql(
+            f"CALL {catalog}.system.rewrite_position_delete_files(table => {_lit(short)}, "
+            f"options => map('rewrite-all', 'true'))").collect())
         older = cutoff_micros
         if state.committed_at_micros is not None:
             older = min(older, state.committed_at_micros)
@@ -1362,6 +1485,7 @@ def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: I
             f"CALL {catalog}.system.expire_snapshots(table => {_lit(short)}, older_than => "
             f"TIMESTAMP {_lit(stamp)}, retain_last => {int(retain_last)})").collect()
         out.append({"table": name, "rewrite": rewrite[0].asDict() if rewrite else {},
+                    "rewrite_deletes": deletes[0].asDict() if deletes else {},
                     "expire": expired[0].asDict() if expired else {}})
     return out
 
@@ -1440,7 +1564,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="limit of changes on keys changed with partial (MINIMAL) images, "
                         "resolved on the driver")
     p.add_argument("--maintenance", action="store_true",
-                   help="afterwards, compact data files and expire old snapshots")
+                   help="afterwards, compact data files (folding in the delete files of the "
+                        "merges) and expire old snapshots")
     p.add_argument("--expire-older-than-days", type=float, default=7.0,
                    help="with --maintenance: expire snapshots older than this (default 7)")
     p.add_argument("--retain-last", type=int, default=10,

@@ -448,6 +448,153 @@ def test_table_without_primary_key_becomes_a_change_log(spark, tmp_path, monkeyp
     assert spark.sql(f"SHOW TBLPROPERTIES {name} ('binlog.mode')").collect()[0][1] == "changelog"
 
 
+# --------------------------------------------------------------------------- table layout, merge-on-read
+
+
+LAYOUT_MAP = table_map("s", "mor", [col(0, "id", C.MYSQL_TYPE_LONG, primary_key=True),
+                                    col(1, "a", C.MYSQL_TYPE_LONG),
+                                    col(2, "b", C.MYSQL_TYPE_VARCHAR, 40, text=True)])
+
+
+def data_files(spark, name) -> set:
+    return {r[0] for r in spark.sql(f"SELECT file_path FROM {name}.files WHERE content = 0").collect()}
+
+
+def delete_file_count(spark, name) -> int:
+    return spark.sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0]
+
+
+def summary(spark, name) -> dict:
+    from airflow_provider_binlog.spark.runtime import snapshot_summary
+    return snapshot_summary(spark, name)
+
+
+def two_file_table(spark, log: Binlog, namespace: str, table_properties=None) -> str:
+    """``s.mor`` with ids 1..60 (a = 10 * id, b = 'r<id>'), in two data files."""
+    name = f"lake.{namespace}.s__mor"
+    for low in (1, 31):
+        log.begin().rows(LAYOUT_MAP, "insert", [(i, 10 * i, f"r{i}") for i in range(low, low + 30)])
+        apply_manifests(spark, [log.publish()], "lake", namespace, table_properties=table_properties)
+    assert len(data_files(spark, name)) == 2
+    return name
+
+
+def few_changes(log: Binlog):
+    """Updates of ids 3 and 40 (one in each data file), a delete of 50, an insert of 61."""
+    log.begin()
+    log.rows(LAYOUT_MAP, "update", [((3, 30, "r3"), (3, 33, "changed"))])
+    log.rows(LAYOUT_MAP, "update", [((40, 400, "r40"), (40, 404, "r40"))])
+    log.rows(LAYOUT_MAP, "delete", [(50, 500, "r50")])
+    log.rows(LAYOUT_MAP, "insert", [(61, 610, "r61")])
+    return log.publish()
+
+
+def expected_after_few_changes() -> dict:
+    rows = {i: (10 * i, f"r{i}") for i in range(1, 62) if i != 50}
+    rows.update({3: (33, "changed"), 40: (404, "r40")})
+    return rows
+
+
+def test_created_tables_are_merge_on_read_v2_and_sorted_by_key(spark, tmp_path):
+    log = Binlog(tmp_path).begin()
+    log.rows(LAYOUT_MAP, "insert", [(1, 10, "r1")])
+    apply_manifests(spark, [log.publish()], "lake", "mj_layout")
+    props = merge_cdc._table_properties(spark, "lake.mj_layout.s__mor")
+    assert props["format-version"] == "2"
+    assert (props["write.merge.mode"], props["write.update.mode"], props["write.delete.mode"]) == \
+        ("merge-on-read",) * 3
+    assert props["write.delete.granularity"] == "partition"
+    assert props["sort-order"] == "id ASC NULLS FIRST"
+    assert props["binlog.primary-key"] == '["id"]'
+
+
+def test_merge_of_a_few_changes_adds_delete_files_and_keeps_the_data_files(spark, tmp_path):
+    log = Binlog(tmp_path)
+    name = two_file_table(spark, log, "mj_mor")
+    before = data_files(spark, name)
+    apply_manifests(spark, [few_changes(log)], "lake", "mj_mor")
+    s = summary(spark, name)
+    assert s.get("deleted-data-files", "0") == "0"           # no data file is rewritten
+    assert s["added-position-deletes"] == "3"                  # rows 3, 40 and 50
+    assert int(s["added-delete-files"]) >= 1
+    assert s["added-records"] == "3"                           # the new rows 3, 40 and 61
+    assert before < data_files(spark, name)
+    assert delete_file_count(spark, name) == int(s["added-delete-files"])
+    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == expected_after_few_changes()
+    assert json.loads(s["binlog.checkpoint"])["pos"] == log.pos
+
+
+def test_table_properties_given_override_the_merge_on_read_default(spark, tmp_path):
+    log = Binlog(tmp_path)
+    cow = {"write.merge.mode": "copy-on-write"}
+    name = two_file_table(spark, log, "mj_cow", table_properties=cow)
+    assert merge_cdc._table_properties(spark, name)["write.merge.mode"] == "copy-on-write"
+    before = data_files(spark, name)
+    apply_manifests(spark, [few_changes(log)], "lake", "mj_cow")
+    s = summary(spark, name)
+    assert s["deleted-data-files"] == "2" and delete_file_count(spark, name) == 0
+    assert not before & data_files(spark, name)
+    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == expected_after_few_changes()
+
+
+def test_maintenance_folds_the_delete_files_into_the_data_files(spark, tmp_path):
+    log = Binlog(tmp_path)
+    name = two_file_table(spark, log, "mj_maint")
+    changes = few_changes(log)
+    result = apply_manifests(spark, [changes], "lake", "mj_maint", maintenance=True,
+                             expire_older_than_days=0, retain_last=1)
+    assert delete_file_count(spark, name) == 0
+    assert len(data_files(spark, name)) == 1                 # sorted into one file
+    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == expected_after_few_changes()
+    done = {m["table"]: m for m in result["maintenance"]}[name]
+    assert done["rewrite"]["rewritten_data_files_count"] == 3
+    assert done["rewrite"]["added_data_files_count"] == 1
+    assert done["expire"]["deleted_data_files_count"] >= 0
+    # the applied position survives, and the next batch merges (and reruns) as before
+    state = merge_cdc.applied_state(spark, name)
+    assert state.checkpoint == log.here() and state.batch_id == changes.dump_id
+    log.begin().rows(LAYOUT_MAP, "delete", [(1, 10, "r1")])
+    following = log.publish()
+    apply_manifests(spark, [following], "lake", "mj_maint")
+    assert summary(spark, name)["added-position-deletes"] == "1" and delete_file_count(spark, name) >= 1
+    assert sorted(table_rows(spark, name))[:2] == [2, 3]
+    again = apply_manifests(spark, [changes, following], "lake", "mj_maint")
+    assert [b["status"] for b in again["batches"]] == ["already-applied"] * 2
+
+
+def test_merge_reads_target_columns_only_when_an_image_lacks_columns(spark, tmp_path, monkeypatch):
+    statements = []
+    build = merge_cdc._merge_statement
+
+    def recording(*args, **kwargs):
+        statements.append(build(*args, **kwargs))
+        return statements[-1]
+
+    monkeypatch.setattr(merge_cdc, "_merge_statement", recording)
+    log = Binlog(tmp_path)
+    name = two_file_table(spark, log, "mj_proj")
+    apply_manifests(spark, [few_changes(log)], "lake", "mj_proj")
+    full = statements[-1]
+    # full images: the target's non-key columns are not read; its rows are filtered by key
+    assert "THEN t.`" not in full and "SET t.`a` = CASE WHEN s.h1 THEN s.v1" in full
+    assert "t.`id` IN (3, 40, 50, 61)" in full
+    log.begin().rows(LAYOUT_MAP, "update", [((5, ABSENT, ABSENT), (ABSENT, 55, ABSENT))])
+    apply_manifests(spark, [log.publish()], "lake", "mj_proj")
+    assert "WHEN s._self THEN t.`b`" in statements[-1]
+    got = table_rows(spark, name)
+    assert (got[5]["a"], got[5]["b"]) == (55, "r5")
+
+
+@pytest.mark.parametrize("value, data_type", [
+    (7, "int"), (-2**63, "bigint"), ("it's a \\ 'quote' é", "string"),
+    (Decimal("-12345.60"), "decimal(9,2)"), (dt.date(1, 1, 1), "date"), (dt.date(2024, 2, 29), "date")])
+def test_key_filter_literals_round_trip(spark, value, data_type):
+    from pyspark.sql.types import _parse_datatype_string
+    literal = merge_cdc._sql_literal(value, _parse_datatype_string(data_type))
+    row = spark.sql(f"SELECT {literal} AS v, typeof({literal}) AS t").collect()[0]
+    assert row["v"] == value and row["t"] == data_type
+
+
 # --------------------------------------------------------------------------- gaps and the store
 
 

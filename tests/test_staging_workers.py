@@ -173,6 +173,6 @@ def test_default_workers_follow_the_cores_and_the_environment(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0})
     assert default_workers() == 0
     monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(16)))
-    assert default_workers() == 4
+    assert default_workers() == 2
     monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0, 1})
     assert default_workers() == 2

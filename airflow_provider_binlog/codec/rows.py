@@ -76,9 +76,9 @@ _GLOBALS = {
 }
 
 
-def _text_lines(col: Column, v: str, consts: dict) -> list[str]:
-    """Turn raw bytes in ``s`` into the column value."""
-    if col.text is False or col.codec is None:
+def _text_lines(col: Column, v: str, consts: dict, numeric: bool = False) -> list[str]:
+    """Turn raw bytes in ``s`` into the column value (numeric form: UTF-8 text stays bytes)."""
+    if col.text is False or col.codec is None or (numeric and col.codec == "utf-8"):
         return [f"{v} = s"]
     if col.codec == "utf-8":
         # decode() without arguments is UTF-8 (strict) and faster than decode('utf-8')
@@ -339,7 +339,7 @@ def _value_lines(col: Column, v: str, consts: dict, partial_bit: int | None,
             # BINARY(n) (and MariaDB INET6/INET4/UUID) are n bytes; the binlog strips trailing 0x00
             pad = [f"if n < {meta}: s += bytes({meta} - n)"]
         return [f"n = {_LEN_READERS[width]}", f"p += {width}", "s = buf[p:p + n]", "p += n",
-                *pad, *_text_lines(col, v, consts)]
+                *pad, *_text_lines(col, v, consts, numeric)]
     if t == C.MYSQL_TYPE_ENUM:
         size = meta & 0xFF
         lines = [f"{v} = {_LEN_READERS[size]}", f"p += {size}"]
@@ -372,7 +372,7 @@ def _value_lines(col: Column, v: str, consts: dict, partial_bit: int | None,
             return lines + [f"{v} = vector(s)"]
         if t == C.MYSQL_TYPE_GEOMETRY:
             return lines + [f"{v} = s"]
-        return lines + _text_lines(col, v, consts)
+        return lines + _text_lines(col, v, consts, numeric)
     if t == C.MYSQL_TYPE_NULL:
         return [f"{v} = None"]
     raise UnsupportedColumnTypeError(
@@ -487,6 +487,7 @@ def compile_columns_decoder(columns: tuple, present: int,
     - DECIMAL(p, s) with p <= 18: the unscaled integer (``value * 10**s``);
     - DATE: days since 1970-01-01; DATETIME(fsp): microseconds since 1970-01-01T00:00 (the
       value read as UTC); TIMESTAMP(fsp): microseconds since the Unix epoch;
+    - text in a UTF-8 character set (utf8mb3, utf8mb4): its bytes, not yet validated;
 
     where the bytes hold a valid value. Every other value (other types, zero or invalid dates,
     legacy temporal formats) is what the row decoders return, so a column may mix both forms.

@@ -173,11 +173,18 @@ def _configure(s: ColumnStager, col: Column, counters: Counters) -> None:
         s.numeric = s.python = _types(bytes)
         s.convert = lambda v: v.encode("utf-8") if isinstance(v, str) else bytes(v)
     elif pa.types.is_string(arrow):
-        s.numeric = s.python = _types(str)
+        # UTF-8 text arrives as bytes (numeric form): loaded as binary and validated by the
+        # cast; bytes that are not UTF-8 (in either form) are replaced, and counted
+        s.storage, s.finish = pa.binary(), (lambda a: a.cast(pa.string()))
+        s.numeric, s.python = _types(bytes), _types(str)
 
         def text(v):
             if isinstance(v, (bytes, bytearray)):
-                counters.replaced_text += 1
-                return bytes(v).decode("utf-8", "replace")
-            return str(v)
+                try:
+                    v = bytes(v).decode("utf-8")
+                except UnicodeDecodeError:
+                    counters.replaced_text += 1
+                    v = bytes(v).decode("utf-8", "replace")
+                return v.encode("utf-8")
+            return str(v).encode("utf-8")
         s.convert = text

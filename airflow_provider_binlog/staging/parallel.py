@@ -16,6 +16,7 @@ more; the work directory is then removed like any dead dump's.
 """
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 from dataclasses import dataclass, field
@@ -134,6 +135,10 @@ class WorkerPool:
         self._next = 0
         self._closed = False
         forked = ctx.get_start_method() == "fork"
+        if forked:
+            # the objects that exist now stay out of the workers' garbage collections: a
+            # collection would touch (and so copy) every page the worker shares with the dump
+            gc.freeze()
         pipes = [ctx.Pipe() for _ in range(workers)]
         # a forked worker holds copies of every descriptor: it closes the dump's ends of the
         # pipes (so that it sees EOF when the dump dies) and its lock on the work directory
@@ -150,6 +155,8 @@ class WorkerPool:
             self._sizes.append(0)
             self._sent_maps.append({})
             self._rows.append(0)
+        if forked:
+            gc.unfreeze()
 
     def rows_reported(self) -> int:
         self._poll()

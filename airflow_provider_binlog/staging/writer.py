@@ -408,8 +408,9 @@ class StagingWriter:
     """Collects the row changes of one dump and publishes them as a staged batch.
 
     Rows are staged in this process, or with ``workers`` > 0 by that many worker processes
-    (rows events decoded in parallel, see :mod:`.parallel`); the row-group and memory limits
-    (``row_group_rows``, ``row_group_bytes``, see :class:`_Stager`) apply to each process."""
+    (rows events decoded in parallel, see :mod:`.parallel`). ``row_group_rows`` (see
+    :class:`_Stager`) applies to each process; the ``row_group_bytes`` budget is shared
+    between the workers."""
 
     def __init__(self, staging_dir, *, row_group_rows: int = 50_000,
                  row_group_bytes: int = 8 << 20, workers: int = 0) -> None:
@@ -432,8 +433,10 @@ class StagingWriter:
                               row_group_bytes=row_group_bytes)
         if workers:
             from .parallel import WorkerPool
+            # the memory budget is shared: the workers together buffer what one process would
             self._pool = WorkerPool(self.work_dir, workers, row_group_rows=row_group_rows,
-                                    row_group_bytes=row_group_bytes, inherited_fds=(self._lock_fd,))
+                                    row_group_bytes=max(row_group_bytes // workers, 1 << 20),
+                                    inherited_fds=(self._lock_fd,))
 
     @property
     def rows_staged(self) -> int:

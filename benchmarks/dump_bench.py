@@ -21,7 +21,7 @@ It then reads that range over the replication protocol, best of ``--runs``:
   converted and written to zstd Parquet, and the manifest published.  Each
   run is a separate process, which forks the dump's staging workers
   (``BINLOG_DUMP_WORKERS``; ``--workers N`` sets it for that process, by
-  default the dump's own default applies: one per core, up to 4).  The
+  default the dump's own default applies: two on two cores or more).  The
   memory of that process tree is ours alone and not the server's: this
   script samples it from outside every 50 ms (``benchmarks/_proctree.py``:
   the dump process and all its descendants in /proc) and keeps the peak of
@@ -32,6 +32,10 @@ It then reads that range over the replication protocol, best of ``--runs``:
   reports it (its own peak RSS, workers excluded) and ``ru_maxrss`` from
   ``os.wait4``, which Linux takes as the maximum over the dump process and
   the children it reaped (the largest single process, not a sum);
+* ``ours, rows``: our replica client and codec alone, used the way
+  python-mysql-replication is: the events streamed into one process, every row
+  materialised as Python values (tuples of ``int``, ``Decimal``, ``datetime``,
+  ``str``) and every value touched, nothing staged;
 * ``theirs``: python-mysql-replication's ``BinLogStreamReader`` (non-blocking,
   rows events only) over the same range, every value of every row image
   touched; the ``mysql-replication`` package is installed with pip into the
@@ -40,8 +44,8 @@ It then reads that range over the replication protocol, best of ``--runs``:
 * ``raw``: ``mariadb-binlog --read-from-remote-server --raw`` copying the same
   range to a temporary directory, the transfer ceiling of the protocol.
 
-It prints the rows per second of ours and theirs, the ratio ours/theirs (the
-project aims at 10 or more), the staging workers used and our peak memory
+It prints the rows per second of ours, ours (rows) and theirs, the ratios
+ours/theirs (the project aims at 10 or more) and ours (rows)/theirs, the staging workers used and our peak memory
 (summed RSS and summed PSS of the dump's process tree), our binlog megabytes
 per second and the raw transfer megabytes per second.  ``--profile N`` also
 runs the dump once under cProfile and prints its N most expensive functions;
@@ -88,7 +92,7 @@ SERVER_OPTIONS = {
 }
 
 SCHEMA, TABLE = "test", "dump_bench"
-OURS_SERVER_ID, THEIRS_SERVER_ID = 4201, 4202
+OURS_SERVER_ID, THEIRS_SERVER_ID, ROWS_SERVER_ID = 4201, 4202, 4203
 
 CREATE_TABLE = f"""
 CREATE TABLE {SCHEMA}.{TABLE} (
@@ -228,6 +232,45 @@ def worker_ours(spec: dict) -> dict:
             "rss_idle_mb": rss_idle, "vmhwm_mb": rss_peak}
 
 
+def worker_rows(spec: dict) -> dict:
+    """Our replica client and codec alone, as python-mysql-replication is used: the rows of
+    the range materialised as Python values (tuples, ``Decimal``, ``datetime``, ``str``),
+    every value touched, nothing staged."""
+    from airflow_provider_binlog.codec.events import RowsEvent
+    from airflow_provider_binlog.replica import ReplicaConnection
+    from airflow_provider_binlog.tables import TableFilter
+
+    end_file, end_pos = spec["end"]
+    counts = {"insert": 0, "update": 0, "delete": 0}
+    touched = 0
+    t0 = time.perf_counter()
+    replica = ReplicaConnection(spec["host"], spec["port"], spec["user"], spec["password"],
+                                server_id=ROWS_SERVER_ID)
+    try:
+        replica.connect()
+        for file, event in replica.stream(spec["start"][0], spec["start"][1], non_block=True,
+                                          table_filter=TableFilter([f"{SCHEMA}.{TABLE}"])):
+            if (file, event.pos) >= (end_file, end_pos) and event.header.log_pos:
+                break
+            if not isinstance(event, RowsEvent) or event.skipped:
+                continue
+            if event.kind == "update":
+                for before, after in event.rows:
+                    for v in before:
+                        touched += v is not None
+                    for v in after:
+                        touched += v is not None
+            else:
+                for row in event.rows:
+                    for v in row:
+                        touched += v is not None
+            counts[event.kind] += len(event.rows)
+    finally:
+        replica.close()
+    return {"seconds": time.perf_counter() - t0, "counts": counts, "values": touched,
+            "vmhwm_mb": _vmhwm_mb()}
+
+
 def worker_theirs(spec: dict) -> dict:
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -352,12 +395,12 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="also profile one dump and print its N most expensive functions "
                          "(the dump process only, not its workers)")
-    ap.add_argument("--worker", choices=("ours", "theirs"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=("ours", "rows", "theirs"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.worker:
         spec = json.loads(sys.stdin.read())
-        report = (worker_ours if args.worker == "ours" else worker_theirs)(spec)
+        report = {"ours": worker_ours, "rows": worker_rows, "theirs": worker_theirs}[args.worker](spec)
         print(json.dumps(report), flush=True)
         return 0
     if args.rows < 1 or args.runs < 1:
@@ -429,6 +472,12 @@ def main(argv=None) -> int:
                 run_worker("ours", {**spec, "staging": str(tmp / "staging-profile"),
                                     "profile": args.profile}, ours_env)
 
+            t_rows, rows = float("inf"), None
+            for _ in range(args.runs):
+                report, _rss, _tree = run_worker("rows", spec)
+                t_rows = min(t_rows, report["seconds"])
+                rows = rows or report
+
             t_theirs, theirs = float("inf"), None
             if have_theirs:
                 for _ in range(args.runs):
@@ -463,6 +512,9 @@ def main(argv=None) -> int:
         print(f"theirs:     {t_theirs:7.3f}s  {n_rows / t_theirs:10,.0f} rows/s  "
               f"{size_mb / t_theirs:7.1f} MB/s  (python-mysql-replication, peak RSS "
               f"{theirs['vmhwm_mb']:.0f} MB)")
+    print(f"ours, rows: {t_rows:7.3f}s  {n_rows / t_rows:10,.0f} rows/s  "
+          f"{size_mb / t_rows:7.1f} MB/s  (replica client and codec only: rows materialised "
+          f"as Python values, like theirs; one process)")
     print(f"raw copy:   {t_raw:7.3f}s  {raw_bytes / 1e6 / t_raw:7.1f} MB/s  "
           f"(mariadb-binlog --raw, {raw_bytes / 1e6:.1f} MB, the transfer ceiling)")
     if not theirs:
@@ -471,9 +523,11 @@ def main(argv=None) -> int:
     ratio = t_theirs / t_ours
     print(f"ratio ours/theirs: {ratio:.2f}  (target >= 10)"
           + ("" if ratio >= 10 or args.profile else "; --profile 30 shows where the dump spends"))
+    print(f"ratio ours, rows/theirs: {t_theirs / t_rows:.2f}  (rows materialised on both sides)")
     print(f"total {time.perf_counter() - t_start:.0f}s")
-    if theirs["counts"] != c:
-        print("ROW COUNTS DIFFER", file=sys.stderr)
+    if theirs["counts"] != c or rows["counts"] != c or rows["values"] != theirs["values"]:
+        print(f"ROW COUNTS DIFFER: ours, rows {rows['counts']} ({rows['values']} values), theirs "
+              f"{theirs['counts']} ({theirs['values']} values)", file=sys.stderr)
         return 1
     return 0
 

@@ -103,6 +103,7 @@ def test_a_worker_error_is_raised_by_the_dump_with_its_position(tmp_path):
                                d.flavor, d.source, d.pos, {})
     events[len(events) // 2] = dataclasses.replace(victim, deferred=cut)
     writer = StagingWriter(tmp_path, workers=2)
+    pids = [p.pid for p in writer._pool._procs]
     with pytest.raises(CorruptEventError) as info:
         for event in events:
             writer.add_rows(event, binlog_file="mysql-bin.000007", gtid=None, txn="t")
@@ -111,23 +112,7 @@ def test_a_worker_error_is_raised_by_the_dump_with_its_position(tmp_path):
     assert (info.value.source, info.value.offset) == (SAKILA, victim.pos)
     assert "does not match its TABLE_MAP" in str(info.value) or "row data of" in str(info.value)
     assert not [p for p in tmp_path.iterdir() if not p.name.startswith(".publish")]
-    assert not [p for p in pa_children()], "staging workers left running"
-
-
-def pa_children() -> list[int]:
-    """Live child processes of this one."""
-    me = os.getpid()
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == me and fields[0] != "Z":
-                out.append(int(entry))
-    return out
+    assert not [p for p in pids if _alive(p)], "staging workers left running"
 
 
 def test_workers_exit_when_the_dump_process_is_killed(tmp_path):

@@ -161,3 +161,19 @@ def test_default_workers_follow_the_cores_and_the_environment(monkeypatch):
     assert default_workers() == 2
     monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0, 1})
     assert default_workers() == 2
+
+
+def test_a_daemonic_process_stages_in_its_own_process(tmp_path, monkeypatch, caplog):
+    from types import SimpleNamespace
+
+    from airflow_provider_binlog.staging import writer as writer_module
+
+    monkeypatch.setattr(writer_module.multiprocessing, "current_process",
+                        lambda: SimpleNamespace(daemon=True))
+    events = rows_events(SAKILA)[:50]
+    with caplog.at_level("WARNING"):
+        manifest = stage(tmp_path / "s", events, 2)
+    assert "cannot start 2 staging workers" in caplog.text
+    names = [f["path"].rsplit("/", 1)[1] for t in manifest.tables for f in t["files"]]
+    assert names and all(n == "part-00000.parquet" for n in names)
+    assert table_contents(manifest) == table_contents(stage(tmp_path / "alone", events, 0))

@@ -185,7 +185,7 @@ class WorkerPool:
             return
         try:
             self._conns[k].send(("events", self._batches[k]))
-        except (BrokenPipeError, ConnectionResetError, EOFError) as exc:
+        except (OSError, EOFError) as exc:
             self._poll()  # an error it reported before dying explains it best
             raise StagingWorkerError(f"staging worker {k} exited (exit code "
                                      f"{self._procs[k].exitcode}): {exc}") from None
@@ -217,8 +217,14 @@ class WorkerPool:
         """Send what is left, close the workers' files and collect them."""
         for k in range(len(self._conns)):
             self._send(k)
-        for conn in self._conns:
-            conn.send(("close",))
+        for k, conn in enumerate(self._conns):
+            try:
+                conn.send(("close",))
+            except OSError as exc:  # the worker is gone: its report (if any) says why
+                self._poll()
+                self.abort()
+                raise StagingWorkerError(f"staging worker {k} exited (exit code "
+                                         f"{self._procs[k].exitcode}): {exc}") from None
         result = PoolResult()
         for k, conn in enumerate(self._conns):
             report = None

@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import json
+import logging
+import multiprocessing
 import os
 import queue
 import shutil
@@ -30,6 +32,7 @@ from .convert import ColumnStager, Counters
 from .manifest import Manifest, ManifestError, file_sha256, load_manifest, write_json_atomically
 
 UTC = dt.timezone.utc
+log = logging.getLogger(__name__)
 _Absent = type(ABSENT)
 
 
@@ -431,6 +434,11 @@ class StagingWriter:
         self._pool = None
         self._local = _Stager(self.work_dir, self.counters, row_group_rows=row_group_rows,
                               row_group_bytes=row_group_bytes)
+        if workers and multiprocessing.current_process().daemon:
+            # a daemonic process (some executors' workers) may not start processes
+            log.warning("staging in the dump's own process: this process is a daemon and "
+                        "cannot start %d staging workers", workers)
+            workers = 0
         if workers:
             from .parallel import WorkerPool
             # the memory budget is shared: the workers together buffer what one process would

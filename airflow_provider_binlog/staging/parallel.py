@@ -52,6 +52,18 @@ def _peak_rss_mb() -> float:
     return 0.0
 
 
+def _use_returning_allocator() -> None:
+    """Give Arrow an allocator that returns freed memory to the system: pyarrow's default
+    (mimalloc) keeps about 35 MB more per worker at the same throughput. Only in the
+    worker, which is this package's own process."""
+    import pyarrow as pa
+
+    try:
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    except NotImplementedError:  # a pyarrow built without jemalloc
+        pa.set_memory_pool(pa.system_memory_pool())
+
+
 def _work(conn, close_in_child, work_dir: str, index: int, row_group_rows: int,
           row_group_bytes: int) -> None:
     """A worker's loop: stage the batches it receives until told to close."""
@@ -65,6 +77,7 @@ def _work(conn, close_in_child, work_dir: str, index: int, row_group_rows: int,
             pass
     from .writer import _Stager
 
+    _use_returning_allocator()
     counters = Counters()
     stager = _Stager(Path(work_dir), counters, row_group_rows=row_group_rows,
                      row_group_bytes=row_group_bytes, suffix=f"-{index}")

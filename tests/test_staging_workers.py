@@ -72,6 +72,16 @@ def test_workers_stage_the_same_rows_as_the_dump_process(name, workers, tmp_path
         assert sum(f["rows"] for f in table["files"]) == sum(table["rows"].values())
 
 
+def test_workers_report_their_memory_and_use_an_allocator_that_returns_memory(tmp_path):
+    writer = StagingWriter(tmp_path, workers=2)
+    for event in rows_events(SAKILA)[:300]:
+        writer.add_rows(event, binlog_file="mysql-bin.000007", gtid=None, txn="t")
+    writer.publish(dump_id="d", start={}, end={}, server={})
+    result = writer.workers_result
+    assert len(result.peak_rss_mb) == 2 and all(mb > 10 for mb in result.peak_rss_mb)
+    assert set(result.allocators) <= {"jemalloc", "system"} and len(result.allocators) == 2
+
+
 def test_files_of_a_new_layout_follow_those_of_the_previous_one(tmp_path):
     events = [e for e in rows_events(SAKILA) if e.table_map.table == "payment"]
     assert len(events) >= 20

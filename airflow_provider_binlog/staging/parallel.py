@@ -39,6 +39,8 @@ class PoolResult:
     invalid_temporals: int = 0
     replaced_text: int = 0
     peak_rss_mb: list = field(default_factory=list)
+    #: the Arrow allocator of each worker
+    allocators: list = field(default_factory=list)
 
 
 def _peak_rss_mb() -> float:
@@ -62,6 +64,12 @@ def _use_returning_allocator() -> None:
         pa.set_memory_pool(pa.jemalloc_memory_pool())
     except NotImplementedError:  # a pyarrow built without jemalloc
         pa.set_memory_pool(pa.system_memory_pool())
+
+
+def _allocator() -> str:
+    import pyarrow as pa
+
+    return pa.default_memory_pool().backend_name
 
 
 def _work(conn, close_in_child, work_dir: str, index: int, row_group_rows: int,
@@ -120,7 +128,8 @@ def _work(conn, close_in_child, work_dir: str, index: int, row_group_rows: int,
                 conn.send(("closed", {
                     "files": {key: [(g, index, f) for g, f in parts] for key, parts in files.items()},
                     "counts": stager.counts, "invalid_temporals": counters.invalid_temporals,
-                    "replaced_text": counters.replaced_text, "peak_rss_mb": _peak_rss_mb()}))
+                    "replaced_text": counters.replaced_text, "peak_rss_mb": _peak_rss_mb(),
+                    "allocator": _allocator()}))
                 return
     finally:
         conn.close()
@@ -258,6 +267,7 @@ class WorkerPool:
             result.invalid_temporals += report["invalid_temporals"]
             result.replaced_text += report["replaced_text"]
             result.peak_rss_mb.append(report["peak_rss_mb"])
+            result.allocators.append(report["allocator"])
         for proc in self._procs:
             proc.join(10)
         self._closed = True

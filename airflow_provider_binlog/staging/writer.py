@@ -432,6 +432,8 @@ class StagingWriter:
         self.published: Optional[Manifest] = None
         self._rows = 0
         self._pool = None
+        #: what the staging workers reported when closed (:class:`.parallel.PoolResult`)
+        self.workers_result = None
         self._local = _Stager(self.work_dir, self.counters, row_group_rows=row_group_rows,
                               row_group_bytes=row_group_bytes)
         if workers and multiprocessing.current_process().daemon:
@@ -515,7 +517,7 @@ class StagingWriter:
         placed = {key: [(generation, 0, f) for generation, f in files]
                   for key, files in self._local.close().items()}
         if self._pool is not None:
-            result = self._pool.close()
+            result = self.workers_result = self._pool.close()
             for key, files in result.files.items():
                 placed.setdefault(key, []).extend((g, 1 + w, f) for g, w, f in files)
             for key, counts in result.counts.items():

@@ -491,6 +491,7 @@ def applied_state(spark: SparkSession, table: str, stream: Optional[str] = None)
     """Walk the main branch of ``table`` from its head to the newest snapshot whose summary
     holds a ``binlog.checkpoint`` (of ``stream``, when given). Snapshots of other commits
     (compaction, manual changes) are passed over."""
+    _refresh(spark, table)
     head_rows = spark.sql(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'").collect()
     if not head_rows:
         return AppliedState(None, None, None, None, None)
@@ -999,6 +1000,14 @@ def _backfill_defaults(spark: SparkSession, work: "TableWork", batch: Batch, str
 
 def _table_exists(spark: SparkSession, name: str) -> bool:
     return spark.catalog.tableExists(name)
+
+
+def _refresh(spark: SparkSession, table: str) -> None:
+    """Drop what this session caches of ``table`` (Iceberg's caching catalog keeps a loaded
+    table for a while): what a batch is applied on must be the table as last committed,
+    also when another process committed since this session loaded it."""
+    if spark.catalog.tableExists(table):
+        spark.sql(f"REFRESH TABLE {table}")
 
 
 def _prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: str,

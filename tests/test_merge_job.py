@@ -700,3 +700,31 @@ def test_live_dumps_merged_by_the_command_line(mariadb, spark, spark_warehouse, 
     assert state.batch_id == second.manifest.dump_id
     assert merge_cdc.main(argv) == 0      # a rerun is a no-op
     assert json.loads(out.read_text())["batches"][0]["status"] == "already-applied"
+
+
+def test_a_batch_committed_from_another_session_is_seen_as_applied(spark, tmp_path):
+    """Iceberg's caching catalog keeps loaded tables: a long-lived session must still see
+    the commits another process made since, before it decides what to apply."""
+    rng = random.Random(11)
+    log, model, manifests = Binlog(tmp_path), {}, []
+    store = FileCheckpointStore(tmp_path / "store")
+    for _ in range(2):
+        log.begin()
+        random_batch(log, rng, model, 40, 0.0)
+        manifests.append(log.publish())
+    assert apply_manifests(spark, manifests[:1], "lake", "mj_stale", store, "st")["batches"][0]["status"] == "applied"
+    name = "lake.mj_stale.s__rnd"
+    assert table_rows(spark, name)  # loaded (and cached) by this session's catalog
+    # the same warehouse through a second catalog: its own cache, like another process
+    prefix = "spark.sql.catalog.lake"
+    for key in ("", ".type", ".warehouse"):
+        spark.conf.set(f"{prefix}_other{key}", spark.conf.get(prefix + key))
+    other = apply_manifests(spark, manifests[1:], "lake_other", "mj_stale", store, "st")
+    assert other["batches"][0]["status"] == "applied"
+    again = apply_manifests(spark, manifests, "lake", "mj_stale", store, "st")
+    assert [b["status"] for b in again["batches"]] == ["already-applied"] * 2
+    spark.sql(f"REFRESH TABLE {name}")
+    got = {k: tuple(r[c] for c in RCOLS) for k, r in table_rows(spark, name).items()}
+    assert got == model
+    ledger = spark.sql("SELECT batch_id FROM lake.mj_stale._binlog_batches").collect()
+    assert sorted(r[0] for r in ledger) == sorted(m.dump_id for m in manifests)

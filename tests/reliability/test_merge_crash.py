@@ -52,7 +52,7 @@ def argv_for(spark_warehouse, namespace, store_dir, manifests):
 
 
 def check_exact(spark, namespace, manifests, expected, store):
-    got = S.iceberg_state(spark, namespace, DB)
+    got = S.iceberg_state(spark, namespace, DB, refresh=True)  # committed by other processes too
     assert {t: got[t] for t in ("items", "pairs")} == {t: expected[t] for t in ("items", "pairs")}
     S.changelog_matches(got["events"], manifests, DB, "events")
     ledger = spark.sql(f"SELECT batch_id FROM lake.{namespace}._binlog_batches").collect()

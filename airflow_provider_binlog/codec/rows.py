@@ -251,22 +251,6 @@ def _datetime2_numeric_lines(v: str, fsp: int) -> list[str]:
             f"    {v}, p = {fallback}"]
 
 
-def _timestamp2_numeric_lines(v: str, fsp: int) -> list[str]:
-    frac_bytes, micro = _fraction(fsp)
-    size = 4 + frac_bytes
-    fallback = f"decode_timestamp2(buf, p, {fsp})"
-    sec = f"x >> {8 * frac_bytes}" if frac_bytes else "x"
-    return [f"if p + {size} <= blen:",
-            f"    x = {_read_be(size)}",
-            "    if x:",  # zero is the text '0000-00-00 00:00:00'
-            f"        {v} = ({sec}) * 1000000 + ({micro})",
-            "    else:",
-            f"        {v} = {fallback}[0]",
-            f"    p += {size}",
-            "else:",
-            f"    {v}, p = {fallback}"]
-
-
 def _date_numeric_lines(v: str) -> list[str]:
     return ["if p + 3 <= blen:",
             "    x = buf[p] | (buf[p + 1] << 8) | (buf[p + 2] << 16)",
@@ -280,15 +264,17 @@ def _date_numeric_lines(v: str) -> list[str]:
             f"    {v}, p = decode_date(buf, p)"]
 
 
-def _timestamp2_lines(v: str, fsp: int) -> list[str]:
+def _timestamp2_lines(v: str, fsp: int, numeric: bool = False) -> list[str]:
+    """TIMESTAMP2 as a UTC ``datetime`` (numeric: microseconds since the epoch)."""
     frac_bytes, micro = _fraction(fsp)
     size = 4 + frac_bytes
     fallback = f"decode_timestamp2(buf, p, {fsp})"
     sec = f"x >> {8 * frac_bytes}" if frac_bytes else "x"
+    value = f"({sec}) * 1000000 + ({micro})" if numeric else f"EPOCH + timedelta(0, {sec}, {micro})"
     return [f"if p + {size} <= blen:",
             f"    x = {_read_be(size)}",
             "    if x:",  # zero is the text '0000-00-00 00:00:00'
-            f"        {v} = EPOCH + timedelta(0, {sec}, {micro})",
+            f"        {v} = {value}",
             "    else:",
             f"        {v} = {fallback}[0]",
             f"    p += {size}",
@@ -323,7 +309,7 @@ def _value_lines(col: Column, v: str, consts: dict, partial_bit: int | None,
     if t == C.MYSQL_TYPE_DATETIME2:
         return (_datetime2_numeric_lines if numeric else _datetime2_lines)(v, meta)
     if t == C.MYSQL_TYPE_TIMESTAMP2:
-        return (_timestamp2_numeric_lines if numeric else _timestamp2_lines)(v, meta)
+        return _timestamp2_lines(v, meta, numeric)
     if t == C.MYSQL_TYPE_TIME2:
         return [f"{v}, p = decode_time2(buf, p, {meta})"]
     if t == C.MYSQL_TYPE_TIME:

@@ -168,23 +168,40 @@ def _fraction(fsp: int) -> tuple[int, str]:
     return 3, "x & 16777215"
 
 
-def _datetime2_lines(v: str, fsp: int) -> list[str]:
+def _datetime2_lines(v: str, fsp: int, numeric: bool = False) -> list[str]:
+    """DATETIME2 as a naive ``datetime`` (numeric: microseconds since 1970-01-01, the value
+    read as UTC); negative values and what ``datetime`` rejects get the fallback's value."""
     frac_bytes, micro = _fraction(fsp)
     size = 5 + frac_bytes
     fallback = f"decode_datetime2(buf, p, {fsp})"
     shift = f" >> {8 * frac_bytes}" if frac_bytes else ""
+    if numeric:
+        value = ["    k = d >> 17",
+                 "    dm = DAY_MICROS.get(k, MISSING)",
+                 "    if dm is MISSING:",
+                 "        dm = day_micros(k)",
+                 f"    us = {micro}",
+                 "    h = (d >> 12) & 31",
+                 "    mi = (d >> 6) & 63",
+                 "    sec = d & 63",
+                 "    if dm is not None and d >= 0 and h < 24 and mi < 60 and sec < 60 and us < 1000000:",
+                 f"        {v} = dm + h * 3600000000 + mi * 60000000 + sec * 1000000 + us",
+                 "    else:",
+                 f"        {v} = {fallback}[0]"]
+    else:
+        value = ["    if d >= 0:",  # negative values are printed by the fallback
+                 "        y = d >> 22",
+                 "        try:",
+                 f"            {v} = datetime(y // 13, y % 13, (d >> 17) & 31, (d >> 12) & 31, "
+                 f"(d >> 6) & 63, d & 63, {micro})",
+                 "        except ValueError:",
+                 f"            {v} = {fallback}[0]",
+                 "    else:",
+                 f"        {v} = {fallback}[0]"]
     return [f"if p + {size} <= blen:",
             f"    x = {_read_be(size)}",
             f"    d = (x{shift}) - 549755813888",
-            "    if d >= 0:",  # negative values are printed by the fallback
-            "        y = d >> 22",
-            "        try:",
-            f"            {v} = datetime(y // 13, y % 13, (d >> 17) & 31, (d >> 12) & 31, "
-            f"(d >> 6) & 63, d & 63, {micro})",
-            "        except ValueError:",
-            f"            {v} = {fallback}[0]",
-            "    else:",
-            f"        {v} = {fallback}[0]",
+            *value,
             f"    p += {size}",
             "else:",
             f"    {v}, p = {fallback}"]
@@ -200,10 +217,7 @@ def _day_micros(key: int):
         days = None
     else:
         days *= 86_400_000_000
-    if len(_DAY_MICROS) > 100_000:
-        _DAY_MICROS.clear()
-    _DAY_MICROS[key] = days
-    return days
+    return _remember(_DAY_MICROS, key, days)
 
 
 def _date_days(packed: int):
@@ -213,42 +227,20 @@ def _date_days(packed: int):
         days = _date(packed >> 9, (packed >> 5) & 15, packed & 31).toordinal() - _EPOCH_ORDINAL
     except ValueError:
         days = None
-    if len(_DATE_DAYS) > 100_000:
-        _DATE_DAYS.clear()
-    _DATE_DAYS[packed] = days
-    return days
+    return _remember(_DATE_DAYS, packed, days)
+
+
+def _remember(cache: dict, key: int, value):
+    """Store ``value`` in one of the day caches, which are emptied past 100,000 entries."""
+    if len(cache) > 100_000:
+        cache.clear()
+    cache[key] = value
+    return value
 
 
 _EPOCH_ORDINAL = _date(1970, 1, 1).toordinal()
 _DAY_MICROS: dict = {}
 _DATE_DAYS: dict = {}
-
-
-def _datetime2_numeric_lines(v: str, fsp: int) -> list[str]:
-    """DATETIME2 as microseconds since 1970-01-01 (the value read as UTC); what ``datetime``
-    rejects gets the usual value from the fallback."""
-    frac_bytes, micro = _fraction(fsp)
-    size = 5 + frac_bytes
-    fallback = f"decode_datetime2(buf, p, {fsp})"
-    shift = f" >> {8 * frac_bytes}" if frac_bytes else ""
-    return [f"if p + {size} <= blen:",
-            f"    x = {_read_be(size)}",
-            f"    d = (x{shift}) - 549755813888",
-            "    k = d >> 17",
-            "    dm = DAY_MICROS.get(k, MISSING)",
-            "    if dm is MISSING:",
-            "        dm = day_micros(k)",
-            f"    us = {micro}",
-            "    h = (d >> 12) & 31",
-            "    mi = (d >> 6) & 63",
-            "    sec = d & 63",
-            "    if dm is not None and d >= 0 and h < 24 and mi < 60 and sec < 60 and us < 1000000:",
-            f"        {v} = dm + h * 3600000000 + mi * 60000000 + sec * 1000000 + us",
-            "    else:",
-            f"        {v} = {fallback}[0]",
-            f"    p += {size}",
-            "else:",
-            f"    {v}, p = {fallback}"]
 
 
 def _date_numeric_lines(v: str) -> list[str]:
@@ -307,7 +299,7 @@ def _value_lines(col: Column, v: str, consts: dict, partial_bit: int | None,
             return _date_numeric_lines(v)
         return [f"{v}, p = decode_date(buf, p)"]
     if t == C.MYSQL_TYPE_DATETIME2:
-        return (_datetime2_numeric_lines if numeric else _datetime2_lines)(v, meta)
+        return _datetime2_lines(v, meta, numeric)
     if t == C.MYSQL_TYPE_TIMESTAMP2:
         return _timestamp2_lines(v, meta, numeric)
     if t == C.MYSQL_TYPE_TIME2:

@@ -144,6 +144,11 @@ def _status_kb(text: str, *fields: str) -> dict:
     return values
 
 
+def own_status_mb(field: str = "VmHWM") -> float:
+    """A memory field of this process's /proc status (VmHWM: its peak RSS), in MB."""
+    return _status_kb(_read("/proc/self/status") or "", field).get(field, 0) / 1024
+
+
 def _pss_kb(pid: int) -> Optional[int]:
     text = _read(f"/proc/{pid}/smaps_rollup")
     if not text:

@@ -78,7 +78,7 @@ HERE = str(pathlib.Path(__file__).resolve().parent)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from _proctree import TreeReport, TreeSampler, describe, wait_exited  # noqa: E402
+from _proctree import TreeReport, TreeSampler, describe, own_status_mb, wait_exited  # noqa: E402
 
 SERVER_OPTIONS = {
     "binlog_checksum": "CRC32",
@@ -174,14 +174,6 @@ def range_bytes(srv, start: tuple, end: tuple) -> int:
 # Each reader runs in its own process (``--worker ours|theirs``, its settings as JSON on
 # standard input), which prints one JSON line with its timing and counts.
 
-def _vmhwm_mb() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def worker_ours(spec: dict) -> dict:
     import pyarrow.parquet as pq
 
@@ -190,7 +182,7 @@ def worker_ours(spec: dict) -> dict:
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.tables import TableFilter
 
-    rss_idle = _vmhwm_mb()  # interpreter, pyarrow and our modules, before the dump
+    rss_idle = own_status_mb()  # interpreter, pyarrow and our modules, before the dump
 
     def dump():
         replica = ReplicaConnection(spec["host"], spec["port"], spec["user"], spec["password"],
@@ -218,7 +210,7 @@ def worker_ours(spec: dict) -> dict:
     else:
         result = dump()
         seconds = time.perf_counter() - t0
-    rss_peak = _vmhwm_mb()
+    rss_peak = own_status_mb()
 
     counts = {"insert": 0, "update": 0, "delete": 0}
     staged = 0
@@ -268,7 +260,7 @@ def worker_rows(spec: dict) -> dict:
     finally:
         replica.close()
     return {"seconds": time.perf_counter() - t0, "counts": counts, "values": touched,
-            "vmhwm_mb": _vmhwm_mb()}
+            "vmhwm_mb": own_status_mb()}
 
 
 def worker_theirs(spec: dict) -> dict:
@@ -305,7 +297,7 @@ def worker_theirs(spec: dict) -> dict:
     finally:
         stream.close()
     seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "counts": counts, "values": touched, "vmhwm_mb": _vmhwm_mb()}
+    return {"seconds": seconds, "counts": counts, "values": touched, "vmhwm_mb": own_status_mb()}
 
 
 def run_worker(kind: str, spec: dict, env: dict | None = None) -> tuple[dict, float, TreeReport]:

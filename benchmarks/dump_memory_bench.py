@@ -71,7 +71,8 @@ HERE = str(pathlib.Path(__file__).resolve().parent)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from _proctree import TreeReport, TreeSampler, describe, wait_exited  # noqa: E402
+from _proctree import TreeReport, TreeSampler, describe, own_status_mb, wait_exited  # noqa: E402
+from dump_bench import range_bytes  # noqa: E402
 
 SERVER_OPTIONS = {
     "binlog_checksum": "CRC32",
@@ -137,30 +138,10 @@ FROM {SCHEMA}.seq_1_to_{rows}
 """
 
 
-def range_bytes(srv, start: tuple, end: tuple) -> int:
-    """Binlog bytes from ``start`` to ``end`` (both (file, pos)), across files."""
-    total = 0
-    for name, size in ((r[0], int(r[1])) for r in srv.query("SHOW BINARY LOGS")):
-        if name < start[0] or name > end[0]:
-            continue
-        lo = start[1] if name == start[0] else 4
-        hi = end[1] if name == end[0] else size
-        total += max(0, hi - lo)
-    return total
-
-
 # --------------------------------------------------------------------------- worker
 # The dump runs in its own process (``--worker``, its settings as JSON on standard input),
 # which prints one JSON line with its timing, counts and its own memory figures; the memory
 # of its process tree is sampled by the parent.
-
-def _status_mb(field: str) -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
 
 class TraceSampler(threading.Thread):
     """Takes a :mod:`tracemalloc` snapshot of this process whenever the traced memory grew by
@@ -207,7 +188,7 @@ def worker(spec: dict) -> dict:
             super().__init__(staging_dir, **{**kwargs, **limits})
 
     dump_module.StagingWriter = LimitedWriter
-    rss_idle = _status_mb("VmHWM")
+    rss_idle = own_status_mb("VmHWM")
     trace = bool(spec.get("tracemalloc"))
     tracer = None
     if trace:
@@ -230,7 +211,7 @@ def worker(spec: dict) -> dict:
         if tracer is not None:
             tracer.stop()
         replica.close()
-    report = {"seconds": seconds, "rss_idle_mb": rss_idle, "vmhwm_mb": _status_mb("VmHWM"),
+    report = {"seconds": seconds, "rss_idle_mb": rss_idle, "vmhwm_mb": own_status_mb("VmHWM"),
               "workers": used[0] if used else None,
               "workers_env": os.environ.get("BINLOG_DUMP_WORKERS"), "limits": limits,
               "end": [result.end.file, result.end.position],

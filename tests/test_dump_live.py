@@ -175,7 +175,9 @@ def test_killed_dump_publishes_nothing_and_a_rerun_succeeds(mariadb, table, tmp_
             result = original(self, *a, **kw)
             count[0] += 1
             if count[0] == 20:  # some rows staged, some row groups maybe flushed
-                print("mid-dump", flush=True)
+                # one write: the two staging workers may both get here
+                sys.stdout.write("mid-dump\\n")
+                sys.stdout.flush()
                 time.sleep(60)
             return result
         writer._PartFile.append_event = slow

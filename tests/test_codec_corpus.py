@@ -6,7 +6,7 @@ import collections
 
 import pytest
 
-from airflow_provider_binlog.codec import (ColumnSchema, CorruptEventError, TableSchema,
+from airflow_provider_binlog.codec import (ColumnSchema, CorruptEventError, NotABinlogError, TableSchema,
                                            TruncatedEventError, read_binlog_file)
 from airflow_provider_binlog.codec.events import TransactionPayloadEvent
 from tests.corpus import CORPUS, manifest
@@ -18,7 +18,10 @@ NEGATIVE = {
     "blackbeam__rust_mysql_common/test-data/binlogs/binlog_truncated_event.000001": (TruncatedEventError, 4),
     "blackbeam__rust_mysql_common/test-data/binlogs/binlog_truncated_prev_gtid_event.000001": (TruncatedEventError, 120),
     "blackbeam__rust_mysql_common/test-data/binlogs/corrupt-relay-bin.000624": (CorruptEventError, 91204),
-    "alibaba__canal/dbsync/src/test/resources/tsdb/mysql-bin.000001": (Exception, None),
+    # Damaged in its source repository (its first bytes went through a text conversion: the
+    # magic FE became the UTF-8 replacement character EF BF BD); MANIFEST.md lists it under a
+    # path that does not exist ("dbsync/.../tsdb"), manifest.json not at all.
+    "alibaba__canal/parse/src/test/resources/binlog/tsdb/mysql-bin.000001": (NotABinlogError, 0),
 }
 # Rebuilt from hexdumps in their source repository: one stray byte after the last event.
 TRAILING_BYTE = {"Meituan-Dianping__MyFlash/testbinlog/haha.000005": 3283,
@@ -67,12 +70,12 @@ def test_corpus_file_decodes_with_the_manifest_event_counts(entry):
 @pytest.mark.parametrize("name", sorted(NEGATIVE))
 def test_negative_sample_fails_with_typed_error_naming_file_and_offset(name):
     path = CORPUS / name
-    if not path.exists():
-        pytest.skip(f"{name} is not shipped in this corpus")
+    assert path.is_file(), f"negative sample {name} is missing from the corpus at {CORPUS}"
     error_type, offset = NEGATIVE[name]
     with pytest.raises(error_type) as info:
         for _ in read_binlog_file(path):
             pass
+    assert type(info.value) is error_type, info.value
     assert info.value.source == path.name
     assert info.value.offset == offset
     assert path.name in str(info.value) and f"offset {offset}" in str(info.value)

@@ -13,7 +13,7 @@ import pytest
 
 from airflow_provider_binlog.checkpoint import (Checkpoint, CheckpointStoreError,
                                                 FileCheckpointStore)
-from airflow_provider_binlog.codec import BinlogError, read_binlog_file
+from airflow_provider_binlog.codec import BinlogError, TruncatedEventError, read_binlog_file
 from airflow_provider_binlog.codec.events import RowsEvent
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaError
@@ -78,26 +78,26 @@ def test_truncated_binlog_files_are_typed_errors(binlog_file, tmp_path, record_t
         if cut in boundaries:
             decode_all(path)      # cut between two events: a shorter, valid file
             continue
-        with pytest.raises(BinlogError, match="ends inside an event|truncated|offset"):
+        # the error names the event the cut fell into (its start) and how much of it is there
+        start = max(b for b in boundaries if b < cut)
+        with pytest.raises(TruncatedEventError) as info:
             decode_all(path)
+        assert type(info.value) is TruncatedEventError, (cut, info.value)
+        assert (info.value.source, info.value.offset) == (path.name, start), (cut, str(info.value))
+        assert f"input ends {cut - start} bytes into " in str(info.value), (cut, str(info.value))
     record_trials("binlog file truncated at a random offset", len(cuts))
 
 
 def test_corpus_negative_samples_are_typed_errors(record_trials):
     corpus = pytest.importorskip("tests.test_codec_corpus")
-    checked = 0
     for name, (error_type, offset) in sorted(corpus.NEGATIVE.items()):
         path = corpus.CORPUS / name
-        if not path.exists():
-            continue
-        with pytest.raises(BinlogError if error_type is Exception else error_type) as info:
+        assert path.is_file(), f"negative sample {name} is missing from the corpus"
+        with pytest.raises(error_type) as info:
             decode_all(path)
-        if offset is not None:
-            assert info.value.offset == offset
-        checked += 1
-    if not checked:
-        pytest.skip("no negative sample in this corpus")
-    record_trials("corpus negative samples", checked)
+        assert type(info.value) is error_type, (name, info.value)
+        assert (info.value.source, info.value.offset) == (path.name, offset), (name, str(info.value))
+    record_trials("corpus negative samples", len(corpus.NEGATIVE))
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,10 @@
 """Concurrent runs of the same load: two merges of the same stream never both commit (the
-checkpoint store's run lock, then its compare-and-set), two dumps of the same range publish
-one complete batch, a lock holder that dies (SIGKILL) leaves no stale lock."""
+checkpoint store's run lock, then its compare-and-set), two dumps of the same range that
+reach their publish step together take turns and publish one complete batch, a lock holder
+that dies (SIGKILL) leaves no stale lock."""
 from __future__ import annotations
 
+import fcntl
 import json
 import multiprocessing
 import os
@@ -104,21 +106,52 @@ def test_compare_and_set_lets_exactly_one_of_many_processes_advance(tmp_path, re
 
 
 def test_two_dumps_of_the_same_range_at_once_publish_one_complete_batch(mariadb, tmp_path, record_trials):
+    """Both dumps reach their publish step while another publisher holds the staging
+    directory's publish lock: both wait (their manifests written, nothing published); once it
+    is free one publishes and the other finds the same batch there and discards its copy. In
+    the next round the batch is there already: both discard theirs, the published one stays."""
     S.create_tables(mariadb, DB)
     start = S.here(mariadb)
     S.workload(mariadb, DB, S.rng_for("conc-dumps"), 150)
     stop = S.here(mariadb)
     staging = tmp_path / "staging"
     rounds = S.trials(2)
+    kept = None          # the published batch's creation time, from the first round on
     for r in range(rounds):
+        staging.mkdir(exist_ok=True)
+        before = sorted(p.name for p in staging.iterdir() if not p.name.startswith("."))
+        lock_fd = os.open(staging / ".publish.lock", os.O_RDWR | os.O_CREAT, 0o600)
         procs = []
-        for i in range(2):
-            spec = {"server": S.server_spec(mariadb), "start": start.to_json(), "stop": stop.to_json(),
-                    "staging_dir": str(staging), "tables": [f"{DB}.*"], "server_id": 6200 + i,
-                    "out": str(tmp_path / f"dump-{r}-{i}.json")}
-            procs.append(subprocess.Popen([sys.executable, str(S.HERE / "_dump_child.py"), json.dumps(spec)],
-                                          cwd=str(S.ROOT), env={**os.environ, "PYTHONPATH": str(S.ROOT)},
-                                          stderr=subprocess.PIPE, text=True))
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            for i in range(2):
+                spec = {"server": S.server_spec(mariadb), "start": start.to_json(), "stop": stop.to_json(),
+                        "staging_dir": str(staging), "tables": [f"{DB}.*"], "server_id": 6200 + i,
+                        "out": str(tmp_path / f"dump-{r}-{i}.json")}
+                procs.append(subprocess.Popen([sys.executable, str(S.HERE / "_dump_child.py"), json.dumps(spec)],
+                                              cwd=str(S.ROOT), env={**os.environ, "PYTHONPATH": str(S.ROOT)},
+                                              stderr=subprocess.PIPE, text=True))
+            # both finish writing, then wait for the lock: two complete work directories
+            deadline = time.monotonic() + 120
+            while len(waiting := sorted(staging.glob(".incomplete-*/manifest.json"))) < 2:
+                assert all(p.poll() is None for p in procs), \
+                    ("a dump finished while the publish lock was held",
+                     [(p.returncode, p.communicate()[1][-2000:]) for p in procs if p.poll() is not None])
+                assert time.monotonic() < deadline, "the two dumps never both reached their publish step"
+                time.sleep(0.05)
+            time.sleep(0.5)
+            assert [p.poll() for p in procs] == [None, None], "a dump finished while the publish lock was held"
+            assert sorted(p.name for p in staging.iterdir() if not p.name.startswith(".")) == before, \
+                "a dump published while the publish lock was held"
+            written = {json.loads(m.read_text())["created_at"] for m in waiting}
+            assert len(written) == 2, written
+        except BaseException:
+            for proc in procs:
+                proc.kill()
+                proc.wait()
+            raise
+        finally:
+            os.close(lock_fd)                        # the other publisher is done
         for proc in procs:
             _, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, err
@@ -126,7 +159,14 @@ def test_two_dumps_of_the_same_range_at_once_publish_one_complete_batch(mariadb,
         assert results[0]["dump_id"] == results[1]["dump_id"]
         published = [p for p in staging.iterdir() if not p.name.startswith(".")]
         assert [p.name for p in published] == [results[0]["dump_id"]]
+        # one copy was published, the other discarded: no work or replaced directory is left
+        assert sorted(p.name for p in staging.iterdir() if p.name != ".publish.lock") == [results[0]["dump_id"]]
         manifest = load_manifest(published[0], verify=True)
+        if kept is None:
+            assert manifest.data["created_at"] in written
+            kept = manifest.data["created_at"]
+        else:
+            assert manifest.data["created_at"] == kept, "a published batch was replaced by a copy of itself"
         assert S.replay([manifest], DB) == S.source_state(mariadb, DB)
     record_trials("two dumps of the same range at once", rounds)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import random
 from decimal import Decimal
 from pathlib import Path
@@ -68,8 +69,9 @@ class Binlog:
         self.ts += 1
 
     def ddl(self, kind: str, tables: list, query: str) -> None:
+        ops = [{"op": "reset", "table": t.split(".", 1)} for t in tables] if kind in ("truncate", "drop") else []
         self.writer.add_ddl({"file": self.file, "pos": self.pos, "gtid": None, "schema": "s",
-                             "kind": kind, "tables": tables, "query": query,
+                             "kind": kind, "tables": tables, "query": query, "ops": ops,
                              "ts": dt.datetime.fromtimestamp(self.ts, UTC).isoformat()})
         self.pos += 100
         self.ts += 1
@@ -460,6 +462,10 @@ def data_files(spark, name) -> set:
     return {r[0] for r in spark.sql(f"SELECT file_path FROM {name}.files WHERE content = 0").collect()}
 
 
+def snapshot_ids(spark, name) -> set:
+    return {r[0] for r in spark.sql(f"SELECT snapshot_id FROM {name}.snapshots").collect()}
+
+
 def delete_file_count(spark, name) -> int:
     return spark.sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0]
 
@@ -540,6 +546,7 @@ def test_table_properties_given_override_the_merge_on_read_default(spark, tmp_pa
 def test_maintenance_folds_the_delete_files_into_the_data_files(spark, tmp_path):
     log = Binlog(tmp_path)
     name = two_file_table(spark, log, "mj_maint")
+    loads, before = snapshot_ids(spark, name), data_files(spark, name)
     changes = few_changes(log)
     result = apply_manifests(spark, [changes], "lake", "mj_maint", maintenance=True,
                              expire_older_than_days=0, retain_last=1)
@@ -549,7 +556,12 @@ def test_maintenance_folds_the_delete_files_into_the_data_files(spark, tmp_path)
     done = {m["table"]: m for m in result["maintenance"]}[name]
     assert done["rewrite"]["rewritten_data_files_count"] == 3
     assert done["rewrite"]["added_data_files_count"] == 1
-    assert done["expire"]["deleted_data_files_count"] >= 0
+    # the two loads' snapshots are expired; the merge's (the newest with a checkpoint) is kept,
+    # and with it every data file: none can go yet
+    assert not loads & snapshot_ids(spark, name)
+    assert done["expire"]["deleted_manifest_lists_count"] == len(loads) == 2
+    assert done["expire"]["deleted_data_files_count"] == 0
+    assert done["expire"]["deleted_position_delete_files_count"] == 0
     # the applied position survives, and the next batch merges (and reruns) as before
     state = merge_cdc.applied_state(spark, name)
     assert state.checkpoint == log.here() and state.batch_id == changes.dump_id
@@ -560,6 +572,20 @@ def test_maintenance_folds_the_delete_files_into_the_data_files(spark, tmp_path)
     assert sorted(table_rows(spark, name))[:2] == [2, 3]
     again = apply_manifests(spark, [changes, following], "lake", "mj_maint")
     assert [b["status"] for b in again["batches"]] == ["already-applied"] * 2
+    # the next maintenance expires everything before the following batch's snapshot: the two
+    # loaded data files, the merge's data file and its delete file are referenced by nothing
+    # kept any more and are deleted from storage; the files of the kept snapshots stay
+    kept = {r[0] for r in spark.sql(f"SELECT file_path FROM {name}.files").collect()}
+    every = {(r[0], r[1]) for r in spark.sql(f"SELECT content, file_path FROM {name}.all_files").collect()}
+    gone = {content: {p for c, p in every if c == content and p not in kept} for content in (0, 1)}
+    assert len(gone[0]) == 3 and len(gone[1]) == 1 and before < gone[0], gone
+    (second,) = merge_cdc.run_maintenance(spark, "lake", "mj_maint", [name], older_than_days=0, retain_last=1)
+    assert second["expire"]["deleted_data_files_count"] == 3
+    assert second["expire"]["deleted_position_delete_files_count"] == 1
+    assert not [p for p in gone[0] | gone[1] if os.path.exists(p.removeprefix("file:"))]
+    assert all(os.path.exists(p.removeprefix("file:")) for p in kept)
+    assert merge_cdc.applied_state(spark, name).checkpoint == log.here()
+    assert sorted(table_rows(spark, name))[:2] == [2, 3]
 
 
 def test_merge_reads_target_columns_only_when_an_image_lacks_columns(spark, tmp_path, monkeypatch):
@@ -643,7 +669,7 @@ def test_a_batch_cut_differently_resumes_after_each_table_checkpoint(spark, tmp_
     longer = log.publish()                               # [4, 304): the same start, cut later
 
     class CrashingStore(FileCheckpointStore):
-        def save(self, key, checkpoint, *, expected=None):
+        def save(self, key, checkpoint, *, expected=None, **kw):
             raise RuntimeError("killed before the store was advanced")
 
     FileCheckpointStore(tmp_path / "store").save("recut", Checkpoint(file=log.file, position=4))

@@ -118,20 +118,64 @@ def test_java_major_version_reads_release_files(tmp_path) -> None:
     assert java_major_version(str(tmp_path / "absent")) is None
 
 
-def test_find_java17_home_skips_a_java_home_of_another_version(tmp_path, monkeypatch) -> None:
-    home = tmp_path / "jdk25"
+def _fake_java(home, version: str) -> str:
     (home / "bin").mkdir(parents=True)
     (home / "bin" / "java").write_text("#!/bin/sh\nexit 1\n")
     (home / "bin" / "java").chmod(0o755)
-    (home / "release").write_text('JAVA_VERSION="25"\n')
-    monkeypatch.setenv("JAVA_HOME", str(home))
-    try:
-        found = find_java17_home()
-    except SparkRuntimeError as exc:
-        assert "openjdk-17-jre-headless" in str(exc)
-        return
-    assert found != str(home)
-    assert java_major_version(found) == 17
+    (home / "release").write_text(f'JAVA_VERSION="{version}"\n')
+    return str(home)
+
+
+@pytest.fixture()
+def fake_jvms(tmp_path, monkeypatch):
+    """``/usr/lib/jvm`` seen as ``tmp_path/jvm`` and an empty PATH: the Java homes the search
+    sees are the ones the test makes."""
+    import glob as glob_module
+
+    jvm = tmp_path / "jvm"
+    jvm.mkdir()
+    real_glob = glob_module.glob
+
+    def fake_glob(pattern, *args, **kwargs):
+        if pattern.startswith("/usr/lib/jvm/"):
+            pattern = str(jvm) + pattern[len("/usr/lib/jvm"):]
+        return real_glob(pattern, *args, **kwargs)
+
+    monkeypatch.setattr(glob_module, "glob", fake_glob)
+    (tmp_path / "empty-path").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    return jvm
+
+
+def test_find_java17_home_skips_a_java_home_of_another_version(tmp_path, monkeypatch, fake_jvms) -> None:
+    monkeypatch.setenv("JAVA_HOME", _fake_java(tmp_path / "jdk25", "25"))
+    _fake_java(fake_jvms / "java-11-openjdk-amd64", "11.0.24")
+    java17 = _fake_java(fake_jvms / "java-17-openjdk-amd64", "17.0.15")
+    assert find_java17_home() == java17
+
+
+def test_find_java17_home_takes_java_home_as_given_when_it_is_a_java_17(tmp_path, monkeypatch, fake_jvms) -> None:
+    _fake_java(fake_jvms / "java-17-openjdk-amd64", "17.0.15")
+    target = _fake_java(tmp_path / "other-17", "17.0.2")
+    (tmp_path / "current").symlink_to(target)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "current"))
+    assert find_java17_home() == str(tmp_path / "current")
+
+
+def test_find_java17_home_falls_back_to_the_java_on_the_path(tmp_path, monkeypatch, fake_jvms) -> None:
+    _fake_java(fake_jvms / "java-21-openjdk-amd64", "21.0.4")
+    home = _fake_java(tmp_path / "opt" / "jdk", "17.0.9")
+    (tmp_path / "empty-path" / "java").symlink_to(os.path.join(home, "bin", "java"))
+    assert find_java17_home() == home
+
+
+def test_find_java17_home_without_one_names_the_package_to_install(tmp_path, monkeypatch, fake_jvms) -> None:
+    monkeypatch.setenv("JAVA_HOME", _fake_java(tmp_path / "jdk25", "25"))
+    _fake_java(fake_jvms / "java-11-openjdk-amd64", "11.0.24")
+    with pytest.raises(SparkRuntimeError, match="openjdk-17-jre-headless") as info:
+        find_java17_home()
+    assert "no Java 17 found" in str(info.value) and "jdk25" in str(info.value)
 
 
 def test_relocate_class_rejects_other_bytes() -> None:

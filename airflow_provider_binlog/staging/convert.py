@@ -130,6 +130,8 @@ def _configure(s: ColumnStager, col: Column, counters: Counters) -> None:
         s.numeric, s.python = _types(int), _types(dt.date)
 
         def date_days(v):
+            if isinstance(v, int):  # numeric form, in a column that also holds other values
+                return v
             if isinstance(v, dt.date):
                 return v.toordinal() - _EPOCH_ORDINAL
             return invalid_temporal(v)  # zero or invalid date, as MySQL prints it
@@ -140,6 +142,8 @@ def _configure(s: ColumnStager, col: Column, counters: Counters) -> None:
         s.numeric, s.python = _types(int), _types(dt.datetime)
 
         def micros(v):
+            if isinstance(v, int):  # numeric form, in a column that also holds other values
+                return v
             if isinstance(v, dt.datetime):
                 # naive values are wall time read as UTC, as Arrow reads them
                 return (v - (_EPOCH_NAIVE if v.tzinfo is None else _EPOCH)) // _MICROSECOND

@@ -89,6 +89,8 @@ def table_map_from_information_schema(conn, schema: str, table: str, flavor: str
             meta = (int(prec) << 8) | int(scale or 0)
         elif t in (C.MYSQL_TYPE_DATETIME2, C.MYSQL_TYPE_TIMESTAMP2, C.MYSQL_TYPE_TIME2):
             meta = int(dtp or 0)
+        elif t == C.MYSQL_TYPE_BIT:  # as the TABLE_MAP has it: whole bytes << 8 | bits
+            meta = (int(prec) // 8) << 8 | int(prec) % 8
         binary = charset is None and t in (C.MYSQL_TYPE_STRING, C.MYSQL_TYPE_VARCHAR, C.MYSQL_TYPE_BLOB)
         text = None
         if t in (C.MYSQL_TYPE_STRING, C.MYSQL_TYPE_VARCHAR, C.MYSQL_TYPE_BLOB):

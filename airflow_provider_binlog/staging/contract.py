@@ -39,10 +39,16 @@ Column types (MySQL -> Arrow; the merge job maps Arrow to Iceberg):
 - DATE -> date32; DATETIME -> timestamp[us] (no zone); TIMESTAMP -> timestamp[us, UTC];
   zero/invalid dates ('0000-00-00') -> null, counted in the manifest as ``invalid_temporals``
 - TIME -> int64 microseconds (signed, -838:59:59 .. 838:59:59); YEAR -> int16
-- BIT(n) -> int64 (two's complement for BIT(64) values >= 2^63)
+- BIT(1..63) -> int64; BIT(64) -> decimal(20,0) (every unsigned 64-bit value, like BIGINT
+  UNSIGNED)
 - CHAR/VARCHAR/TEXT -> string; BINARY/VARBINARY/BLOB -> binary; ENUM/SET -> string (labels;
   the index/bitmask as text when labels are unknown); JSON -> string (MySQL's JSON text);
   GEOMETRY -> binary (SRID + WKB as stored); VECTOR -> list<float32>
+- MariaDB UUID/INET6/INET4 -> string, the text the server prints (``123e4567-e89b-...``,
+  ``::ffff:1.2.3.4``, ``1.2.3.4``) when the column's schema is known (``Column.data_type``),
+  else binary (their 16/16/4 bytes, like BINARY(n))
+
+docs/types.md has the whole mapping, through to the Iceberg types, with the value ranges.
 """
 from __future__ import annotations
 
@@ -53,6 +59,7 @@ import pyarrow as pa
 
 from ..codec import constants as C
 from ..codec.events import Column
+from ..codec.mariadb_text import TEXT_FORMS
 
 MANIFEST_FORMAT = "airflow-provider-binlog/staging"
 MANIFEST_VERSION = 1
@@ -94,7 +101,7 @@ def arrow_type_for(col: Column) -> pa.DataType:
     if t == C.MYSQL_TYPE_YEAR:
         return pa.int16()
     if t == C.MYSQL_TYPE_BIT:
-        return pa.int64()
+        return pa.decimal128(20, 0) if bit_width(col) > 63 else pa.int64()
     if t in (C.MYSQL_TYPE_ENUM, C.MYSQL_TYPE_SET, C.MYSQL_TYPE_JSON):
         return pa.string()
     if t == C.MYSQL_TYPE_VECTOR:
@@ -102,12 +109,17 @@ def arrow_type_for(col: Column) -> pa.DataType:
     if t in _BINARY_TYPES:
         return pa.binary()
     if t in _TEXTLIKE:
-        if col.data_type == "json":
+        if col.data_type == "json" or (t == C.MYSQL_TYPE_STRING and col.data_type in TEXT_FORMS):
             return pa.string()
         return pa.binary() if col.text is False else pa.string()
     if t == C.MYSQL_TYPE_NULL:
         return pa.null()
     raise ValueError(f"column {col.name}: no staging type for MySQL type {col.type_name}")
+
+
+def bit_width(col: Column) -> int:
+    """n of a BIT(n) column (its TABLE_MAP metadata: whole bytes << 8 | remaining bits)."""
+    return (col.meta >> 8) * 8 + (col.meta & 0xFF)
 
 
 def image_type(columns) -> pa.StructType:

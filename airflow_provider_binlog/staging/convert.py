@@ -5,8 +5,8 @@ days and microseconds since the epoch for temporals; see
 :func:`~airflow_provider_binlog.codec.rows.compile_columns_decoder`), in the usual Python form
 (``Decimal``, ``datetime``: the tuple-decoding path and initial snapshots), or a mix of both.
 :meth:`ColumnStager.array` builds the Arrow array from a list in either form without a Python
-call per value; only values of other types (zero dates, undecodable text, BIT(64) values of
-2^63 and more, JSON documents, ...) are converted one by one.
+call per value; only values of other types (zero dates, undecodable text, JSON documents,
+MariaDB UUID/INET6/INET4 bytes rendered as text, ...) are converted one by one.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from ..codec import constants as C
 from ..codec.events import Column, JsonDiffs
+from ..codec.mariadb_text import TEXT_FORMS
 from .contract import arrow_type_for
 
 _MICROSECOND = dt.timedelta(microseconds=1)
@@ -71,7 +72,7 @@ class ColumnStager:
             try:
                 return self._finish(pa.array(values, self.storage))
             except _ARROW_ERRORS:
-                pass  # e.g. a BIT(64) value of 2^63 or more: converted below
+                pass  # converted below
         elif types <= self.python:
             try:
                 return pa.array(values, self.arrow)
@@ -156,7 +157,9 @@ def _configure(s: ColumnStager, col: Column, counters: Counters) -> None:
         s.convert = lambda v: v // _MICROSECOND if isinstance(v, dt.timedelta) else int(v)
     elif t == C.MYSQL_TYPE_BIT:
         s.numeric = s.python = _types(int)
-        s.convert = lambda v: v if v < (1 << 63) else v - (1 << 64)
+        s.convert = int
+        if pa.types.is_decimal(arrow):  # BIT(64): unsigned 64-bit values
+            s.storage, s.finish = pa.uint64(), (lambda a: a.cast(arrow))
     elif t in (C.MYSQL_TYPE_ENUM, C.MYSQL_TYPE_SET):
         s.numeric = s.python = _types(str)
         s.convert = str  # the index / bitmask when the labels are unknown
@@ -173,6 +176,20 @@ def _configure(s: ColumnStager, col: Column, counters: Counters) -> None:
         s.convert = json_text
     elif t == C.MYSQL_TYPE_VECTOR:
         s.convert = list
+    elif pa.types.is_string(arrow) and col.data_type in TEXT_FORMS:
+        # MariaDB UUID/INET6/INET4: the bytes the binlog holds as the server's text (a
+        # snapshot reads that text already)
+        render = TEXT_FORMS[col.data_type]
+        s.python = _types(str)
+
+        def fixed_text(v):
+            if isinstance(v, str):
+                return v
+            try:
+                return render(v)
+            except ValueError as exc:
+                raise StagingValueError(f"column {col.name} ({col.data_type}): {exc}") from None
+        s.convert = fixed_text
     elif pa.types.is_binary(arrow):
         s.numeric = s.python = _types(bytes)
         s.convert = lambda v: v.encode("utf-8") if isinstance(v, str) else bytes(v)

@@ -406,3 +406,106 @@ def test_the_app_serves_the_page_and_json_to_authenticated_users_only(monkeypatc
     assert "default-src 'none'" in page.headers["content-security-policy"]
     assert page.headers["cache-control"] == "no-store"
     assert client.get("/status.json").json()["sources"][0]["conn_id"] == "a"
+
+
+# ---------------------------------------------------------------------- more red states and settings
+
+@pytest.fixture()
+def silent_server():
+    """A loopback port whose listener accepts connections and never sends a byte (a hung
+    server, a black-holing proxy): the port of an ``accept``-ing socket."""
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    accepted, stop = [], threading.Event()
+
+    def accept():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1], accepted
+    finally:
+        stop.set()
+        thread.join()
+        for conn in accepted:
+            conn.close()
+        listener.close()
+
+
+def test_a_server_that_accepts_and_never_answers_fails_alone_within_the_timeouts(history, sources, silent_server):
+    from airflow.models.connection import Connection
+
+    port, accepted = silent_server
+    doc = {"conn_type": "mysql_binlog", "host": "127.0.0.1", "port": port, "login": "binlog_hook",
+           "password": SECRET, "extra": {"server_id": 7314, "checkpoint_store_uri": str(history.store_dir)}}
+    hung = (SourceConfig("hung_db", history.key, (str(history.staging_dir),)),
+            Connection.from_json(json.dumps(doc), conn_id="hung_db"))
+    found, _ = discover_sources(sources, use_db=False)
+    healthy = next((c, conn) for c, conn in found if c.conn_id == "shop_db")
+    import threading
+
+    result = []
+    began = time.monotonic()
+    worker = threading.Thread(target=lambda: result.extend(collect_all([hung, healthy], timeout=2)), daemon=True)
+    worker.start()
+    worker.join(20)         # a status that never returns fails here (closing the sockets ends it)
+    elapsed = time.monotonic() - began
+    assert not worker.is_alive(), "the status of a silent server never returned"
+    statuses = {s["conn_id"]: s for s in result}
+    assert accepted, "the status never connected to the silent server"
+    assert elapsed < 8, f"a silent server held the status for {elapsed:.1f} s (timeouts of 2 s)"
+    assert statuses["shop_db"]["state"] == "ok"
+    s = statuses["hung_db"]
+    assert s["state"] == "error" and s["position"] is None and s["lag"] is None
+    assert any(p["message"].startswith("server: ") and "timed out" in p["message"] for p in s["problems"]), \
+        s["problems"]
+    # what does not need the server is still shown
+    assert s["checkpoint"] is not None and len(s["dumps"]) == len(history.dumps)
+
+
+def test_binlog_ui_stall_seconds_sets_the_default_threshold(history, sources, monkeypatch):
+    from airflow_provider_binlog.plugins.status import STALL_ENV, default_stall_seconds
+
+    found, _ = discover_sources(sources, use_db=False)
+    conn = next(conn for c, conn in found if c.conn_id == "shop_db")
+    config = SourceConfig("shop_db", history.key)      # no stall_after_seconds of its own
+    later = dt.datetime.now(UTC) + dt.timedelta(minutes=30)
+    monkeypatch.delenv(STALL_ENV, raising=False)
+    assert default_stall_seconds() == 3600
+    assert collect_source(config, conn, now=later)["state"] == "ok"           # 30 min < 1 h
+    monkeypatch.setenv(STALL_ENV, "600")
+    s = collect_source(config, conn, now=later)
+    assert s["state"] == "stalled" and s["stall_after_seconds"] == 600
+    assert "threshold 10 min" in s["problems"][-1]["message"], s["problems"]
+    # a source's own stall_after_seconds wins over the environment
+    own = collect_source(SourceConfig("shop_db", history.key, stall_after_seconds=7200), conn, now=later)
+    assert own["state"] == "ok" and own["stall_after_seconds"] == 7200
+    for bad in ("0", "-5", "soon"):
+        monkeypatch.setenv(STALL_ENV, bad)
+        assert default_stall_seconds() == 3600
+
+
+def test_a_checkpoint_ahead_of_the_server_is_an_error(mariadb, history, tmp_path):
+    from airflow.models.connection import Connection
+
+    file, pos = mariadb.master_status()
+    store = FileCheckpointStore(tmp_path / "store")
+    store.save("ahead", Checkpoint(file=file, position=pos + 10_000, flavor="mariadb"))
+    doc = history.connection(mariadb, checkpoint_store_uri=str(tmp_path / "store"))
+    conn = Connection.from_json(json.dumps(doc), conn_id="ahead_db")
+    s = collect_source(SourceConfig("ahead_db", "ahead"), conn)
+    assert s["state"] == "error", s
+    (problem,) = [p for p in s["problems"] if p["state"] == "error"]
+    assert problem["message"].startswith("checkpoint: ") and "is ahead of the server's position" in problem["message"]
+    assert s["position"]["pos"] >= pos and s["lag"] is None          # the server part is still shown
+    html = render_page({"generated_at": dt.datetime.now(UTC).isoformat(), "sources": [s], "warnings": []})
+    assert 'data-conn-id="ahead_db" data-state="error"' in html and "is ahead of the server" in html

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from typing import Iterable, Optional
 
 from .codec import read_binlog_file
+from .codec.decoder import EventDecoder
 from .codec.errors import BinlogError
 from .codec.events import (ABSENT, FormatDescriptionEvent, GtidEvent, MariadbGtidEvent, QueryEvent, RowsEvent, TableMapEvent,
                            TransactionPayloadEvent)
-from .codec.render import RowRenderer, sql_literal
+from .codec.render import JsonlRenderer, sql_literal
 
 
 def _flatten(events: Iterable):
@@ -23,30 +23,37 @@ def _flatten(events: Iterable):
             yield from event.events
 
 
-def _write_jsonl(out, name: str, events, renderer: RowRenderer) -> None:
+def _jsonl_lines(name: str, event, gtid, renderer: JsonlRenderer) -> list:
+    if not isinstance(event, RowsEvent) or event.table_map is None or event.skipped:
+        return []
+    tm = event.table_map
+    head = {"file": name, "pos": event.pos, "ts": event.header.timestamp, "gtid": gtid,
+            "schema": tm.schema, "table": tm.table, "op": event.kind}
+    if event.deferred is not None:
+        return renderer.deferred_lines(head, event.kind, event.deferred)
+    return renderer.lines(head, event.kind, tm, event.rows)
+
+
+def _write_jsonl(out, name: str, events, renderer: JsonlRenderer) -> None:
+    """One JSON line per row change. ``events`` come from a decoder that defers rows: the
+    rows of an event are decoded (or found corrupt) when the event is written, those of a
+    TRANSACTION_PAYLOAD all before any of them is written."""
     gtid = None
-    dumps = json.dumps
-    for event in _flatten(events):
-        if isinstance(event, (GtidEvent, MariadbGtidEvent)):
+    for event in events:
+        if isinstance(event, TransactionPayloadEvent):
+            lines = []
+            for inner in event.events:
+                if isinstance(inner, (GtidEvent, MariadbGtidEvent)):
+                    gtid = inner.gtid
+                else:
+                    lines += _jsonl_lines(name, inner, gtid, renderer)
+        elif isinstance(event, (GtidEvent, MariadbGtidEvent)):
             gtid = event.gtid
             continue
-        if not isinstance(event, RowsEvent) or event.table_map is None or event.skipped:
-            continue
-        tm = event.table_map
-        head = {"file": name, "pos": event.pos, "ts": event.header.timestamp, "gtid": gtid,
-                "schema": tm.schema, "table": tm.table, "op": event.kind}
-        for row in event.rows:
-            if event.kind == "insert":
-                before, after = None, renderer.as_json_dict(tm, row)
-            elif event.kind == "delete":
-                before, after = renderer.as_json_dict(tm, row), None
-            else:
-                before, after = renderer.as_json_dict(tm, row[0]), renderer.as_json_dict(tm, row[1])
-            record = dict(head)
-            record["before"] = before
-            record["after"] = after
-            out.write(dumps(record, ensure_ascii=False))
-            out.write("\n")
+        else:
+            lines = _jsonl_lines(name, event, gtid, renderer)
+        if lines:
+            out.write("".join(lines))
 
 
 def _describe(event) -> str:
@@ -98,14 +105,18 @@ def _write_text(out, name: str, events) -> None:
 
 
 def decode_command(args) -> int:
-    renderer = RowRenderer()
+    renderer = JsonlRenderer()
     out = sys.stdout
     files = args.files
     for i, path in enumerate(files):
         start = args.start_position if i == 0 else None
         stop = args.stop_position if i == len(files) - 1 else None
+        verify = not args.no_verify_checksum
+        decoder = None
+        if args.format == "jsonl":  # rows are decoded by the JSON renderer, straight into text
+            decoder = EventDecoder(os.path.basename(path), verify_checksum=verify, defer_rows=True)
         events = read_binlog_file(path, start_position=start, stop_position=stop,
-                                  verify_checksum=not args.no_verify_checksum)
+                                  verify_checksum=verify, decoder=decoder)
         try:
             if args.format == "jsonl":
                 _write_jsonl(out, os.path.basename(path), events, renderer)

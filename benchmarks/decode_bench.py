@@ -23,12 +23,18 @@ It then times, best of ``--runs``:
   values (every event and every row image is materialised);
 * ``C``: ``mariadb-binlog --no-defaults -v FILE > /dev/null``, the server's
   own decoder printing every row as pseudo-SQL;
+* ``CLI jsonl``: ``python -m airflow_provider_binlog decode FILE --format jsonl
+  > /dev/null``, the whole command (interpreter start included) writing one
+  JSON line per row change;
 
-and prints the rows per second of both, the binlog megabytes per second of
-ours and the ratio ours/C (the project aims at 0.33 or more).  The number of
+the three in turn in each run, so that a change in the machine's load hits all
+of them.  It prints the rows per second of each, the binlog megabytes per
+second of ours, the ratio ours/C (the project aims at 0.33 or more) and the
+ratio of the CLI's time to C's (the project aims at 3 or less).  The number of
 rows is cross-checked once against the ``### INSERT``/``### UPDATE``/
-``### DELETE`` blocks printed by ``mariadb-binlog``; the script exits with
-status 1 when the counts differ and 2 when the setup fails.
+``### DELETE`` blocks printed by ``mariadb-binlog`` and the lines printed by
+the CLI; the script exits with status 1 when the counts differ and 2 when the
+setup fails.
 """
 from __future__ import annotations
 
@@ -165,12 +171,29 @@ def run_c(mariadb_binlog: str, path) -> None:
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
 
 
-def best_of(runs: int, fn, *args) -> float:
-    best = float("inf")
+CLI = [sys.executable, "-m", "airflow_provider_binlog", "decode", "--format", "jsonl"]
+
+
+def count_cli(path) -> int:
+    with subprocess.Popen([*CLI, str(path)], cwd=ROOT, stdout=subprocess.PIPE) as proc:
+        lines = sum(1 for _ in proc.stdout)
+    if proc.returncode:
+        raise RuntimeError(f"the decode CLI exited with status {proc.returncode}")
+    return lines
+
+
+def run_cli(path) -> None:
+    subprocess.run([*CLI, str(path)], cwd=ROOT, stdout=subprocess.DEVNULL, check=True)
+
+
+def best_of(runs: int, *measures) -> list:
+    """Best time of each ``(fn, *args)`` over ``runs`` rounds that run each once, in turn."""
+    best = [float("inf")] * len(measures)
     for _ in range(runs):
-        t0 = time.perf_counter()
-        fn(*args)
-        best = min(best, time.perf_counter() - t0)
+        for i, (fn, *args) in enumerate(measures):
+            t0 = time.perf_counter()
+            fn(*args)
+            best[i] = min(best[i], time.perf_counter() - t0)
     return best
 
 
@@ -211,9 +234,13 @@ def main(argv=None) -> int:
         if ours != theirs:
             print("ROW COUNTS DIFFER", file=sys.stderr)
             return 1
+        cli_lines = count_cli(path)
+        if cli_lines != n_rows:
+            print(f"THE CLI PRINTED {cli_lines} LINES FOR {n_rows} ROWS", file=sys.stderr)
+            return 1
 
-        t_ours = best_of(args.runs, decode_ours, path)
-        t_c = best_of(args.runs, run_c, mariadb_binlog, path)
+        t_ours, t_c, t_cli = best_of(args.runs, (decode_ours, path), (run_c, mariadb_binlog, path),
+                                     (run_cli, path))
 
     ratio = t_c / t_ours
     print(f"rows: {n_rows}  (best of {args.runs})")
@@ -221,7 +248,10 @@ def main(argv=None) -> int:
           f"{size_mb / t_ours:7.1f} MB/s")
     print(f"mariadb-binlog: {t_c:7.3f}s  {n_rows / t_c:12,.0f} rows/s  "
           f"{size_mb / t_c:7.1f} MB/s")
+    print(f"CLI jsonl:      {t_cli:7.3f}s  {n_rows / t_cli:12,.0f} rows/s  "
+          f"{size_mb / t_cli:7.1f} MB/s")
     print(f"ratio ours/C:   {ratio:.2f}  (target >= 0.33)")
+    print(f"ratio CLI/C:    {t_cli / t_c:.2f}  (target <= 3)")
     return 0
 
 

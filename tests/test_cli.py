@@ -2,14 +2,24 @@
 stderr with file and offset and a non-zero exit status."""
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import json
 import subprocess
 import sys
+from decimal import Decimal
 
 import pytest
 
 from airflow_provider_binlog.cli import main
-from tests.corpus import CORPUS
+from airflow_provider_binlog.codec import constants as C
+from airflow_provider_binlog.codec import read_binlog_file
+from airflow_provider_binlog.codec.errors import BinlogError
+from airflow_provider_binlog.codec.events import (ABSENT, GtidEvent, JsonDiffs, MariadbGtidEvent, RowsEvent,
+                                                  TransactionPayloadEvent)
+from airflow_provider_binlog.codec.mysql_json import to_json_compatible
+from airflow_provider_binlog.codec.render import RowRenderer
+from tests.corpus import CORPUS, manifest
 
 if not CORPUS.exists():
     pytest.skip(f"binlog corpus not found at {CORPUS}", allow_module_level=True)
@@ -108,3 +118,111 @@ def test_module_entry_point_runs_as_a_program():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.splitlines()) == 3
+
+
+# ------------------------------------------------------------------------------------------
+# Every binlog of the corpus: the JSON lines are those of the codec's decoded rows rendered
+# one record at a time with RowRenderer and json.dumps (how the command rendered them before
+# the generated renderers), and what a small oracle written from the documented encoding
+# makes of the same values.
+
+DAMAGED = "alibaba__canal/parse/src/test/resources/binlog/tsdb/mysql-bin.000001"  # not in manifest.json
+CORPUS_FILES = sorted({e.get("source_gz") or e["file"] for e in manifest()} | {DAMAGED})
+
+
+def _decoded_records(path):
+    """([(head, kind, table map, row)], error text or None) from the codec's own row decoding."""
+    out, gtid = [], None
+    try:
+        for event in read_binlog_file(path):
+            for ev in [event, *event.events] if isinstance(event, TransactionPayloadEvent) else [event]:
+                if isinstance(ev, (GtidEvent, MariadbGtidEvent)):
+                    gtid = ev.gtid
+                    continue
+                if not isinstance(ev, RowsEvent) or ev.table_map is None or ev.skipped:
+                    continue
+                tm = ev.table_map
+                head = {"file": path.name, "pos": ev.pos, "ts": ev.header.timestamp, "gtid": gtid,
+                        "schema": tm.schema, "table": tm.table, "op": ev.kind}
+                out += [(head, ev.kind, tm, row) for row in ev.rows]
+    except BinlogError as exc:
+        return out, f"error: {exc}\n"
+    except (OSError, ValueError) as exc:
+        return out, f"error: {path}: {exc}\n"
+    return out, None
+
+
+def _images(kind, row):
+    return (None, row) if kind == "insert" else (row, None) if kind == "delete" else row
+
+
+def _previous_line(head, kind, tm, row, renderer=RowRenderer()):
+    before, after = _images(kind, row)
+    record = dict(head)
+    record["before"] = None if before is None else renderer.as_json_dict(tm, before)
+    record["after"] = None if after is None else renderer.as_json_dict(tm, after)
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def _fraction(micro, fsp):
+    return "." + str(1000000 + micro)[1:1 + fsp] if fsp else ""
+
+
+def _oracle_value(col, v):
+    """The documented JSON encoding of one decoded value (README, decode --format jsonl)."""
+    fsp = col.hires_fsp or (col.meta if col.type in (C.MYSQL_TYPE_TIME2, C.MYSQL_TYPE_DATETIME2,
+                                                     C.MYSQL_TYPE_TIMESTAMP2) else 0)
+    fsp = min(fsp, 6)
+    if col.type == C.MYSQL_TYPE_JSON:
+        if isinstance(v, JsonDiffs):
+            return {"json_diffs": [{"op": d.operation, "path": d.path, "value": to_json_compatible(d.value)}
+                                   for d in v.diffs]}
+        return to_json_compatible(v)
+    if isinstance(v, (bytes, bytearray)):  # binary, GEOMETRY, text that is not valid in its charset
+        return base64.b64encode(v).decode()
+    if isinstance(v, Decimal):  # exact digits, never an exponent
+        sign, digits, exponent = v.as_tuple()
+        text = "".join(map(str, digits))
+        if exponent < 0:
+            text = text.rjust(-exponent + 1, "0")
+            text = text[:exponent] + "." + text[exponent:]
+        else:
+            text += "0" * exponent
+        return ("-" if sign else "") + text
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is not None:  # TIMESTAMP: UTC
+            v = v.astimezone(dt.timezone.utc)
+        return (f"{v.year:04d}-{v.month:02d}-{v.day:02d} {v.hour:02d}:{v.minute:02d}:{v.second:02d}"
+                + _fraction(v.microsecond, fsp))
+    if isinstance(v, dt.date):
+        return f"{v.year:04d}-{v.month:02d}-{v.day:02d}"
+    if isinstance(v, dt.timedelta):
+        micros = abs(v) // dt.timedelta(microseconds=1)
+        seconds, micro = divmod(micros, 1000000)
+        return (("-" if v < dt.timedelta(0) else "") + f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:"
+                f"{seconds % 60:02d}" + _fraction(micro, fsp))
+    if isinstance(v, tuple):  # VECTOR
+        return list(v)
+    assert v is None or type(v) in (int, float, str), (col, v)
+    return v
+
+
+def _oracle_record(head, kind, tm, row):
+    images = [None if image is None else {c.name: _oracle_value(c, v) for c, v in zip(tm.columns, image)
+                                          if v is not ABSENT}
+              for image in _images(kind, row)]
+    return {**head, "before": images[0], "after": images[1]}
+
+
+@pytest.mark.parametrize("relative", CORPUS_FILES)
+def test_jsonl_of_every_corpus_file_is_that_of_the_previous_renderer_and_the_documented_encoding(
+        relative, capsys):
+    path = CORPUS / relative
+    decoded, error = _decoded_records(path)
+    code, out, err = run(capsys, path)
+    assert (code, err) == ((2, error) if error else (0, ""))
+    lines = out.splitlines(keepends=True)
+    previous = [_previous_line(*d) for d in decoded]
+    assert [json.loads(line) for line in lines] == [json.loads(line) for line in previous]
+    assert lines == previous  # the same text, character for character
+    assert [json.loads(line) for line in lines] == [_oracle_record(*d) for d in decoded]

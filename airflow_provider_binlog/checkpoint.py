@@ -281,10 +281,20 @@ class CheckpointStore(abc.ABC):
         """The current checkpoint, or None if the key was never saved."""
 
     @abc.abstractmethod
-    def save(self, key: str, checkpoint: Checkpoint, *, expected: Checkpoint | None = None) -> None:
+    def save(self, key: str, checkpoint: Checkpoint, *, expected: Checkpoint | None = None,
+             schema_history: dict | None = None) -> None:
         """Store ``checkpoint``.  If ``expected`` is given (a checkpoint, or
         ``ABSENT``), raise ``CheckpointConflictError`` unless the stored value
-        equals it; the check and the write are atomic."""
+        equals it; the check and the write are atomic.
+
+        ``schema_history`` is the schema history valid at ``checkpoint`` (its JSON form),
+        written in the same atomic write; a save without one drops the stored one, which
+        belonged to the previous checkpoint."""
+
+    def load_schema_history(self, key: str) -> tuple[Checkpoint, dict] | None:
+        """The current checkpoint with the schema history saved with it, or None when the
+        key has no checkpoint or its checkpoint was saved without a history."""
+        return None
 
     @abc.abstractmethod
     def history(self, key: str, limit: int | None = None) -> list[SavedCheckpoint]:
@@ -415,7 +425,15 @@ class FileCheckpointStore(CheckpointStore):
 
     # -- writing -----------------------------------------------------------
 
-    def save(self, key: str, checkpoint: Checkpoint, *, expected: Checkpoint | None = None) -> None:
+    def load_schema_history(self, key: str) -> tuple[Checkpoint, dict] | None:
+        doc = self._read(key)
+        current = self._current(key, doc)
+        if current is None or not isinstance(doc.get("schema_history"), dict):
+            return None
+        return current, doc["schema_history"]
+
+    def save(self, key: str, checkpoint: Checkpoint, *, expected: Checkpoint | None = None,
+             schema_history: dict | None = None) -> None:
         if not isinstance(checkpoint, Checkpoint):
             raise TypeError(f"expected a Checkpoint, got {type(checkpoint).__name__}")
         with self._locked(key):
@@ -437,6 +455,8 @@ class FileCheckpointStore(CheckpointStore):
                 "saved_at": saved_at,
                 "history": [entry, *previous][:self.history_limit],
             }
+            if schema_history is not None:
+                new_doc["schema_history"] = schema_history
             self._write_atomically(self._path(key), json.dumps(new_doc, indent=1, sort_keys=True))
 
     def _temp_prefix(self, key: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Optional, Union
@@ -22,14 +21,14 @@ from .codec.events import (BinlogCheckpointEvent, FormatDescriptionEvent, GtidEv
                            TransactionPayloadEvent, XaPrepareEvent, XidEvent)
 from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
 from .replica import ReplicaConnection, ReplicationConnectionLost
+from .schema_history import (DdlSyntaxError, HistoryFollower, SchemaDivergenceError, SchemaHistory,
+                             SeedConflictError, check_table_map)
+from .schema_history.apply import statement_ops
+from .schema_history.ddl import named_tables, parse_ddl, statement_kind, tokenize
 from .staging import Manifest, StagingWriter
 from .tables import TableFilter
 
 log = logging.getLogger(__name__)
-
-_DDL_RE = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(ALTER|CREATE|DROP|TRUNCATE|RENAME)\b", re.I | re.S)
-_TABLE_REF_RE = re.compile(r"(?:`((?:[^`]|``)+)`|([A-Za-z0-9_$]+))(?:\s*\.\s*(?:`((?:[^`]|``)+)`|([A-Za-z0-9_$]+)))?")
-
 
 class DumpError(Exception):
     """A dump that cannot run as asked; the message says what to change."""
@@ -51,24 +50,6 @@ class DumpResult:
 
 def _pos_key(file: str, pos: int) -> tuple[int, int]:
     return split_binlog_file_name(file)[1], pos
-
-
-def _ddl_tables(query: str, default_schema: str) -> list[tuple[str, str]]:
-    """Best-effort ``(schema, table)`` names a DDL statement names (for the manifest)."""
-    m = _DDL_RE.match(query)
-    if not m:
-        return []
-    body = query[m.end():]
-    body = re.sub(r"^\s*(TEMPORARY\s+)?(TABLE|TABLES)\s+(IF\s+(NOT\s+)?EXISTS\s+)?", "", body, flags=re.I)
-    names = []
-    for part in re.split(r",|\bTO\b", body, flags=re.I)[:8]:
-        ref = _TABLE_REF_RE.search(part)
-        if not ref:
-            continue
-        first = (ref.group(1) or ref.group(2) or "").replace("``", "`")
-        second = (ref.group(3) or ref.group(4) or "").replace("``", "`")
-        names.append((first, second) if second else (default_schema, first))
-    return names
 
 
 def default_workers() -> int:
@@ -100,12 +81,25 @@ class BoundedDump:
                  max_rows: Optional[int] = None, max_bytes: Optional[int] = None,
                  max_seconds: Optional[float] = None, progress_seconds: float = 5.0,
                  retries: int = 3, backoff_seconds: float = 1.0,
-                 workers: Optional[int] = None) -> None:
+                 workers: Optional[int] = None, history: Optional[SchemaHistory] = None) -> None:
         self.replica = replica
         self.start = start
         self.stop = stop
         self.table_filter = table_filter
-        self.schemas = schemas
+        self.history = history
+        self.schemas = history if history is not None else schemas
+        self.follower = None if history is None else HistoryFollower(
+            history, table_filter, table_filter.schemas_possibly_included)
+        # a history read from information_schema after the start: exact from this position
+        self._exact_from = None
+        self._ambiguous_from = None
+        if history is not None and history.exact_from:
+            self._exact_from = _pos_key(history.exact_from["file"], int(history.exact_from["pos"]))
+            before = history.exact_from.get("read_after")
+            if before:
+                self._ambiguous_from = _pos_key(before["file"], int(before["pos"]))
+        self._seed_decoded: set = set()     # tables whose rows were decoded with a later seed
+        self._checked_maps: dict = {}       # table id -> the TABLE_MAP checked against the history
         self.limits = (max_rows, max_bytes, max_seconds)
         self.progress_seconds = progress_seconds
         self.retries = retries
@@ -183,6 +177,8 @@ class BoundedDump:
                 return
             if self._resume_at is not None and _pos_key(file, pos) < self._resume_at:
                 return  # staged before the connection was lost
+            if self.history is not None and self._checked_maps.get(event.table_map.table_id) is not event.table_map:
+                self._check_table_map(event.table_map, file, pos)
             gtid = self.txn.gtid
             self.writer.add_rows(event, binlog_file=file, gtid=gtid, txn=self._txn_id(file, pos))
         elif isinstance(event, (XidEvent, XaPrepareEvent)):
@@ -203,25 +199,90 @@ class BoundedDump:
             for inner in event.events:
                 self._handle(file, inner, next_pos, pos)
 
+    def _check_table_map(self, tm, file: str, pos: int) -> None:
+        key = (tm.schema, tm.table)
+        if self._exact_from is not None and _pos_key(file, pos) < self._exact_from:
+            if tm.names_from != "metadata":
+                self._seed_decoded.add(self.history.key(*key))
+        else:
+            tdef = self.history.get(*key)
+            if tdef is None:
+                raise SchemaDivergenceError(
+                    f"table {tm.schema}.{tm.table} has rows but is not in the schema history "
+                    "(created in a way the history did not follow)", position=f"{file}:{pos}")
+            check_table_map(tm, tdef, f"{file}:{pos}")
+        self._checked_maps[tm.table_id] = tm
+
+    def _ddl_error(self, exc: Exception, file: str, pos: int, query: str) -> DdlSyntaxError:
+        message = exc.message if isinstance(exc, DdlSyntaxError) else str(exc)
+        return DdlSyntaxError(f"{message}; the statement: {query!r}", position=f"{file}:{pos}",
+                              hint="the schema history cannot follow it, so the dump stopped and "
+                                   "published nothing; see docs/schema-changes.md: exclude the "
+                                   "table, or take a new snapshot from a position after it")
+
+    def _may_concern_us(self, event: QueryEvent) -> bool:
+        """Whether a statement the parser cannot read may name a followed database."""
+        followed = self.table_filter.schemas_possibly_included
+        if followed(event.schema or ""):
+            return True
+        try:
+            return any(t.is_name and followed(t.text) for t in tokenize(event.query))
+        except DdlSyntaxError:
+            return True
+
     def _record_ddl(self, file: str, pos: int, event: QueryEvent) -> None:
-        if not _DDL_RE.match(event.query):
+        if statement_kind(event.query) is None:
             return
-        tables = _ddl_tables(event.query, event.schema)
-        captured = [t for t in tables if self.table_filter(*t)]
-        if tables and not captured:
-            return
-        if not tables and not self.table_filter.schemas_possibly_included(event.schema or ""):
-            return
-        kind = _DDL_RE.match(event.query).group(1).lower()
         if self._resume_at is not None and _pos_key(file, pos) < self._resume_at:
+            return  # handled before the connection was lost
+        try:
+            stmt = parse_ddl(event.query)
+        except DdlSyntaxError as exc:
+            if self._may_concern_us(event):
+                raise self._ddl_error(exc, file, pos, event.query) from None
             return
+        if stmt is None:
+            return
+        default = event.schema or ""
+        try:
+            names = [r.resolve(default) for r in named_tables(stmt)]
+            if self.follower is None:
+                ops = statement_ops(stmt, default, self.table_filter)
+            elif not self.follower.concerns_us(stmt, default):
+                return
+            elif self._exact_from is not None and _pos_key(file, pos) < self._exact_from:
+                ops = self._before_seed(stmt, default, names, file, pos)
+            else:
+                ops = self.follower.apply(stmt, default)
+        except DdlSyntaxError as exc:
+            raise self._ddl_error(exc, file, pos, event.query) from None
+        captured = [t for t in names if self.table_filter(*t)]
+        if not ops and not captured:
+            return
+        kind = statement_kind(event.query).lower()
         self.writer.add_ddl({"file": file, "pos": pos, "gtid": self.txn.gtid if self.txn else None,
                              "schema": event.schema, "kind": kind,
                              # "schema.table" texts, and the names apart (either may hold dots)
-                             "tables": [f"{s}.{t}" for s, t in captured or tables],
-                             "table_names": [[s, t] for s, t in captured or tables],
-                             "query": event.query,
+                             "tables": [f"{s}.{t}" for s, t in captured or names],
+                             "table_names": [[s, t] for s, t in captured or names],
+                             "query": event.query, "ops": ops,
                              "ts": dt.datetime.fromtimestamp(event.header.timestamp, dt.timezone.utc).isoformat()})
+
+    def _before_seed(self, stmt, default: str, names: list, file: str, pos: int) -> list:
+        """A statement before the position the history was read at: the history already has
+        its effect. Rows of its tables decoded before it used the later schema: refuse."""
+        where = f"{file}:{pos}"
+        if self._ambiguous_from is not None and _pos_key(file, pos) >= self._ambiguous_from:
+            raise SeedConflictError(
+                "this schema change ran while the schema history was read from information_schema",
+                position=where, hint="run the dump again: it reads the history anew")
+        for name in names:
+            if self.history.key(*name) in self._seed_decoded:
+                raise SeedConflictError(
+                    f"rows of {name[0]}.{name[1]} before this schema change were decoded with its "
+                    f"schema read later (at {self.history.exact_from['file']}:"
+                    f"{self.history.exact_from['pos']}), which may not be theirs", position=where)
+        return statement_ops(stmt, default, self.table_filter)
 
     def _progress(self, file: str, pos: int) -> None:
         now = time.monotonic()
@@ -293,6 +354,9 @@ class BoundedDump:
                                                        PreviousGtidsEvent, StopEvent)):
                 self._boundary(file, next_pos)  # a file's header events: no transaction in between
             self._processed = _pos_key(file, next_pos)
+            if self._exact_from is not None and self.txn is None and self._processed >= self._exact_from:
+                self._exact_from = self._ambiguous_from = None  # the history is exact from here
+                self.history.exact_from = None
             if self.txn is None:
                 if self._stop_by_gtid():
                     return True
@@ -310,15 +374,43 @@ class BoundedDump:
         return self.boundary.file, self.boundary.position
 
 
+def seed_history_now(replica: ReplicaConnection, connect, table_filter: TableFilter,
+                     start: Checkpoint) -> SchemaHistory:
+    """Read the schema history from information_schema now, between two reads of the server's
+    position: the history is exact from the second on; a schema change between the two
+    cannot be placed (see :meth:`BoundedDump._before_seed`)."""
+    from .schema_history import seed_history
+
+    before = replica.master_status()
+    conn = connect()
+    try:
+        history = seed_history(conn, table_filter.schemas_possibly_included, replica.info.flavor)
+    finally:
+        conn.close()
+    after = replica.master_status()
+    exact = {"file": after[0], "pos": after[1], "read_after": {"file": before[0], "pos": before[1]}}
+    if start.has_coordinates and _pos_key(start.file, start.position) >= _pos_key(after[0], after[1]):
+        exact = None
+    history.exact_from = exact
+    return history
+
+
 def run_dump(replica: ReplicaConnection, *, staging_dir, start: Optional[Checkpoint] = None,
              stop: Union[str, Checkpoint] = "current", store: Optional[CheckpointStore] = None,
              key: Optional[str] = None, tables: Optional[TableFilter] = None, schemas=None,
              max_rows: Optional[int] = None, max_bytes: Optional[int] = None,
-             max_seconds: Optional[float] = None, **options) -> DumpResult:
+             max_seconds: Optional[float] = None, history: Optional[SchemaHistory] = None,
+             seed_connect=None, **options) -> DumpResult:
     """Dump from ``start`` (default: the stored checkpoint ``key``) to ``stop``.
 
     ``stop="current"`` is the server's position when the dump starts. The result's ``end`` is
     the transaction boundary where the dump stopped; the published manifest records it.
+
+    The schema history (see :mod:`.schema_history`) decodes rows with the schema valid at
+    their position and follows the DDL: ``history`` when given, else the one the store keeps
+    with the start checkpoint, else, with ``seed_connect`` (a callable that opens a plain
+    connection), one read from information_schema now, which is exact only from the server's
+    position at that read on. The manifest records the history at the dump's end.
     """
     started_at = dt.datetime.now(dt.timezone.utc)
     started = time.monotonic()
@@ -344,9 +436,16 @@ def run_dump(replica: ReplicaConnection, *, staging_dir, start: Optional[Checkpo
             stop = Checkpoint(file=file, position=pos, gtid=gtid, flavor=info.flavor)
     if not start.has_coordinates and start.gtid is None:
         raise DumpError(f"start checkpoint {start} has neither coordinates nor GTIDs")
+    table_filter = tables or TableFilter()
+    if history is None and store is not None and key is not None:
+        stored = store.load_schema_history(key)
+        if stored is not None and stored[0] == start:
+            history = SchemaHistory.from_json(stored[1])
+    if history is None and seed_connect is not None:
+        history = seed_history_now(replica, seed_connect, table_filter, start)
     dump = BoundedDump(replica, start=start, stop=stop, staging_dir=staging_dir,
-                       table_filter=tables or TableFilter(), schemas=schemas, max_rows=max_rows,
-                       max_bytes=max_bytes, max_seconds=max_seconds, **options)
+                       table_filter=table_filter, schemas=schemas, max_rows=max_rows,
+                       max_bytes=max_bytes, max_seconds=max_seconds, history=history, **options)
     try:
         if start.has_coordinates and stop.has_coordinates and \
                 _pos_key(start.file, start.position) >= _pos_key(stop.file, stop.position):
@@ -357,9 +456,10 @@ def run_dump(replica: ReplicaConnection, *, staging_dir, start: Optional[Checkpo
                   "version": info.version, "server_id": info.server_id,
                   "server_uuid": info.server_uuid}
         dump_id = f"{start.file or 'gtid'}.{start.position or 0}-{end.file}.{end.position}"
+        extra_history = {"schema_history": history.to_json()} if history is not None else {}
         manifest = dump.writer.publish(
             dump_id=dump_id, start=start.to_json(), end=end.to_json(), server=server,
-            extra={"tables_filter": dump.table_filter.to_json(), "transactions": dump.transactions,
+            extra={**extra_history, "tables_filter": dump.table_filter.to_json(), "transactions": dump.transactions,
                    "binlog_bytes": dump.bytes_read, "started_at": started_at.isoformat(),
                    "duration_seconds": round(time.monotonic() - started, 3)})
     except BaseException:

@@ -21,6 +21,7 @@ from .checkpoint import Checkpoint
 from .codec import constants as C
 from .codec.events import Column, TableMap
 from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from .schema_history import seed_history
 from .staging import Manifest, StagingWriter
 from .tables import TableFilter
 
@@ -183,6 +184,14 @@ def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, ser
             if tm is not None:
                 maps[(schema, table)] = tm
         file, pos, gtid_text = _snapshot_position(conn, flavor)
+        # the schema history the incremental dumps start from: every table of the captured
+        # databases as of the snapshot's position
+        history = seed_history(conn, tables.schemas_possibly_included, flavor)
+        for key, tm in maps.items():
+            tdef = history.get(*key)
+            if tdef is None or tdef.column_names != tuple(c.name for c in tm.columns):
+                raise SnapshotError(f"the schema of {key[0]}.{key[1]} changed while the snapshot "
+                                    "started; run the snapshot again")
         taken_at = dt.datetime.now(UTC)
         gtid = None
         if gtid_text:
@@ -196,6 +205,7 @@ def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, ser
         return writer.publish(dump_id=dump_id, start=checkpoint.to_json(), end=checkpoint.to_json(),
                               server=server,
                               extra={"mode": "snapshot", "tables_filter": tables.to_json(),
+                                     "schema_history": history.to_json(),
                                      "snapshot_tables": [f"{s}.{t}" for s, t in maps]})
     except BaseException:
         writer.abort()

@@ -21,16 +21,19 @@ Semantics, per source table ``<schema>.<table>`` and batch:
   to the final state of each primary key. An update that changes the primary key deletes the
   old key and writes the new one. Deletes delete, inserts and updates upsert; columns missing
   from a MINIMAL/NOBLOB after image keep the value the row had.
-- TRUNCATE TABLE / DROP TABLE (manifest ``ddl`` records) empty the table at their position:
-  the changes after the last one replace the table's content. A captured table renamed to a
-  name that is not captured is emptied the same way; a rename onto a captured table fails the
-  batch before anything is committed (the rows it carries are not in the binlog: load that
-  table from a new snapshot).
+- The manifest's ``ddl`` records say what each schema statement does to the captured tables
+  (``ops``, written by the dump from its schema history). TRUNCATE TABLE / DROP TABLE / CREATE
+  OR REPLACE empty the table at their position: the changes after the last one replace the
+  table's content. A captured table renamed to a name that is not captured is emptied the
+  same way; a rename that gives a captured table rows that are not in the binlog fails the
+  batch before anything is committed (load that table from a new snapshot). An online schema
+  change cut-over (a shadow created LIKE the table swapped in by RENAME) is a change of the
+  table's columns.
 - Schema changes seen in the staged files (added or dropped columns, type widening) are
   applied with ``ALTER TABLE`` before the MERGE. A change Iceberg cannot express fails the
   batch before anything is committed. A column added in the batch with a literal default (or
   the implicit default of a NOT NULL number, string or ENUM) gets it in the rows that existed
-  before, as in the source (see :func:`added_column_defaults`).
+  before, as in the source (the value comes with the DDL record's ``alter`` op).
 - Tables the job creates are Iceberg format v2, written in primary key order
   (``WRITE ORDERED BY``), and merge-on-read (see :data:`DEFAULT_TABLE_PROPERTIES`): a MERGE
   writes the changed rows and position delete files, not the data files the changed rows sit
@@ -79,7 +82,7 @@ from airflow_provider_binlog.checkpoint import (ABSENT, Checkpoint, CheckpointLo
 from airflow_provider_binlog.spark.runtime import local_spark_session, run_with_commit_properties
 from airflow_provider_binlog.staging.contract import ENVELOPE_COLUMNS
 from airflow_provider_binlog.staging.manifest import Manifest, ManifestError, load_manifest
-from airflow_provider_binlog.tables import TableFilter, iceberg_table_name
+from airflow_provider_binlog.tables import iceberg_table_name
 
 log = logging.getLogger("merge_cdc")
 
@@ -133,7 +136,6 @@ LEDGER_SCHEMA = T.StructType([
 ])
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DROP_TABLE = re.compile(r"^\s*(?:/\*.*?\*/\s*)*DROP\s+TABLE\b", re.I | re.S)
 _ORDER_TYPE = T.StructType([T.StructField("seq", T.LongType()), T.StructField("pos", T.LongType()),
                             T.StructField("row", T.IntegerType())])
 
@@ -548,7 +550,9 @@ def _order_struct() -> SparkColumn:
 
 def flat_changes(spark: SparkSession, files: Sequence[str], layouts: Sequence[Sequence[tuple]],
                  schema: SchemaPlan, primary_key: Sequence[str],
-                 defaults: Optional[Mapping[str, str]] = None) -> DataFrame:
+                 defaults: Optional[Mapping[str, str]] = None,
+                 fields: Optional[Sequence[Mapping[str, str]]] = None,
+                 insert_defaults: Optional[Mapping[str, str]] = None) -> DataFrame:
     """The staged changes of one table as one frame, values cast to the target types.
     ``defaults`` (column -> SQL literal text) fills the columns added in the batch with a
     default into the changes staged before the column was (re)added, as the source did.
@@ -556,25 +560,34 @@ def flat_changes(spark: SparkSession, files: Sequence[str], layouts: Sequence[Se
     Columns: ``_o`` (order struct seq/pos/row), ``_op``, ``v<i>``/``h<i>`` (after-image value
     of target column i and whether the image holds it), ``kb<j>``/``ka<j>`` (primary key
     column j of the before image, and of the row after the change: the after image's value,
-    else the before image's, as MINIMAL images leave unchanged key columns out)."""
+    else the before image's, as MINIMAL images leave unchanged key columns out). ``fields``
+    gives, per file, the staged field name of a column renamed after the file's rows.
+    ``insert_defaults`` (column -> literal text) is what an INSERT that left the column out gave
+    it (MINIMAL row images log only the columns the statement set)."""
     names = [n for n, _ in schema.columns]
     frames = []
     for part, (path, layout) in enumerate(zip(files, layouts)):
         df = read_staged(spark, path)
+        renamed = dict(fields[part]) if fields else {}
+        field = lambda n: renamed.get(n, n)  # noqa: E731
         present = {n for n, _ in layout}
         absent = F.coalesce(F.col("_after_absent"), F.array().cast("array<string>"))
         select = [_order_struct().alias("_o"), F.col("_op")]
         for i, (name, typ) in enumerate(schema.columns):
             if name in present and part >= schema.valid_from.get(name, 0):
-                value = F.col("_after").getField(name).cast(typ)
-                has = F.col("_after").isNotNull() & ~F.array_contains(absent, name)
+                value = F.col("_after").getField(field(name)).cast(typ)
+                has = F.col("_after").isNotNull() & ~F.array_contains(absent, field(name))
+                if insert_defaults and name in insert_defaults:
+                    omitted = (F.col("_op") == "insert") & F.array_contains(absent, field(name))
+                    value = F.when(omitted, F.lit(insert_defaults[name]).cast(typ)).otherwise(value)
+                    has = has | omitted
             elif defaults and name in defaults and part < schema.valid_from.get(name, 0):
                 value, has = F.lit(defaults[name]).cast(typ), F.col("_after").isNotNull()
             else:
                 value, has = F.lit(None).cast(typ), F.lit(False)
             select += [value.alias(f"v{i}"), has.alias(f"h{i}")]
         for j, key in enumerate(primary_key):
-            select.append(F.col("_before").getField(key).cast(schema.type_of(key)).alias(f"kb{j}"))
+            select.append(F.col("_before").getField(field(key)).cast(schema.type_of(key)).alias(f"kb{j}"))
         frames.append(df.select(*select))
     flat = functools.reduce(DataFrame.unionByName, frames)
     for j, key in enumerate(primary_key):
@@ -810,6 +823,8 @@ class TableWork:
     resets: list[dict]                 # TRUNCATE / DROP TABLE records to apply, in order
     plan: Optional[SchemaPlan] = None
     defaults: dict = dataclasses.field(default_factory=dict)  # columns added with a default
+    fields: list = dataclasses.field(default_factory=list)    # per file: column -> its staged field name
+    insert_defaults: dict = dataclasses.field(default_factory=dict)  # column -> what an INSERT leaving it out gives
     statements: list[str] = dataclasses.field(default_factory=list)
     status: str = "pending"
 
@@ -822,167 +837,113 @@ class TableWork:
         return sum(self.entry["rows"].values()) if self.entry else 0
 
 
-def _reset_records(batch: Batch) -> dict[str, list[dict]]:
-    """TRUNCATE and DROP TABLE records of the batch, per ``schema.table``, in binlog order."""
-    out: dict[str, list[dict]] = {}
+def _ddl_ops(batch: Batch) -> list[tuple[tuple[int, int], dict, dict]]:
+    """``(position, record, op)`` of the batch's DDL records, in binlog order. The dump says
+    what each statement means for the captured tables (see
+    ``airflow_provider_binlog/schema_history/apply.py``); the job does not read SQL."""
+    out = []
     for record in batch.manifest.data.get("ddl", []):
-        kind = str(record.get("kind", "")).lower()
-        if kind == "truncate" or (kind == "drop" and _DROP_TABLE.match(record.get("query", "") or "")
-                                  and not re.match(r"^\s*(?:/\*.*?\*/\s*)*DROP\s+TEMPORARY\b",
-                                                   record.get("query", ""), re.I | re.S)):
-            try:
-                position = (split_binlog_file_name(record["file"])[1], int(record["pos"]))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise MergeJobError(f"{batch.manifest.path}: DDL record without a usable "
-                                    f"position: {record!r} ({exc})") from None
-            names = record.get("table_names")
-            pairs = [tuple(n) for n in names] if isinstance(names, list) and \
-                len(names) == len(record.get("tables") or []) else [None] * len(record.get("tables") or [])
-            for name, pair in zip(record.get("tables") or [], pairs):
-                out.setdefault(name, []).append({**record, "_position": position, "_table": pair})
-        elif kind == "rename" or (kind == "alter" and _ALTER_RENAME.match(record.get("query") or "")):
-            _rename_resets(batch, record, out)
-    for records in out.values():
-        records.sort(key=lambda r: r["_position"])
+        if "ops" not in record:
+            raise MergeJobError(f"{batch.manifest.path}: the DDL record at {record.get('file')}:"
+                                f"{record.get('pos')} was written by an older release (no 'ops'); "
+                                f"dump that range again with this release")
+        try:
+            position = (split_binlog_file_name(record["file"])[1], int(record["pos"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MergeJobError(f"{batch.manifest.path}: DDL record without a usable "
+                                f"position: {record!r} ({exc})") from None
+        for op in record["ops"]:
+            out.append((position, record, op))
+    out.sort(key=lambda item: item[0])
     return out
 
 
-_REF = r"(?:`(?:[^`]|``)+`|[^\s`.,;]+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|[^\s`.,;]+))?"
-_RENAME_TABLE = re.compile(r"^\s*(?:/\*.*?\*/\s*)*RENAME\s+TABLES?\s+(?:IF\s+EXISTS\s+)?(.*)$", re.I | re.S)
-_RENAME_PAIR = re.compile(rf"({_REF})\s+(?:WAIT\s+\d+\s+|NOWAIT\s+)?TO\s+({_REF})", re.I | re.S)
-_ALTER_RENAME = re.compile(
-    rf"^\s*(?:/\*.*?\*/\s*)*ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?({_REF})"
-    rf".*?\bRENAME\s+(?!COLUMN\b|INDEX\b|KEY\b)(?:TO\s+|AS\s+)?({_REF})", re.I | re.S)
-
-
-def _split_ref(ref: str, default_schema: str) -> tuple[str, str]:
-    parts = re.findall(r"`((?:[^`]|``)+)`|([^\s`.]+)", ref)
-    names = [(q.replace("``", "`") if q else p) for q, p in parts]
-    return (names[0], names[1]) if len(names) == 2 else (default_schema, names[0])
-
-
-def rename_pairs(query: str, default_schema: str = "") -> list[tuple[tuple[str, str], tuple[str, str]]]:
-    """``[((schema, old), (schema, new))]`` of a RENAME TABLE or ALTER TABLE ... RENAME."""
-    m = _ALTER_RENAME.match(query)
-    if m:
-        return [(_split_ref(m.group(1), default_schema), _split_ref(m.group(2), default_schema))]
-    m = _RENAME_TABLE.match(query)
-    if not m:
-        return []
-    return [(_split_ref(a, default_schema), _split_ref(b, default_schema))
-            for a, b in _RENAME_PAIR.findall(m.group(1))]
-
-
-def _rename_resets(batch: Batch, record: dict, out: dict) -> None:
-    """A captured table renamed away is emptied at the rename (like DROP TABLE). A rename
-    onto a captured table cannot be followed: the rows it carries are not in the binlog, so
-    the batch fails before anything is committed."""
-    position = (split_binlog_file_name(record["file"])[1], int(record["pos"]))
-    spec = batch.manifest.data.get("tables_filter")
-    listed = set(record.get("tables") or [])
-    captured = (TableFilter(spec.get("include"), spec.get("exclude")) if isinstance(spec, dict)
-                else lambda s, t: f"{s}.{t}" in listed)
-    for (old_schema, old), (new_schema, new) in rename_pairs(record.get("query") or "", record.get("schema") or ""):
-        if captured(new_schema, new):
+def _reset_records(batch: Batch) -> dict[str, list[dict]]:
+    """The points where a captured table's content ends (TRUNCATE, DROP TABLE, CREATE OR
+    REPLACE, a rename away), per ``schema.table``, in binlog order. A statement that gives a
+    captured table rows that are not in the binlog fails the batch before anything is
+    committed."""
+    out: dict[str, list[dict]] = {}
+    for position, record, op in _ddl_ops(batch):
+        where = f"{record['file']}:{record['pos']}"
+        if op["op"] == "reset":
+            schema, table = op["table"]
+            out.setdefault(f"{schema}.{table}", []).append(
+                {**record, "_position": position, "_table": (schema, table)})
+        elif op["op"] == "refuse":
+            schema, table = op["table"]
             raise SchemaEvolutionError(
-                f"{batch.manifest.path}: {record.get('query')!r} at {record['file']}:{record['pos']} renames "
-                f"{old_schema}.{old} to the captured table {new_schema}.{new}; the merge cannot carry the "
-                f"rows across a rename (they are not in the binlog). Nothing of this batch was committed. "
-                f"Load {new_schema}.{new} from a new snapshot (backfill mode 'snapshot') and drop the "
-                f"Iceberg table of {old_schema}.{old} if it is no longer wanted")
-        if captured(old_schema, old):
-            out.setdefault(f"{old_schema}.{old}", []).append(
-                {**record, "kind": "drop", "tables": [f"{old_schema}.{old}"], "_position": position,
-                 "_table": (old_schema, old)})
-
-
-_ADD_COLUMN = re.compile(
-    r"\bADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?(`(?:[^`]|``)+`|[^\s`(),]+)\s+(.*?)"
-    r"(?=,\s*(?:ADD|DROP|MODIFY|CHANGE|ALTER|RENAME|ORDER|ALGORITHM|LOCK|FORCE|CONVERT|ENGINE)\b|;|\Z)",
-    re.I | re.S)
-_NOT_A_COLUMN = {"INDEX", "KEY", "PRIMARY", "UNIQUE", "FULLTEXT", "SPATIAL", "FOREIGN", "CONSTRAINT",
-                 "CHECK", "PARTITION", "PERIOD", "SYSTEM", "COLUMN", "IF"}
-_DEFAULT_LITERAL = re.compile(
-    r"\bDEFAULT\s*\(?\s*(NULL\b|TRUE\b|FALSE\b|[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
-    r"|'(?:[^'\\]|''|\\.)*'|\"(?:[^\"\\]|\"\"|\\.)*\")", re.I | re.S)
-_ESCAPES = {"0": "\0", "n": "\n", "r": "\r", "t": "\t", "b": "\b", "Z": "\x1a"}
-_ZERO_DEFAULT = ("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric",
-                 "dec", "fixed", "float", "double", "real", "bit", "bool", "boolean", "year")
-_EMPTY_DEFAULT = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "binary",
-                  "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
-
-
-def _unquote_sql(text: str) -> str:
-    quote, body = text[0], text[1:-1]
-    out, i = [], 0
-    while i < len(body):
-        c = body[i]
-        if c == "\\" and i + 1 < len(body):
-            out.append(_ESCAPES.get(body[i + 1], body[i + 1]))
-            i += 2
-        elif c == quote and body[i + 1:i + 2] == quote:
-            out.append(quote)
-            i += 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def added_column_defaults(query: str) -> dict[str, Optional[str]]:
-    """The columns an ``ALTER TABLE ... ADD [COLUMN]`` statement adds, with the value the
-    source gives the rows that exist (no row event carries it): the literal ``DEFAULT``, else
-    for ``NOT NULL`` numbers 0, strings '' and ENUMs their first label; None when there is
-    none or it is an expression (the rows then hold NULL in Iceberg)."""
-    out: dict[str, Optional[str]] = {}
-    for m in _ADD_COLUMN.finditer(query):
-        name, definition = m.group(1), m.group(2)
-        if name.startswith("`"):
-            name = name[1:-1].replace("``", "`")
-        elif name.upper() in _NOT_A_COLUMN:
-            continue
-        if re.search(r"\b(?:AS|GENERATED)\b", definition, re.I):
-            out[name] = None  # a generated column: computed, not a default
-            continue
-        literal = _DEFAULT_LITERAL.search(definition)
-        type_name = (re.match(r"\s*([A-Za-z]+)", definition) or [None, ""])[1].lower()
-        if literal:
-            text = literal.group(1)
-            upper = text.upper()
-            value = None if upper == "NULL" else "1" if upper == "TRUE" else "0" if upper == "FALSE" \
-                else _unquote_sql(text) if text[0] in "'\"" else text
-        elif re.search(r"\bDEFAULT\b", definition, re.I) or not re.search(r"\bNOT\s+NULL\b", definition, re.I) \
-                or re.search(r"\bAUTO_INCREMENT\b", definition, re.I):
-            value = None
-        elif type_name in _ZERO_DEFAULT:
-            value = "0"
-        elif type_name in _EMPTY_DEFAULT:
-            value = ""
-        elif type_name == "enum":
-            first = re.search(r"\(\s*('(?:[^'\\]|''|\\.)*')", definition)
-            value = _unquote_sql(first.group(1)) if first else None
-        else:
-            value = None
-        out[name] = value
+                f"{batch.manifest.path}: {record.get('query')!r} at {where}: {op.get('reason')}. "
+                f"Nothing of this batch was committed. Load {schema}.{table} from a new snapshot "
+                f"(backfill mode 'snapshot')")
+        elif op["op"] == "move":
+            (s1, t1), (s2, t2) = op["from"], op["to"]
+            raise SchemaEvolutionError(
+                f"{batch.manifest.path}: {record.get('query')!r} at {where} renames the captured "
+                f"table {s1}.{t1} to the captured table {s2}.{t2}; moving an Iceberg table's "
+                f"content between two captured names is not supported. Nothing of this batch was "
+                f"committed. Exclude one of the names from the load, or load {s2}.{t2} from a new "
+                f"snapshot (backfill mode 'snapshot')")
     return out
 
 
 def _column_defaults(batch: Batch, work: "TableWork") -> dict[str, str]:
-    """Columns of the table added in this batch (after the table's own checkpoint) whose
-    existing rows the source filled with a default value."""
+    """Columns of the table added in this batch (after the table's own checkpoint) with the
+    value the source gave the rows that existed (no row event carries it)."""
     found: dict[str, Optional[str]] = {}
-    for record in batch.manifest.data.get("ddl", []):
-        if str(record.get("kind", "")).lower() != "alter" or work.source not in (record.get("tables") or []):
-            continue
-        try:
-            position = (split_binlog_file_name(record["file"])[1], int(record["pos"]))
-        except (KeyError, TypeError, ValueError):
+    for position, _record, op in _ddl_ops(batch):
+        if op["op"] != "alter" or tuple(op["table"]) != (work.schema, work.table):
             continue
         if work.since is not None and position < work.since:
             continue
-        found.update(added_column_defaults(record.get("query") or ""))
+        for added in op.get("added") or ():
+            found[added["name"]] = added.get("value")
     columns = {n for n, _ in work.plan.columns} if work.plan else set()
     return {n: v for n, v in found.items() if v is not None and n in columns}
+
+
+def _insert_defaults(batch: Batch, work: "TableWork") -> dict[str, str]:
+    """Per column, the literal default an INSERT that leaves it out gives it, from the schema
+    history at the batch end (none without a history)."""
+    from airflow_provider_binlog.schema_history import SchemaHistory
+
+    data = batch.manifest.data.get("schema_history")
+    if not data:
+        return {}
+    tdef = SchemaHistory.from_json(data).get(work.schema, work.table)
+    if tdef is None:
+        return {}
+    columns = {n for n, _ in work.plan.columns} if work.plan else set()
+    return {c.name: v for c in tdef.columns
+            for v in [c.value_for_omitted()] if v is not None and c.name in columns}
+
+
+def _column_renames(batch: Batch, work: "TableWork") -> list[tuple[str, str]]:
+    """``(old, new)`` column renames of the table in this batch, in binlog order."""
+    out = []
+    for position, _record, op in _ddl_ops(batch):
+        if op["op"] == "alter" and tuple(op["table"]) == (work.schema, work.table) \
+                and (work.since is None or position >= work.since):
+            out += [(old, new) for old, new in op.get("renamed") or ()]
+    return out
+
+
+def _altered_layout(batch: Batch, work: "TableWork") -> Optional[list[tuple[str, T.DataType]]]:
+    """The table's columns after the batch's last ``alter`` op that lists them (the dump's
+    schema history gives them), as staged types; None when the batch has none."""
+    from airflow_provider_binlog.schema_history import ColumnDef
+    from airflow_provider_binlog.schema_history.columns import codec_column
+    from airflow_provider_binlog.staging.contract import arrow_type_for
+
+    last = None
+    for position, _record, op in _ddl_ops(batch):
+        if op["op"] == "alter" and tuple(op["table"]) == (work.schema, work.table) and op.get("columns") \
+                and (work.since is None or position >= work.since):
+            last = op["columns"]
+    if last is None:
+        return None
+    return [(c["name"], _arrow_to_spark(str(arrow_type_for(codec_column(ColumnDef.from_json(c))))))
+            for c in last]
 
 
 def _backfill_defaults(spark: SparkSession, work: "TableWork", batch: Batch, stream: str) -> str:
@@ -1044,12 +1005,17 @@ def _prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: s
                 raise MergeJobError(f"{name} is at [{state.checkpoint}] inside batch "
                                     f"{batch.batch_id}, which needs binlog coordinates to resume")
     work.resets = [r for r in resets if work.since is None or r["_position"] >= work.since]
-    if entry is None and not work.resets:
+    altered = _altered_layout(batch, work) if mode == MODE_MERGE else None
+    if entry is None and not work.resets and not (altered and exists):
         work.status = "no-change"
         return work
     if entry is None and not exists:
         work.status = "no-change"  # a TRUNCATE of a table never loaded: nothing to empty
         return work
+    renames = _column_renames(batch, work) if mode == MODE_MERGE else []
+    if renames:
+        renamed_to = dict(renames)
+        primary_key = work.primary_key = [renamed_to.get(k, k) for k in primary_key]
     if entry is not None:
         work.files = [str(p) for p in batch.manifest.files(entry)]
         for path in work.files:
@@ -1059,6 +1025,16 @@ def _prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: s
                 raise MergeJobError(f"{path}: not a staged file of this format (no {', '.join(missing)})")
             image = staged["_after"].dataType
             work.layouts.append([(f.name, f.dataType) for f in image.fields])
+        for old, new in renames:
+            # staged rows from before the rename name the column as it was: read them under the new name
+            for k, layout in enumerate(work.layouts):
+                names_here = {n for n, _ in layout}
+                if old in names_here and new not in names_here:
+                    while len(work.fields) < len(work.layouts):
+                        work.fields.append({})
+                    source_field = work.fields[k].pop(old, old)
+                    work.fields[k][new] = source_field
+                    work.layouts[k] = [(new if n == old else n, t) for n, t in layout]
         if mode == MODE_MERGE:
             for part, layout in zip(work.files, work.layouts):
                 missing = [k for k in primary_key if k not in {n for n, _ in layout}]
@@ -1077,8 +1053,16 @@ def _prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: s
         if mode == MODE_CHANGELOG:
             envelope = dict(CHANGELOG_ENVELOPE)
             current = [c for c in current if c[0] not in envelope]
-    work.plan = plan_schema(current, work.layouts, table=f"{schema}.{table}",
-                            drop_columns=mode == MODE_MERGE)
+    rename_statements = []
+    for old, new in renames:
+        if current is not None and old in dict(current) and new not in dict(current):
+            rename_statements.append(f"ALTER TABLE {name} RENAME COLUMN {_q(old)} TO {_q(new)}")
+            current = [(new if n == old else n, t) for n, t in current]
+    # the table's columns after the batch's last ALTER (from the schema history), so that a
+    # column added with a default reaches the table in the batch of its ALTER, whether or not
+    # rows follow it there
+    work.plan = plan_schema(current, work.layouts + ([altered] if altered and (exists or work.layouts) else []),
+                            table=f"{schema}.{table}", drop_columns=mode == MODE_MERGE)
     if mode == MODE_MERGE:
         for key in primary_key:
             if key not in dict(work.plan.columns):
@@ -1100,9 +1084,10 @@ def _prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: s
         after_envelope = f" AFTER {_q(CHANGELOG_ENVELOPE[-1][0])}"
         statements = [s[:-len(" FIRST")] + after_envelope if s.startswith("ALTER") and s.endswith(" FIRST")
                       else s for s in statements]
-    work.statements = statements
+    work.statements = rename_statements + statements
     if mode == MODE_MERGE:
         work.defaults = _column_defaults(batch, work)
+        work.insert_defaults = _insert_defaults(batch, work)
     work.status = "ready"
     return work
 
@@ -1124,7 +1109,8 @@ def merge_table(spark: SparkSession, work: TableWork, *,
     key_columns = [names.index(k) for k in work.primary_key]
     reset = work.resets[-1]["_position"] if work.resets else None
     if work.files:
-        flat = flat_changes(spark, work.files, work.layouts, plan, work.primary_key, work.defaults)
+        flat = flat_changes(spark, work.files, work.layouts, plan, work.primary_key, work.defaults,
+                            work.fields, work.insert_defaults)
         if work.since is not None:
             flat = flat.filter(_order_at_or_after(work.since))
         if reset is not None:
@@ -1339,6 +1325,16 @@ def _describe_position(cp: Optional[Checkpoint]) -> str:
     return "nothing" if cp is None else f"[{cp}]"
 
 
+def _save_checkpoint(store: CheckpointStore, key: str, batch: Batch, *, expected: Any) -> None:
+    """Advance the store to the batch end, with the schema history valid there (the dump's
+    manifest records it) in the same compare-and-set."""
+    history = batch.manifest.data.get("schema_history")
+    if history is not None:
+        store.save(key, batch.end, expected=expected, schema_history=history)
+    else:
+        store.save(key, batch.end, expected=expected)
+
+
 def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
                 store: Optional[CheckpointStore] = None, key: Optional[str] = None, *,
                 stream: Optional[str] = None, table_properties: Optional[Mapping[str, str]] = None,
@@ -1368,7 +1364,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
             log.info("batch %s is already applied (%s is at %s)", batch.batch_id, source, position)
             result["status"] = "already-applied"
             if store is not None and stored is None:
-                store.save(key, batch.end, expected=ABSENT)
+                _save_checkpoint(store, key, batch, expected=ABSENT)
                 result["checkpoint_store"] = "advanced"
             return result
         if compare_checkpoints(batch.start, position) > 0:
@@ -1397,6 +1393,9 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         # the DDL record's names apart when it has them: a schema or table name may hold dots
         pair = next((r["_table"] for r in records if r.get("_table")), None)
         names.add(tuple(pair) if pair else tuple(qualified.partition(".")[::2]))
+    for _at, _record, op in _ddl_ops(batch):
+        if op["op"] == "alter":  # a table altered in the batch, with rows or without
+            names.add(tuple(op["table"]))
     seen_targets: dict[str, tuple] = {}
     work = []
     for schema_name, table_name in sorted(names):
@@ -1446,7 +1445,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
     else:
         result["ledger"] = "already-applied"
     if store is not None:
-        store.save(key, batch.end, expected=stored if stored is not None else ABSENT)
+        _save_checkpoint(store, key, batch, expected=stored if stored is not None else ABSENT)
         result["checkpoint_store"] = "advanced"
     result["status"] = "applied"
     return result

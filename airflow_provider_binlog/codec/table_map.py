@@ -221,11 +221,12 @@ def parse_table_map(buf, p: int, end: int, table_id_len: int, *, schemas: Schema
         vec_idx = [i for i, t in enumerate(real_types) if t == C.MYSQL_TYPE_VECTOR]
         vector_dims = dict(zip(vec_idx, _read_packed_list(fields[C.OPT_VECTOR_DIMENSIONALITY])))
 
-    supplied = None
-    if names is None:
-        supplied = lookup_schema(schemas, schema, table)
-        if supplied is not None:
+    supplied = lookup_schema(schemas, schema, table)
+    if supplied is not None:
+        if names is None:
             _check_schema(supplied, real_types, schema, table)
+        elif len(supplied.columns) != ncols:
+            supplied = None  # the names come from the binlog; the caller checks the schema
 
     columns = []
     for i in range(ncols):
@@ -245,7 +246,8 @@ def parse_table_map(buf, p: int, end: int, table_id_len: int, *, schemas: Schema
         hires = None
         if supplied is not None:
             sc = supplied.columns[i]
-            name = sc.name
+            if names is None:
+                name = sc.name
             data_type = sc.data_type.lower()
             col_unsigned = col_unsigned or sc.unsigned
             col_pk = col_pk or sc.primary_key

@@ -32,7 +32,6 @@ from ..dump import run_dump
 from ..position import PositionCheck, check_position
 from ..replica import ReplicaConnection
 from ..replica.preflight import PreflightReport, preflight
-from ..replica.schemas import InformationSchemaSource
 from ..tables import TableFilter
 
 DEFAULT_PORT = 3306
@@ -273,25 +272,22 @@ class BinlogHook(BaseHook):
         begin = as_checkpoint(start, "start") if start is not None else self.stored_checkpoint(checkpoint_key)
         end = stop if stop == "current" else as_checkpoint(stop, "stop")
         table_filter = TableFilter(tables, exclude)
+        store = self.checkpoint_store() if self.checkpoint_store_location() else None
         replica = self.get_replica()
-        schemas = None
+        plain = self._plain_connect_kwargs()
         try:
             replica.connect()
             report = preflight(replica)
             for warning in report.warnings:
                 self.log.warning("%s", warning)
-            if not report.full_row_metadata:
-                plain = self._plain_connect_kwargs()
-                schemas = InformationSchemaSource(
-                    lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **plain))
             self.log.info("binlog dump of %s from [%s] to [%s], tables %s", self.binlog_conn_id, begin,
                           end, table_filter.to_json())
+            # the schema history is kept with the checkpoint; without one it is read now
             result = run_dump(replica, staging_dir=staging_dir, start=begin, stop=end, tables=table_filter,
-                              schemas=schemas, max_rows=max_rows, max_bytes=max_bytes,
-                              max_seconds=max_seconds, **options)
+                              store=store, key=checkpoint_key or self.binlog_conn_id,
+                              seed_connect=lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **plain),
+                              max_rows=max_rows, max_bytes=max_bytes, max_seconds=max_seconds, **options)
         finally:
-            if schemas is not None:
-                schemas.close()
             replica.close()
         out = result.to_json()
         self.log.info("binlog dump %s: %d transactions, rows %s, ended at [%s]", out["dump_id"],

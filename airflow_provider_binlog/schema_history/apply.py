@@ -118,6 +118,8 @@ class HistoryFollower:
     def names(self, stmt: ddl.Statement, default_schema: str) -> list[tuple]:
         if isinstance(stmt, (ddl.CreateDatabase, ddl.DropDatabase)):
             return []
+        if isinstance(stmt, ddl.CreateTrigger):
+            return [r.resolve(default_schema) for r in [stmt.table, *stmt.targets]]
         return [ref.resolve(default_schema) for ref in ddl.named_tables(stmt)]
 
     def concerns_us(self, stmt: ddl.Statement, default_schema: str) -> bool:
@@ -163,6 +165,18 @@ class HistoryFollower:
                     ops.append({"op": "reset", "table": [tdef.schema, tdef.name]})
         h.databases.pop(key, None)
         return ops
+
+    def _CreateTrigger(self, stmt: ddl.CreateTrigger, default_schema: str) -> list[dict]:
+        """A trigger on ``t`` writing into another table of the history makes that table a
+        copy kept in step with ``t`` (pt-online-schema-change's shadow)."""
+        h = self.history
+        source = stmt.table.resolve(default_schema)
+        for ref in stmt.targets:
+            target = ref.resolve(source[0])
+            tdef = h.get(*target)
+            if tdef is not None and target != source and h.get(*source) is not None:
+                h.put(dataclasses.replace(tdef, like=source))
+        return []
 
     # -- tables ------------------------------------------------------------------------------
     def _require(self, schema: str, table: str, what: str) -> TableDef:
@@ -257,8 +271,8 @@ class HistoryFollower:
                 ops.append(self._layout_change(new, old_def, h.get(*new), swap_from=src))
             else:
                 ops.append({"op": "refuse", "table": list(new), "reason": (
-                    f"{what} gives the captured table {new[0]}.{new[1]} the rows of {src[0]}.{src[1]}, "
-                    f"which is not captured, so its rows are not in the binlog")})
+                    f"{what} renames {src[0]}.{src[1]}, which is not captured, to the captured table "
+                    f"{new[0]}.{new[1]}: the rows it brings are not in the binlog")})
         for src in moved_away:
             if self.captured(*src) and src not in origin and not any(
                     o.get("table") == list(src) for o in ops) and not any(
@@ -425,6 +439,6 @@ def statement_ops(stmt: ddl.Statement, default_schema: str, captured: Captured) 
             ops.append({"op": "move", "from": list(src), "to": list(new)})
         elif captured(*new):
             ops.append({"op": "refuse", "table": list(new), "reason": (
-                f"the captured table {new[0]}.{new[1]} gets the rows of {src[0]}.{src[1]}, which is "
-                "not captured, so its rows are not in the binlog")})
+                f"the statement renames {src[0]}.{src[1]}, which is not captured, to the captured "
+                f"table {new[0]}.{new[1]}: the rows it brings are not in the binlog")})
     return ops

@@ -187,8 +187,17 @@ class DropDatabase:
     name: str
 
 
+@dataclass
+class CreateTrigger:
+    """A trigger on ``table`` whose body writes ``targets``: how pt-online-schema-change keeps
+    its shadow table a copy of the original."""
+
+    table: TableRef
+    targets: list
+
+
 Statement = Union[CreateTable, AlterTable, RenameTables, DropTables, TruncateTable,
-                  CreateDatabase, AlterDatabase, DropDatabase]
+                  CreateDatabase, AlterDatabase, DropDatabase, CreateTrigger]
 
 # -- text -> tokens ------------------------------------------------------------------------
 
@@ -232,8 +241,9 @@ def unwrap_executable_comments(sql: str) -> str:
 
 
 def tokenize(sql: str) -> list[Tok]:
+    text = unwrap_executable_comments(sql)
     try:
-        raw = _TOKENIZER().tokenize(unwrap_executable_comments(sql))
+        raw = _TOKENIZER().tokenize(text)
     except TokenError as exc:
         raise DdlSyntaxError(f"cannot tokenize the statement: {exc}") from None
     out = []
@@ -243,6 +253,10 @@ def tokenize(sql: str) -> list[Tok]:
             out.append(Tok(_PUNCT[tt], _PUNCT[tt]))
         elif tt == TokenType.IDENTIFIER:
             out.append(Tok("ident", t.text))
+        elif tt == TokenType.STRING and text[t.start:t.start + 1] not in ("'", '"'):
+            # the tokenizer hands the rest of a command (REPLACE ..., RENAME ...) over as one
+            # piece: split it too
+            out.extend(tokenize(t.text))
         elif tt in (TokenType.STRING, TokenType.NATIONAL_STRING):
             out.append(Tok("string", t.text))
         elif tt == TokenType.NUMBER:
@@ -819,6 +833,29 @@ def _database_options(p: _Parser, stmt) -> None:
                 p.next()
 
 
+def _parse_create_trigger(p: _Parser) -> Optional[CreateTrigger]:
+    """``CREATE [DEFINER=...] TRIGGER name {BEFORE|AFTER} event ON table FOR EACH ROW body``:
+    the table and the tables the body writes (after INTO, UPDATE, or DELETE ... FROM)."""
+    while not p.at_end() and p.word() not in ("TRIGGER", "VIEW", "PROCEDURE", "FUNCTION",
+                                              "EVENT", "INDEX", "TABLE", "USER", "ROLE"):
+        p.next()
+    if not p.accept("TRIGGER"):
+        return None
+    while not p.at_end() and p.word() != "ON":
+        p.next()
+    if not p.accept("ON"):
+        return None
+    table = p.table_ref()
+    targets = []
+    while not p.at_end():
+        w = p.next().word
+        if w in ("INTO", "UPDATE", "FROM") and p.peek() is not None and p.peek().is_name:
+            if w == "UPDATE" and p.word() == "OF":
+                continue
+            targets.append(p.table_ref())
+    return CreateTrigger(table, targets)
+
+
 def parse_ddl(sql: str) -> Optional[Statement]:
     """The schema statement ``sql`` is, or None when it changes no table schema."""
     tokens = tokenize(sql)
@@ -836,7 +873,7 @@ def parse_ddl(sql: str) -> Optional[Statement]:
             stmt = CreateDatabase(p.name(), replace=replace, if_not_exists=if_not_exists)
             _database_options(p, stmt)
             return stmt
-        return None
+        return _parse_create_trigger(p)
     if w == "ALTER":
         p.next()
         p.accept("ONLINE")
@@ -856,11 +893,6 @@ def parse_ddl(sql: str) -> Optional[Statement]:
         p.next()
         if p.accept("TABLE") or p.accept("TABLES"):
             return _parse_rename(p)
-        if p.peek() is not None and p.peek().kind == "string":
-            # sqlglot's tokenizer hands the rest of a RENAME over as one piece
-            rest = _Parser(tokenize(p.peek().text))
-            if rest.accept("TABLE") or rest.accept("TABLES"):
-                return _parse_rename(rest)
         return None
     if w == "DROP":
         p.next()

@@ -183,6 +183,7 @@ class SchemaHistory:
     databases: dict = field(default_factory=dict)     # schema -> (charset, collation)
     tables: dict = field(default_factory=dict)        # (schema, table) -> TableDef
     exact_from: Optional[dict] = None
+    _codec: dict = field(default_factory=dict, repr=False, compare=False)
 
     # -- names ---------------------------------------------------------------
     def key(self, schema: str, table: str) -> tuple:
@@ -198,9 +199,17 @@ class SchemaHistory:
         return self.tables.get(self.key(schema, table))
 
     def __call__(self, schema: str, table: str) -> Optional[TableSchema]:
-        """The codec's ``schemas`` source."""
+        """The codec's ``schemas`` source (one TABLE_MAP event per transaction and table asks:
+        the codec's view of a table is made once per table definition)."""
         found = self.get(schema, table)
-        return None if found is None else found.to_codec()
+        if found is None:
+            return None
+        cached = self._codec.get(id(found))
+        if cached is None or cached[0] is not found:
+            if len(self._codec) > 4 * len(self.tables) + 64:
+                self._codec.clear()
+            cached = self._codec[id(found)] = (found, found.to_codec())
+        return cached[1]
 
     def database_charset(self, schema: str) -> tuple:
         return self.databases.get(self.db_key(schema)) or (self.server_charset, None)

@@ -70,11 +70,11 @@ def install(kill: dict) -> None:
     elif point in ("before_store", "after_store"):
         original_save = checkpoint.FileCheckpointStore.save
 
-        def save(self, key, cp, *, expected=None):
+        def save(self, key, cp, *, expected=None, **kw):
             count[0] += 1
             if point == "before_store" and count[0] >= after:
                 die()
-            original_save(self, key, cp, expected=expected)
+            original_save(self, key, cp, expected=expected, **kw)
             if point == "after_store" and count[0] >= after:
                 die()
         checkpoint.FileCheckpointStore.save = save

@@ -75,7 +75,7 @@ def test_a_rename_of_an_unrelated_table_onto_a_captured_name_is_refused():
     _follow(h, "CREATE TABLE other (id INT PRIMARY KEY)")
     ops = _follow(h, "RENAME TABLE t TO t_gone, other TO t")
     assert [(o["op"], o["table"]) for o in ops] == [("refuse", ["s", "t"])]
-    assert "rows of s.other, which is not captured" in ops[0]["reason"]
+    assert "renames s.other, which is not captured, to the captured table s.t" in ops[0]["reason"]
 
 
 def test_a_captured_table_renamed_away_is_reset():
@@ -111,3 +111,20 @@ def test_without_a_history_names_alone_give_resets_and_added_defaults():
     ops = statement_ops(parse_ddl("ALTER TABLE t ADD COLUMN d INT NOT NULL DEFAULT 9"), "s", captured)
     assert [(a["name"], a["value"]) for a in ops[0]["added"]] == [("d", "9")]
     assert statement_ops(parse_ddl("RENAME TABLE x TO t"), "s", captured)[0]["op"] == "refuse"
+
+
+def test_pt_osc_shadow_kept_in_step_by_triggers_is_swapped_in_as_a_column_change():
+    h = _history()
+    _follow(h, "CREATE TABLE `s`.`_t_new` (id INT NOT NULL, a INT, b VARCHAR(10), PRIMARY KEY (id))")
+    _follow(h, "ALTER TABLE `s`.`_t_new` ADD COLUMN flag INT NOT NULL DEFAULT 3")
+    for event, body in (("DELETE", "DELETE IGNORE FROM `s`.`_t_new` WHERE `s`.`_t_new`.`id` <=> OLD.`id`"),
+                        ("UPDATE", "BEGIN DELETE IGNORE FROM `s`.`_t_new` WHERE !(OLD.`id` <=> NEW.`id`) "
+                                   "AND `s`.`_t_new`.`id` <=> OLD.`id`; REPLACE INTO `s`.`_t_new` "
+                                   "(`id`, `a`, `b`) VALUES (NEW.`id`, NEW.`a`, NEW.`b`); END"),
+                        ("INSERT", "REPLACE INTO `s`.`_t_new` (`id`, `a`, `b`) VALUES (NEW.`id`, NEW.`a`, NEW.`b`)")):
+        _follow(h, f"CREATE DEFINER=`root`@`localhost` TRIGGER `pt_osc_s_t_{event.lower()}` AFTER {event} "
+                   f"ON `s`.`t` FOR EACH ROW {body}")
+    assert h.get("s", "_t_new").like == ("s", "t")
+    ops = _follow(h, "RENAME TABLE `s`.`t` TO `s`.`_t_old`, `s`.`_t_new` TO `s`.`t`")
+    assert [(o["op"], [a["name"] for a in o["added"]], o["added"][0]["value"]) for o in ops] == \
+        [("alter", ["flag"], "3")]

@@ -1,0 +1,210 @@
+"""Schema changes followed through the binlog, live: a private MariaDB per binlog
+configuration, the hook's dumps with the schema history kept next to the checkpoint, the merge
+job into Iceberg; after every round Iceberg equals MariaDB value by value.
+
+Covers ALTERs inside a batch and between runs (ADD with defaults, DROP, the same-type drop and
+add, MODIFY, RENAME COLUMN), a gh-ost style cut-over (shadow LIKE the table, rows copied by
+INSERT ... SELECT, changes replayed, RENAME swap) and the real pt-online-schema-change while a
+writer keeps writing.
+"""
+from __future__ import annotations
+
+import itertools
+import shutil
+import subprocess
+import threading
+
+import pytest
+
+pytest.importorskip("airflow")
+
+from airflow_provider_binlog.checkpoint import FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.hooks.binlog import BinlogHook  # noqa: E402
+from airflow_provider_binlog.schema_history import SeedConflictError  # noqa: E402
+from airflow_provider_binlog.staging import load_manifest  # noqa: E402
+from airflow_provider_binlog.tables import iceberg_table_name  # noqa: E402
+from tests.airflow_conn import create_user, set_connection  # noqa: E402
+
+pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
+
+_names = itertools.count(1)
+
+#: binlog settings each load is tried under (row metadata, row image, checksum, compression)
+CONFIGS = {
+    "metadata-minimal": {"binlog_row_metadata": "MINIMAL"},
+    "metadata-full": {"binlog_row_metadata": "FULL", "binlog_checksum": "NONE"},
+    "image-minimal": {"binlog_row_metadata": "MINIMAL", "binlog_row_image": "MINIMAL"},
+    "image-noblob-compressed": {"binlog_row_metadata": "FULL", "binlog_row_image": "NOBLOB",
+                                "log_bin_compress": "ON", "log_bin_compress_min_len": "10"},
+}
+
+
+class Load:
+    """One source table loaded round by round: dump through the hook, merge into Iceberg."""
+
+    def __init__(self, server, spark, monkeypatch, tmp_path, db: str, tables: list[str]) -> None:
+        self.server, self.spark, self.db = server, spark, db
+        self.key = f"sch{next(_names)}"
+        self.namespace = f"schema_{self.key}"
+        self.staging = tmp_path / "staging"
+        self.store = FileCheckpointStore(tmp_path / "store")
+        create_user(server)
+        conn_id = set_connection(monkeypatch, server, extra={"checkpoint_store_uri": str(tmp_path / "store")})
+        self.hook = BinlogHook(conn_id)
+        self.patterns = [f"{db}.{t}" for t in tables]
+
+    def merge(self, manifest_path: str) -> dict:
+        from spark_jobs.merge_cdc import apply_manifests
+        return apply_manifests(self.spark, [load_manifest(manifest_path)], "lake", self.namespace,
+                               self.store, self.key)
+
+    def snapshot(self) -> None:
+        result = self.hook.snapshot(self.staging, tables=self.patterns)
+        self.merge(result["manifest"])
+
+    def round(self) -> dict:
+        result = self.hook.dump(staging_dir=self.staging, checkpoint_key=self.key, tables=self.patterns)
+        self.merge(result["manifest"])
+        return result
+
+    def assert_equal(self, table: str, key: str = "id") -> None:
+        columns = [r[0] for r in self.server.query(f"SHOW COLUMNS FROM `{self.db}`.`{table}`")]
+        source = [tuple(r) for r in self.server.query(
+            f"SELECT {', '.join(f'`{c}`' for c in columns)} FROM `{self.db}`.`{table}` ORDER BY `{key}`")]
+        name = f"lake.{self.namespace}.{iceberg_table_name(self.db, table)}"
+        self.spark.sql(f"REFRESH TABLE {name}")
+        iceberg = self.spark.table(name)
+        assert iceberg.columns == columns
+        rows = [tuple(r) for r in iceberg.orderBy(key).collect()]
+        assert rows == source
+
+
+@pytest.fixture(params=sorted(CONFIGS))
+def server(request, mariadb_factory):
+    return mariadb_factory(**CONFIGS[request.param])
+
+
+def _db(server) -> str:
+    name = f"sch_{next(_names)}"
+    server.execute(f"CREATE DATABASE {name}")
+    return name
+
+
+def test_alters_inside_a_batch_and_between_runs_keep_iceberg_equal_to_the_source(
+        server, spark, monkeypatch, tmp_path):
+    db = _db(server)
+    server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT, b INT, s VARCHAR(20) DEFAULT 'x')")
+    server.execute(f"INSERT INTO {db}.t VALUES (1, 10, 100, 'one'), (2, 20, 200, 'two'), (3, 30, 300, NULL)")
+    load = Load(server, spark, monkeypatch, tmp_path, db, ["t"])
+    load.snapshot()
+    load.assert_equal("t")
+
+    # inside one batch: the same-type drop and add (INT a dropped, INT c added), a NOT NULL
+    # column with a default the existing rows get, rows on both sides of each ALTER
+    server.execute(f"UPDATE {db}.t SET a = 11 WHERE id = 1")
+    server.execute(f"ALTER TABLE {db}.t DROP COLUMN a")
+    server.execute(f"INSERT INTO {db}.t (id, b, s) VALUES (4, 400, 'four')")
+    server.execute(f"ALTER TABLE {db}.t ADD COLUMN c INT NOT NULL DEFAULT 7 AFTER b")
+    server.execute(f"INSERT INTO {db}.t (id, b, c) VALUES (5, 500, 55)")
+    server.execute(f"UPDATE {db}.t SET c = c + 1 WHERE id = 2")
+    load.round()
+    load.assert_equal("t")
+
+    # between runs: an ALTER alone in its batch, then rows in the next one
+    server.execute(f"ALTER TABLE {db}.t ADD COLUMN d VARCHAR(5) NOT NULL DEFAULT 'zz'")
+    load.round()
+    load.assert_equal("t")
+    server.execute(f"INSERT INTO {db}.t (id, b, c, d) VALUES (6, 600, 66, 'six')")
+    server.execute(f"UPDATE {db}.t SET d = 'upd' WHERE id = 3")
+    server.execute(f"DELETE FROM {db}.t WHERE id = 4")
+    load.round()
+    load.assert_equal("t")
+
+    # a widening MODIFY and a column rename
+    server.execute(f"ALTER TABLE {db}.t MODIFY COLUMN b BIGINT")
+    server.execute(f"UPDATE {db}.t SET b = 5000000000 WHERE id = 5")
+    server.execute(f"ALTER TABLE {db}.t RENAME COLUMN s TO label")
+    server.execute(f"UPDATE {db}.t SET label = 'renamed' WHERE id = 1")
+    load.round()
+    load.assert_equal("t")
+
+
+def test_a_history_read_after_a_same_type_drop_and_add_is_detected_not_mislabelled(
+        mariadb_factory, monkeypatch, tmp_path):
+    server = mariadb_factory(binlog_row_metadata="MINIMAL")
+    db = _db(server)
+    server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT, b INT)")
+    create_user(server)
+    conn_id = set_connection(monkeypatch, server)
+    hook = BinlogHook(conn_id)
+    start = hook.current_position()
+    server.execute(f"INSERT INTO {db}.t VALUES (1, 10, 100)")
+    server.execute(f"ALTER TABLE {db}.t DROP COLUMN a, ADD COLUMN c INT")  # same types, new names
+    server.execute(f"INSERT INTO {db}.t VALUES (2, 200, 2000)")
+    with pytest.raises(SeedConflictError, match=rf"rows of {db}\.t before this schema change"):
+        hook.dump(staging_dir=tmp_path, start=start, tables=[f"{db}.t"])
+    assert not list(tmp_path.glob("*/manifest.json"))  # nothing published
+
+
+def test_gh_ost_style_cut_over_carries_the_table_on(mariadb_factory, spark, monkeypatch, tmp_path):
+    server = mariadb_factory(binlog_row_metadata="MINIMAL")
+    db = _db(server)
+    server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT, note VARCHAR(10))")
+    server.execute(f"INSERT INTO {db}.t VALUES (1, 1, 'a'), (2, 2, 'b'), (3, 3, 'c')")
+    load = Load(server, spark, monkeypatch, tmp_path, db, ["t"])
+    load.snapshot()
+    # the shadow: created LIKE the table, altered, rows copied, changes replayed, swapped in
+    server.execute(f"CREATE TABLE {db}._t_gho LIKE {db}.t")
+    server.execute(f"ALTER TABLE {db}._t_gho ADD COLUMN flag INT NOT NULL DEFAULT 5, DROP COLUMN a")
+    server.execute(f"INSERT INTO {db}._t_gho (id, note) SELECT id, note FROM {db}.t")
+    server.execute(f"UPDATE {db}.t SET note = 'b2' WHERE id = 2")
+    server.execute(f"UPDATE {db}._t_gho SET note = 'b2' WHERE id = 2")
+    server.execute(f"RENAME TABLE {db}.t TO {db}._t_del, {db}._t_gho TO {db}.t")
+    server.execute(f"DROP TABLE {db}._t_del")
+    server.execute(f"INSERT INTO {db}.t (id, note, flag) VALUES (4, 'd', 9)")
+    load.round()
+    load.assert_equal("t")
+
+
+@pytest.mark.skipif(shutil.which("pt-online-schema-change") is None,
+                    reason="pt-online-schema-change not installed (Debian package percona-toolkit)")
+def test_pt_online_schema_change_with_a_writer_running(mariadb_factory, spark, monkeypatch, tmp_path):
+    server = mariadb_factory(binlog_row_metadata="MINIMAL")
+    db = _db(server)
+    server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT NOT NULL, note VARCHAR(20))")
+    for i in range(1, 201):
+        server.execute(f"INSERT INTO {db}.t VALUES (%s, %s, %s)", (i, i, f"n{i}"))
+    load = Load(server, spark, monkeypatch, tmp_path, db, ["t"])
+    load.snapshot()
+    stop = threading.Event()
+    writes = itertools.count(1000)
+
+    def writer():
+        conn = server.connect()
+        try:
+            with conn.cursor() as cur:
+                while not stop.is_set():
+                    i = next(writes)
+                    cur.execute(f"INSERT INTO {db}.t (id, a, note) VALUES (%s, %s, 'w')", (i, i))
+                    cur.execute(f"UPDATE {db}.t SET note = CONCAT('u', id) WHERE id = %s", (i % 200 + 1,))
+                    cur.execute(f"DELETE FROM {db}.t WHERE id = %s", (i - 3,))
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        done = subprocess.run(
+            ["pt-online-schema-change", "--alter", "ADD COLUMN flag INT NOT NULL DEFAULT 3",
+             f"h=127.0.0.1,P={server.port},u={server.user},D={db},t=t", "--execute",
+             "--no-check-replication-filters", "--recursion-method=none", "--chunk-size=50"],
+            capture_output=True, text=True, timeout=300)
+    finally:
+        stop.set()
+        thread.join()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    load.round()
+    load.assert_equal("t")
+    server.execute(f"INSERT INTO {db}.t (id, a, note, flag) VALUES (5000, 1, 'after', 8)")
+    load.round()
+    load.assert_equal("t")

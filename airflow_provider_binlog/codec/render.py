@@ -260,10 +260,11 @@ _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 
 # JSON texts of date and time parts
-_DATETIME_HOURS: dict = {}  # DATETIME2 bits down to the hour -> "YYYY-MM-DD HH" | "" (invalid)
+_DATETIME_DAYS: dict = {}   # DATETIME2 day bits ((year * 13 + month) << 5 | day) -> "YYYY-MM-DD" | ""
 _EPOCH_DAYS: dict = {}      # days since 1970-01-01 -> "YYYY-MM-DD"
 _DATES: dict = {}           # DATE as packed in the row -> its JSON text
 _TWO_DIGITS = tuple("%02d" % i for i in range(100))
+_HOURS = tuple("%02d" % h if h < 24 else "" for h in range(32))  # DATETIME2 hour bits
 _MINUTES_SECONDS = tuple("%02d:%02d" % (k >> 6, k & 63) if k >> 6 < 60 and k & 63 < 60 else ""
                          for k in range(4096))  # DATETIME2 minute and second bits
 _CLOCK_MINUTES = tuple("%02d:%02d" % divmod(s, 60) for s in range(3600))
@@ -276,15 +277,15 @@ def _remember(cache: dict, key, value):
     return value
 
 
-def _datetime_hour(key: int) -> str:
-    """``key``: a DATETIME2 value without its minute and second bits ((year * 13 + month) << 10
-    | day << 5 | hour); "" for what datetime() rejects (the codec's fallback decides)."""
-    ym, day, hour = key >> 10, key >> 5 & 31, key & 31
+def _datetime_day(key: int) -> str:
+    """``key``: the day bits of a DATETIME2 value; "" for a day datetime() rejects (the codec's
+    fallback decides)."""
+    ym = key >> 5
     try:
-        text = "%s %02d" % (dt.date(ym // 13, ym % 13, day).isoformat(), hour) if hour < 24 else ""
+        text = dt.date(ym // 13, ym % 13, key & 31).isoformat()
     except ValueError:
         text = ""
-    return _remember(_DATETIME_HOURS, key, text)
+    return _remember(_DATETIME_DAYS, key, text)
 
 
 def _epoch_day(days: int) -> str:
@@ -313,9 +314,9 @@ def _json_value(data: bytes):
 
 _FUSED_GLOBALS = {
     **_STRUCTS, "ESC": _encode_basestring, "B64": _b2a_base64, "FLOAT_REPR": float.__repr__,
-    "DATETIME_HOURS": _DATETIME_HOURS, "EPOCH_DAYS": _EPOCH_DAYS, "DATES": _DATES,
-    "D2": _TWO_DIGITS, "MINSEC": _MINUTES_SECONDS, "CLOCK_MINUTES": _CLOCK_MINUTES,
-    "datetime_hour": _datetime_hour, "epoch_day": _epoch_day, "remember": _remember,
+    "DATETIME_DAYS": _DATETIME_DAYS, "EPOCH_DAYS": _EPOCH_DAYS, "DATES": _DATES,
+    "D2": _TWO_DIGITS, "HOURS": _HOURS, "MINSEC": _MINUTES_SECONDS, "CLOCK_MINUTES": _CLOCK_MINUTES,
+    "datetime_day": _datetime_day, "epoch_day": _epoch_day, "remember": _remember,
     "set_text": _set_text, "vector": _vector, "text_value": _text_value, "json_value": _json_value,
     "UnicodeDecodeError": UnicodeDecodeError,
     "decode_decimal": V.decode_decimal, "decode_date": V.decode_date,
@@ -445,14 +446,15 @@ def _datetime2_fixed(fsp: int):
         micro_of_raw = micro.replace("x", raw)
         return [*lines,
                 f"d = ({raw}{shift}) - 549755813888",
-                "hour = DATETIME_HOURS.get(d >> 12)",
-                "if hour is None:",
-                "    hour = datetime_hour(d >> 12)",
+                "day = DATETIME_DAYS.get(d >> 17)",
+                "if day is None:",
+                "    day = datetime_day(d >> 17)",
+                "hh = HOURS[d >> 12 & 31]",
                 "ms = MINSEC[d & 4095]",
                 f"us = {micro_of_raw}",
-                # a negative d has a negative key, which no date has
-                "if hour and ms and us < 1000000:",
-                f"    {x} = f'\"{{hour}}:{{ms}}{_fraction_text(fsp)}\"'",
+                # a negative d has a negative day key, which no date has
+                "if day and hh and ms and us < 1000000:",
+                f"    {x} = f'\"{{day}} {{hh}}:{{ms}}{_fraction_text(fsp)}\"'",
                 "else:",
                 f"    {x} = {j}(decode_datetime2(buf, {at}, {fsp})[0])"]
     return _Fixed(">", "".join(c for c, _ in parts), convert)

@@ -263,11 +263,6 @@ _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 _DATETIME_DAYS: dict = {}   # DATETIME2 day bits ((year * 13 + month) << 5 | day) -> "YYYY-MM-DD" | ""
 _EPOCH_DAYS: dict = {}      # days since 1970-01-01 -> "YYYY-MM-DD"
 _DATES: dict = {}           # DATE as packed in the row -> its JSON text
-_TWO_DIGITS = tuple("%02d" % i for i in range(100))
-_HOURS = tuple("%02d" % h if h < 24 else "" for h in range(32))  # DATETIME2 hour bits
-_MINUTES_SECONDS = tuple("%02d:%02d" % (k >> 6, k & 63) if k >> 6 < 60 and k & 63 < 60 else ""
-                         for k in range(4096))  # DATETIME2 minute and second bits
-_CLOCK_MINUTES = tuple("%02d:%02d" % divmod(s, 60) for s in range(3600))
 
 
 def _remember(cache: dict, key, value):
@@ -312,10 +307,43 @@ def _json_value(data: bytes):
     return decode_json_binary(data)
 
 
-_FUSED_GLOBALS = {
+_FUSED_GLOBALS: dict = {}
+
+
+def _fused_globals() -> dict:
+    """The names the generated renderers use (built on first use)."""
+    if not _FUSED_GLOBALS:
+        _FUSED_GLOBALS.update({
+            **_STRUCTS, "ESC": _encode_basestring, "B64": _b2a_base64, "FLOAT_REPR": float.__repr__,
+            "D2": tuple("%02d" % i for i in range(100)),
+            "HOURS": tuple("%02d" % h if h < 24 else "" for h in range(32)),  # DATETIME2 hour bits
+            "MINSEC": tuple("%02d:%02d" % (k >> 6, k & 63) if k >> 6 < 60 and k & 63 < 60 else ""
+                            for k in range(4096)),  # DATETIME2 minute and second bits
+            "CLOCK_MINUTES": tuple("%02d:%02d" % divmod(s, 60) for s in range(3600)),
+            "DATETIME_DAYS": _DATETIME_DAYS, "EPOCH_DAYS": _EPOCH_DAYS, "DATES": _DATES,
+            "datetime_day": _datetime_day, "epoch_day": _epoch_day, "remember": _remember,
+            "set_text": _set_text, "vector": _vector, "text_value": _text_value, "json_value": _json_value,
+            "UnicodeDecodeError": UnicodeDecodeError,
+            "decode_decimal": V.decode_decimal, "decode_date": V.decode_date,
+            "decode_datetime2": V.decode_datetime2, "decode_timestamp2": V.decode_timestamp2,
+            "decode_time2": V.decode_time2, "decode_time_v1": V.decode_time_v1,
+            "decode_datetime_v1": V.decode_datetime_v1, "decode_timestamp_v1": V.decode_timestamp_v1,
+            "decode_mariadb_hires_timestamp": V.decode_mariadb_hires_timestamp,
+            "decode_mariadb_hires_datetime": V.decode_mariadb_hires_datetime,
+            "decode_mariadb_hires_time": V.decode_mariadb_hires_time,
+        })
+    return _FUSED_GLOBALS
+    _FUSED_GLOBALS.update({
+        "D2": tuple("%02d" % i for i in range(100)),
+        "HOURS": tuple("%02d" % h if h < 24 else "" for h in range(32)),  # DATETIME2 hour bits
+        # DATETIME2 minute and second bits
+        "MINSEC": tuple("%02d:%02d" % (k >> 6, k & 63) if k >> 6 < 60 and k & 63 < 60 else ""
+                        for k in range(4096)),
+        "CLOCK_MINUTES": tuple("%02d:%02d" % divmod(s, 60) for s in range(3600)),
+    })
+    _FUSED_GLOBALS.update({
     **_STRUCTS, "ESC": _encode_basestring, "B64": _b2a_base64, "FLOAT_REPR": float.__repr__,
     "DATETIME_DAYS": _DATETIME_DAYS, "EPOCH_DAYS": _EPOCH_DAYS, "DATES": _DATES,
-    "D2": _TWO_DIGITS, "HOURS": _HOURS, "MINSEC": _MINUTES_SECONDS, "CLOCK_MINUTES": _CLOCK_MINUTES,
     "datetime_day": _datetime_day, "epoch_day": _epoch_day, "remember": _remember,
     "set_text": _set_text, "vector": _vector, "text_value": _text_value, "json_value": _json_value,
     "UnicodeDecodeError": UnicodeDecodeError,
@@ -326,7 +354,8 @@ _FUSED_GLOBALS = {
     "decode_mariadb_hires_timestamp": V.decode_mariadb_hires_timestamp,
     "decode_mariadb_hires_datetime": V.decode_mariadb_hires_datetime,
     "decode_mariadb_hires_time": V.decode_mariadb_hires_time,
-}
+    })
+    return _FUSED_GLOBALS
 
 
 def _base64(data: str) -> str:
@@ -723,7 +752,7 @@ def compile_jsonl_rows_renderer(tm: TableMap, kind: str, present: int,
     lines.append("        append(f'{head}" + record + "}}\\n')")
     lines.append("    return p")
     source = "\n".join(lines)
-    namespace = dict(_FUSED_GLOBALS)
+    namespace = dict(_fused_globals())
     namespace.update(consts)
     exec(compile(source, f"<jsonl rows renderer {tm.qualified_name}>", "exec"), namespace)
     fn = namespace["render"]

@@ -333,29 +333,6 @@ def _fused_globals() -> dict:
             "decode_mariadb_hires_time": V.decode_mariadb_hires_time,
         })
     return _FUSED_GLOBALS
-    _FUSED_GLOBALS.update({
-        "D2": tuple("%02d" % i for i in range(100)),
-        "HOURS": tuple("%02d" % h if h < 24 else "" for h in range(32)),  # DATETIME2 hour bits
-        # DATETIME2 minute and second bits
-        "MINSEC": tuple("%02d:%02d" % (k >> 6, k & 63) if k >> 6 < 60 and k & 63 < 60 else ""
-                        for k in range(4096)),
-        "CLOCK_MINUTES": tuple("%02d:%02d" % divmod(s, 60) for s in range(3600)),
-    })
-    _FUSED_GLOBALS.update({
-    **_STRUCTS, "ESC": _encode_basestring, "B64": _b2a_base64, "FLOAT_REPR": float.__repr__,
-    "DATETIME_DAYS": _DATETIME_DAYS, "EPOCH_DAYS": _EPOCH_DAYS, "DATES": _DATES,
-    "datetime_day": _datetime_day, "epoch_day": _epoch_day, "remember": _remember,
-    "set_text": _set_text, "vector": _vector, "text_value": _text_value, "json_value": _json_value,
-    "UnicodeDecodeError": UnicodeDecodeError,
-    "decode_decimal": V.decode_decimal, "decode_date": V.decode_date,
-    "decode_datetime2": V.decode_datetime2, "decode_timestamp2": V.decode_timestamp2,
-    "decode_time2": V.decode_time2, "decode_time_v1": V.decode_time_v1,
-    "decode_datetime_v1": V.decode_datetime_v1, "decode_timestamp_v1": V.decode_timestamp_v1,
-    "decode_mariadb_hires_timestamp": V.decode_mariadb_hires_timestamp,
-    "decode_mariadb_hires_datetime": V.decode_mariadb_hires_datetime,
-    "decode_mariadb_hires_time": V.decode_mariadb_hires_time,
-    })
-    return _FUSED_GLOBALS
 
 
 def _base64(data: str) -> str:

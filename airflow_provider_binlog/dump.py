@@ -100,6 +100,7 @@ class BoundedDump:
                 self._ambiguous_from = _pos_key(before["file"], int(before["pos"]))
         self._seed_decoded: set = set()     # tables whose rows were decoded with a later seed
         self._checked_maps: dict = {}       # table id -> the TABLE_MAP checked against the history
+        self._cut = False                   # a rename between captured tables ends the batch
         self.limits = (max_rows, max_bytes, max_seconds)
         self.progress_seconds = progress_seconds
         self.retries = retries
@@ -260,6 +261,8 @@ class BoundedDump:
         if not ops and not captured:
             return
         kind = statement_kind(event.query).lower()
+        if any(op["op"] == "move" for op in ops):
+            self._cut = True  # the merge moves tables at the end of a batch
         self.writer.add_ddl({"file": file, "pos": pos, "gtid": self.txn.gtid if self.txn else None,
                              "schema": event.schema, "kind": kind,
                              # "schema.table" texts, and the names apart (either may hold dots)
@@ -358,6 +361,9 @@ class BoundedDump:
                 self._exact_from = self._ambiguous_from = None  # the history is exact from here
                 self.history.exact_from = None
             if self.txn is None:
+                if self._cut:
+                    log.info("binlog dump stops at %s, after a rename between captured tables", self.boundary)
+                    return True
                 if self._stop_by_gtid():
                     return True
                 limit = self._limit_reached()

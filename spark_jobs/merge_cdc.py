@@ -90,6 +90,7 @@ SUMMARY_CHECKPOINT = "binlog.checkpoint"
 SUMMARY_BATCH = "binlog.batch_id"
 SUMMARY_START = "binlog.start"
 SUMMARY_STREAM = "binlog.stream"
+SUMMARY_MOVE = "binlog.move"
 PROP_SOURCE = "binlog.source"
 PROP_MODE = "binlog.mode"
 PROP_PRIMARY_KEY = "binlog.primary-key"
@@ -876,14 +877,6 @@ def _reset_records(batch: Batch) -> dict[str, list[dict]]:
                 f"{batch.manifest.path}: {record.get('query')!r} at {where}: {op.get('reason')}. "
                 f"Nothing of this batch was committed. Load {schema}.{table} from a new snapshot "
                 f"(backfill mode 'snapshot')")
-        elif op["op"] == "move":
-            (s1, t1), (s2, t2) = op["from"], op["to"]
-            raise SchemaEvolutionError(
-                f"{batch.manifest.path}: {record.get('query')!r} at {where} renames the captured "
-                f"table {s1}.{t1} to the captured table {s2}.{t2}; moving an Iceberg table's "
-                f"content between two captured names is not supported. Nothing of this batch was "
-                f"committed. Exclude one of the names from the load, or load {s2}.{t2} from a new "
-                f"snapshot (backfill mode 'snapshot')")
     return out
 
 
@@ -1325,6 +1318,92 @@ def _describe_position(cp: Optional[Checkpoint]) -> str:
     return "nothing" if cp is None else f"[{cp}]"
 
 
+def _moves(batch: Batch) -> list[tuple[tuple[int, int], dict, dict]]:
+    """The batch's renames between captured tables. The dump ends a batch right after such a
+    statement, so they are its last change: refuse a batch that goes on after one."""
+    moves = [item for item in _ddl_ops(batch) if item[2]["op"] == "move"]
+    if not moves:
+        return []
+    at = max(position for position, _, _ in moves)
+    later = [r for r in batch.manifest.data.get("ddl", [])
+             if (split_binlog_file_name(r["file"])[1], int(r["pos"])) > at]
+    if later or any(position != at for position, _, _ in moves):
+        raise MergeJobError(f"{batch.manifest.path}: the batch goes on after a rename between captured "
+                            f"tables at {moves[0][1]['file']}:{moves[0][1]['pos']}; dump the range "
+                            f"again with this release, which ends a batch there")
+    return moves
+
+
+def _apply_moves(spark: SparkSession, batch: Batch, catalog: str, namespace: str, stream: str,
+                 moves: list, table_properties: Mapping[str, str]) -> list[dict]:
+    """Carry renames between captured tables into Iceberg at the batch end: each target gets
+    the content its source had (every change before the rename is applied by then), sources
+    that no name holds any more are emptied. The contents are first copied into work tables,
+    so a swap (``a`` to ``tmp``, ``b`` to ``a``, ``tmp`` to ``b``) reads neither after writing it;
+    each target's commit carries the batch end, so a rerun after a crash redoes only what is
+    missing."""
+    def iceberg(pair) -> str:
+        return f"{catalog}.{namespace}.{iceberg_table_name(pair[0], pair[1])}"
+
+    tag = hashlib.sha1(batch.batch_id.encode()).hexdigest()[:12]
+    pairs = [(tuple(op["from"]), tuple(op["to"])) for _, _, op in moves]
+    def moved(name: str) -> bool:  # the target's content was moved by this batch already
+        if not _table_exists(spark, name):
+            return False
+        _refresh(spark, name)
+        return spark.sql(f"SELECT 1 FROM {name}.snapshots WHERE summary['{SUMMARY_MOVE}'] = "
+                         f"{_lit(batch.batch_id)} LIMIT 1").count() > 0
+
+    done = {dst: moved(iceberg(dst)) for _src, dst in pairs}
+    work_tables = {}
+    for k, (src, dst) in enumerate(pairs):
+        if done[dst]:
+            continue
+        work_table = f"{catalog}.{namespace}._binlog_move_{tag}_{k}"
+        work_tables[src] = work_table
+        if not _table_exists(spark, work_table) and _table_exists(spark, iceberg(src)):
+            spark.sql(f"CREATE TABLE {work_table} USING iceberg AS SELECT * FROM {iceberg(src)}")
+    out = []
+    for src, dst in pairs:
+        if done[dst]:
+            out.append({"from": list(src), "to": list(dst), "status": "already-applied"})
+            continue
+        source_name, target = iceberg(src), iceberg(dst)
+        work_table = work_tables[src]
+        props = {**_commit_properties(batch, stream, f"{dst[0]}.{dst[1]}"), SUMMARY_MOVE: batch.batch_id}
+        if not _table_exists(spark, work_table):
+            # the source was never loaded: the target holds no rows now
+            if _table_exists(spark, target):
+                empty = spark.table(target).limit(0)
+                run_with_commit_properties(spark, props, lambda: empty.writeTo(target).overwrite(F.lit(True)))
+            out.append({"from": list(src), "to": list(dst), "status": "emptied"})
+            continue
+        source_props = _table_properties(spark, source_name) if _table_exists(spark, source_name) else \
+            _table_properties(spark, target) if _table_exists(spark, target) else {}
+        mode = source_props.get(PROP_MODE, MODE_MERGE)
+        primary_key = json.loads(source_props.get(PROP_PRIMARY_KEY, "[]"))
+        columns = _table_columns(spark, work_table)
+        if mode == MODE_CHANGELOG:
+            envelope = dict(CHANGELOG_ENVELOPE)
+            columns = [c for c in columns if c[0] not in envelope]
+        spark.sql(f"DROP TABLE IF EXISTS {target}")
+        for sql in create_table_statements(target, dst, columns, mode, primary_key, table_properties):
+            spark.sql(sql)
+        rows = spark.table(work_table)
+        run_with_commit_properties(spark, props, lambda: rows.writeTo(target).append())
+        out.append({"from": list(src), "to": list(dst), "status": "moved"})
+    targets = {dst for _, dst in pairs}
+    for src, _dst in pairs:
+        name = iceberg(src)
+        if src not in targets and _table_exists(spark, name):
+            empty = spark.table(name).limit(0)
+            run_with_commit_properties(spark, _commit_properties(batch, stream, f"{src[0]}.{src[1]}"),
+                                       lambda: empty.writeTo(name).overwrite(F.lit(True)))
+    for work_table in work_tables.values():
+        spark.sql(f"DROP TABLE IF EXISTS {work_table}")
+    return out
+
+
 def _save_checkpoint(store: CheckpointStore, key: str, batch: Batch, *, expected: Any) -> None:
     """Advance the store to the batch end, with the schema history valid there (the dump's
     manifest records it) in the same compare-and-set."""
@@ -1378,6 +1457,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
 
     # 1. plan every table, before anything is committed
     resets = _reset_records(batch)
+    moves = _moves(batch)
     if snapshot:
         # an initial snapshot replaces each table's content: an implicit TRUNCATE just before
         # the snapshot's rows (which all sit at the snapshot position)
@@ -1432,6 +1512,10 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         info["status"] = "committed" if info["snapshot_id"] != before else "no-change"
         if info["status"] == "committed":
             committed.append(w.name)
+
+    # 2b. renames between captured tables, at the batch end
+    if moves:
+        result["moves"] = _apply_moves(spark, batch, catalog, namespace, stream, moves, table_properties or {})
 
     # 3. the ledger row, then 4. the checkpoint store
     if ledger_state.checkpoint is None or compare_checkpoints(batch.end, ledger_state.checkpoint) > 0:

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("airflow")
 
-from airflow_provider_binlog.checkpoint import FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.checkpoint import Checkpoint, FileCheckpointStore  # noqa: E402
 from airflow_provider_binlog.hooks.binlog import BinlogHook  # noqa: E402
 from airflow_provider_binlog.schema_history import SeedConflictError  # noqa: E402
 from airflow_provider_binlog.staging import load_manifest  # noqa: E402
@@ -64,7 +64,7 @@ class Load:
 
     def round(self) -> dict:
         result = self.hook.dump(staging_dir=self.staging, checkpoint_key=self.key, tables=self.patterns)
-        self.merge(result["manifest"])
+        result["merge"] = self.merge(result["manifest"])
         return result
 
     def assert_equal(self, table: str, key: str = "id") -> None:
@@ -208,3 +208,75 @@ def test_pt_online_schema_change_with_a_writer_running(mariadb_factory, spark, m
     server.execute(f"INSERT INTO {db}.t (id, a, note, flag) VALUES (5000, 1, 'after', 8)")
     load.round()
     load.assert_equal("t")
+
+
+def test_renames_between_captured_tables_carry_their_iceberg_tables(mariadb_factory, spark, monkeypatch, tmp_path):
+    server = mariadb_factory(binlog_row_metadata="MINIMAL")
+    db = _db(server)
+    server.execute(f"CREATE TABLE {db}.a (id INT PRIMARY KEY, v VARCHAR(10))")
+    server.execute(f"CREATE TABLE {db}.b (id INT PRIMARY KEY, w INT, x INT)")
+    server.execute(f"INSERT INTO {db}.a VALUES (1, 'a1'), (2, 'a2')")
+    server.execute(f"INSERT INTO {db}.b VALUES (10, 1, 2), (11, 3, 4), (12, 5, 6)")
+    load = Load(server, spark, monkeypatch, tmp_path, db, ["a", "b", "c"])
+    load.snapshot()
+    server.execute(f"UPDATE {db}.a SET v = 'a2u' WHERE id = 2")
+    server.execute(f"DELETE FROM {db}.b WHERE id = 12")
+    # a swap through a name that is not captured: a gets b's rows and columns, b gets a's
+    server.execute(f"RENAME TABLE {db}.a TO {db}.tmp_x, {db}.b TO {db}.a, {db}.tmp_x TO {db}.b")
+    server.execute(f"INSERT INTO {db}.a VALUES (13, 7, 8)")
+    server.execute(f"INSERT INTO {db}.b VALUES (3, 'b3')")
+    first = load.round()     # ends right after the rename
+    assert [m["status"] for m in first["merge"]["batches"][0]["moves"]] == ["moved", "moved"]
+    assert first["end"]["pos"] < server.master_status()[1]
+    load.round()
+    load.assert_equal("a")
+    load.assert_equal("b")
+    # a plain rename to a captured name that had no table
+    server.execute(f"RENAME TABLE {db}.b TO {db}.c")
+    server.execute(f"UPDATE {db}.c SET v = 'c1' WHERE id = 1")
+    load.round()
+    load.round()
+    load.assert_equal("c")
+    b = f"lake.{load.namespace}.{iceberg_table_name(db, 'b')}"
+    spark.sql(f"REFRESH TABLE {b}")
+    assert spark.table(b).count() == 0  # the name b holds no table in the source any more
+    # a rerun of the last batches changes nothing
+    assert load.round()["rows"] == {}
+    load.assert_equal("c")
+
+
+def test_a_swap_interrupted_between_its_two_moves_completes_on_the_rerun(mariadb_factory, spark, monkeypatch,
+                                                                          tmp_path):
+    import spark_jobs.merge_cdc as job
+
+    server = mariadb_factory(binlog_row_metadata="MINIMAL")
+    db = _db(server)
+    server.execute(f"CREATE TABLE {db}.a (id INT PRIMARY KEY, v VARCHAR(10))")
+    server.execute(f"CREATE TABLE {db}.b (id INT PRIMARY KEY, w INT)")
+    server.execute(f"INSERT INTO {db}.a VALUES (1, 'a1'), (2, 'a2')")
+    server.execute(f"INSERT INTO {db}.b VALUES (10, 1)")
+    load = Load(server, spark, monkeypatch, tmp_path, db, ["a", "b"])
+    load.snapshot()
+    server.execute(f"RENAME TABLE {db}.a TO {db}.t_tmp, {db}.b TO {db}.a, {db}.t_tmp TO {db}.b")
+    result = load.hook.dump(staging_dir=load.staging, checkpoint_key=load.key, tables=load.patterns)
+    original = job.run_with_commit_properties
+    moves_committed = []
+
+    def dies_at_the_second_move(spark_, props, fn):
+        if job.SUMMARY_MOVE in props:
+            if moves_committed:
+                raise RuntimeError("killed between the two moves")
+            moves_committed.append(props)
+        return original(spark_, props, fn)
+
+    monkeypatch.setattr(job, "run_with_commit_properties", dies_at_the_second_move)
+    with pytest.raises(RuntimeError, match="killed between"):
+        load.merge(result["manifest"])
+    end = Checkpoint.from_json(load_manifest(result["manifest"]).end)
+    assert load.store.load(load.key) != end  # the store did not advance
+    monkeypatch.setattr(job, "run_with_commit_properties", original)
+    again = load.merge(result["manifest"])
+    assert sorted(m["status"] for m in again["batches"][0]["moves"]) == ["already-applied", "moved"]
+    assert load.store.load(load.key) == end
+    load.assert_equal("a")
+    load.assert_equal("b")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import os
 import sys
 import time
@@ -37,7 +38,19 @@ def _jsonl_lines(name: str, event, gtid, renderer: JsonlRenderer) -> list:
 def _write_jsonl(out, name: str, events, renderer: JsonlRenderer) -> None:
     """One JSON line per row change. ``events`` come from a decoder that defers rows: the
     rows of an event are decoded (or found corrupt) when the event is written, those of a
-    TRANSACTION_PAYLOAD all before any of them is written."""
+    TRANSACTION_PAYLOAD all before any of them is written. The lines are UTF-8: written to
+    the binary layer of a UTF-8 ``out``, else decoded and written as text."""
+    binary = getattr(out, "buffer", None)
+    try:  # (the lines hold no surrogates: every error handler encodes them alike)
+        utf8 = codecs.lookup(out.encoding).name == "utf-8"
+    except (AttributeError, LookupError, TypeError):
+        utf8 = False
+    if binary is not None and utf8:
+        out.flush()
+        write = binary.write
+    else:
+        def write(data: bytes) -> None:
+            out.write(data.decode())
     gtid = None
     for event in events:
         if isinstance(event, TransactionPayloadEvent):
@@ -53,7 +66,7 @@ def _write_jsonl(out, name: str, events, renderer: JsonlRenderer) -> None:
         else:
             lines = _jsonl_lines(name, event, gtid, renderer)
         if lines:
-            out.write("".join(lines))
+            write(b"".join(lines))
 
 
 def _describe(event) -> str:

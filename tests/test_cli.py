@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 from decimal import Decimal
@@ -226,3 +227,17 @@ def test_jsonl_of_every_corpus_file_is_that_of_the_previous_renderer_and_the_doc
     assert [json.loads(line) for line in lines] == [json.loads(line) for line in previous]
     assert lines == previous  # the same text, character for character
     assert [json.loads(line) for line in lines] == [_oracle_record(*d) for d in decoded]
+
+
+NON_ASCII = CORPUS / "osheroff__mysql-binlog-connector-java/src/test/resources/mysql-bin.checksum-crc32"
+
+
+def test_jsonl_to_a_stdout_that_is_not_utf8_is_written_as_text():
+    def decode(*env):
+        proc = subprocess.run([sys.executable, "-m", "airflow_provider_binlog", "decode", str(NON_ASCII)],
+                              capture_output=True, timeout=60, env={**os.environ, **dict(env)})
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+    utf8 = decode(("PYTHONIOENCODING", "utf-8"))
+    assert not utf8.isascii()
+    assert utf8.decode().encode("ascii", "backslashreplace") == decode(("PYTHONIOENCODING", "ascii:backslashreplace"))

@@ -90,7 +90,7 @@ def _expected(tm, kind, buf, present, present_after):
         record = {**HEAD, "op": kind,
                   "before": None if before is None else renderer.as_json_dict(tm, before),
                   "after": None if after is None else renderer.as_json_dict(tm, after)}
-        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
+        lines.append((json.dumps(record, ensure_ascii=False) + "\n").encode())
     return lines
 
 

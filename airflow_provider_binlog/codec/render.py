@@ -260,9 +260,9 @@ _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 
 # JSON texts of date and time parts
-_DATETIME_DAYS: dict = {}   # DATETIME2 day bits ((year * 13 + month) << 5 | day) -> "YYYY-MM-DD" | ""
-_EPOCH_DAYS: dict = {}      # days since 1970-01-01 -> "YYYY-MM-DD"
-_DATES: dict = {}           # DATE as packed in the row -> its JSON text
+_DATETIME_DAYS: dict = {}   # DATETIME2 day bits ((year * 13 + month) << 5 | day) -> b"YYYY-MM-DD" | b""
+_EPOCH_DAYS: dict = {}      # days since 1970-01-01 -> b"YYYY-MM-DD"
+_DATES: dict = {}           # DATE as packed in the row -> its JSON text (UTF-8)
 
 
 def _remember(cache: dict, key, value):
@@ -272,19 +272,19 @@ def _remember(cache: dict, key, value):
     return value
 
 
-def _datetime_day(key: int) -> str:
-    """``key``: the day bits of a DATETIME2 value; "" for a day datetime() rejects (the codec's
-    fallback decides)."""
+def _datetime_day(key: int) -> bytes:
+    """``key``: the day bits of a DATETIME2 value; b"" for a day datetime() rejects (the
+    codec's fallback decides)."""
     ym = key >> 5
     try:
-        text = dt.date(ym // 13, ym % 13, key & 31).isoformat()
+        text = dt.date(ym // 13, ym % 13, key & 31).isoformat().encode()
     except ValueError:
-        text = ""
+        text = b""
     return _remember(_DATETIME_DAYS, key, text)
 
 
-def _epoch_day(days: int) -> str:
-    return _remember(_EPOCH_DAYS, days, dt.date.fromordinal(_EPOCH_ORDINAL + days).isoformat())
+def _epoch_day(days: int) -> bytes:
+    return _remember(_EPOCH_DAYS, days, dt.date.fromordinal(_EPOCH_ORDINAL + days).isoformat().encode())
 
 
 def _set_text(mask: int, labels: tuple) -> str:
@@ -315,11 +315,11 @@ def _fused_globals() -> dict:
     if not _FUSED_GLOBALS:
         _FUSED_GLOBALS.update({
             **_STRUCTS, "ESC": _encode_basestring, "B64": _b2a_base64, "FLOAT_REPR": float.__repr__,
-            "D2": tuple("%02d" % i for i in range(100)),
-            "HOURS": tuple("%02d" % h if h < 24 else "" for h in range(32)),  # DATETIME2 hour bits
-            "MINSEC": tuple("%02d:%02d" % (k >> 6, k & 63) if k >> 6 < 60 and k & 63 < 60 else ""
+            "D2": tuple(b"%02d" % i for i in range(100)),
+            "HOURS": tuple(b"%02d" % h if h < 24 else b"" for h in range(32)),  # DATETIME2 hour bits
+            "MINSEC": tuple(b"%02d:%02d" % (k >> 6, k & 63) if k >> 6 < 60 and k & 63 < 60 else b""
                             for k in range(4096)),  # DATETIME2 minute and second bits
-            "CLOCK_MINUTES": tuple("%02d:%02d" % divmod(s, 60) for s in range(3600)),
+            "CLOCK_MINUTES": tuple(b"%02d:%02d" % divmod(s, 60) for s in range(3600)),
             "DATETIME_DAYS": _DATETIME_DAYS, "EPOCH_DAYS": _EPOCH_DAYS, "DATES": _DATES,
             "datetime_day": _datetime_day, "epoch_day": _epoch_day, "remember": _remember,
             "set_text": _set_text, "vector": _vector, "text_value": _text_value, "json_value": _json_value,
@@ -336,12 +336,43 @@ def _fused_globals() -> dict:
 
 
 def _base64(data: str) -> str:
-    return f"'\"' + B64({data}, newline=False).decode() + '\"'"
+    return f"b'\"' + B64({data}, newline=False) + b'\"'"
 
 
-def _digits(expr: str, digits: int) -> str:
-    """f-string field printing the int ``expr`` (< 10**digits) with ``digits`` digits."""
-    return f"{{D2[{expr}]}}" if digits == 2 else f"{{{expr}:0{digits}d}}"
+def _bytes_literal(data: bytes) -> str:
+    """``data`` as a bytes literal in generated source."""
+    return "b'" + "".join(chr(c) if 32 <= c < 127 and c not in b"\\'" else "\\x%02x" % c
+                          for c in data) + "'"
+
+
+class _Template:
+    """A bytes %-format expression: literal text and formatted values."""
+
+    def __init__(self) -> None:
+        self.fmt, self.args = b"", []
+
+    def text(self, data: bytes) -> "_Template":
+        self.fmt += data.replace(b"%", b"%%")
+        return self
+
+    def value(self, directive: str, expr: str) -> "_Template":
+        self.fmt += directive.encode()
+        self.args.append(expr)
+        return self
+
+    def extend(self, other: "_Template") -> "_Template":
+        self.fmt += other.fmt
+        self.args += other.args
+        return self
+
+    def digits(self, expr: str, digits: int) -> "_Template":
+        """The int ``expr`` (< 10**digits) with ``digits`` digits."""
+        return self.value("%b", f"D2[{expr}]") if digits == 2 else self.value(f"%0{digits}d", expr)
+
+    def source(self) -> str:
+        if not self.args:
+            return _bytes_literal(self.fmt.replace(b"%%", b"%"))
+        return f"{_bytes_literal(self.fmt)} % ({', '.join(self.args)},)"
 
 
 def _big_endian_parts(size: int) -> list[tuple[str, int]]:
@@ -360,10 +391,11 @@ def _combine(fields: list[str], widths: list[int]) -> str:
 
 
 class _Fixed:
-    """A column read at a fixed offset from ``p`` as struct fields (``order``: '<' or '>')."""
+    """A column read at a fixed offset from ``p`` as struct fields (``order``: '<' or '>');
+    ``convert`` leaves the JSON text in bytes, or an int where ``is_int``."""
 
-    def __init__(self, order: str, codes: str, convert: Callable):
-        self.order, self.codes, self.convert = order, codes, convert
+    def __init__(self, order: str, codes: str, convert: Callable, is_int: bool = False):
+        self.order, self.codes, self.convert, self.is_int = order, codes, convert, is_int
         self.size = struct.calcsize("<" + codes)
 
 
@@ -395,24 +427,30 @@ def _decimal_fixed(precision: int, scale: int):
             whole = f"({whole}) * {10 ** d} + {e}"
         if not n_int:
             whole = "0"
-        frac = "".join(_digits(e, d) for e, (_, d) in zip(exprs[n_int:], groups[n_int:]))
+
         # Decimal(unscaled).scaleb(-scale) printed with format "f": the integer part without
         # leading zeros, then exactly ``scale`` digits; a negative zero prints as zero
-        text = f"{{{whole}}}" + (f".{frac}" if scale else "")
-        zero = '"0' + ("." + "0" * scale if scale else "") + '"'
+        def text(sign: bytes) -> str:
+            t = _Template().text(b'"' + sign).value("%d", whole)
+            if scale:
+                t.text(b".")
+                for e, (_, d) in zip(exprs[n_int:], groups[n_int:]):
+                    t.digits(e, d)
+            return t.text(b'"').source()
+        zero = _bytes_literal(b'"0' + (b"." + b"0" * scale if scale else b"") + b'"')
         nonzero = " or ".join(exprs)
         slow = f"{x} = {j}(decode_decimal(buf, {at}, {precision}, {scale})[0])"
         return [f"if {f[0]} >= {top}:",
                 f"    {f[0]} -= {top}",
                 f"    if {checks}:",
-                f"        {x} = f'\"{text}\"'",
+                f"        {x} = {text(b'')}",
                 "    else:",
                 f"        {slow}",
                 "else:",  # negative: every byte inverted
                 f"    {f[0]} ^= {top - 1}",
                 *[f"    {name} ^= {(1 << w) - 1}" for name, w in zip(f[1:], widths[1:])],
                 f"    if {checks}:",
-                f"        {x} = f'\"-{text}\"' if {nonzero} else '{zero}'",
+                f"        {x} = {text(b'-')} if {nonzero} else {zero}",
                 "    else:",
                 f"        {slow}"]
     return _Fixed(">", codes, convert)
@@ -429,13 +467,11 @@ def _fraction(fsp: int) -> tuple[int, str]:
     return 3, "x & 16777215"
 
 
-def _fraction_text(fsp: int) -> str:
-    """f-string part printing the microseconds in ``us`` as format_fraction(us, fsp) does."""
+def _fraction_text(t: _Template, fsp: int) -> _Template:
+    """The microseconds in ``us`` as format_fraction(us, fsp) prints them."""
     if fsp <= 0:
-        return ""
-    if fsp == 6:
-        return ".{us:06d}"
-    return "." + _digits(f"us // {10 ** (6 - fsp)}", fsp)
+        return t
+    return t.text(b".").digits("us" if fsp == 6 else f"us // {10 ** (6 - fsp)}", fsp)
 
 
 def _datetime2_fixed(fsp: int):
@@ -460,7 +496,8 @@ def _datetime2_fixed(fsp: int):
                 f"us = {micro_of_raw}",
                 # a negative d has a negative day key, which no date has
                 "if day and hh and ms and us < 1000000:",
-                f"    {x} = f'\"{{day}} {{hh}}:{{ms}}{_fraction_text(fsp)}\"'",
+                f"    {x} = " + _fraction_text(_Template().text(b'"').value("%b", "day").text(b" ").value(
+                    "%b", "hh").text(b":").value("%b", "ms"), fsp).text(b'"').source(),
                 "else:",
                 f"    {x} = {j}(decode_datetime2(buf, {at}, {fsp})[0])"]
     return _Fixed(">", "".join(c for c, _ in parts), convert)
@@ -483,7 +520,8 @@ def _timestamp2_fixed(fsp: int):
                 "    if day is None:",
                 "        day = epoch_day(days)",
                 "    hh, ms = divmod(sod, 3600)",
-                f"    {x} = f'\"{{day}} {{D2[hh]}}:{{CLOCK_MINUTES[ms]}}{_fraction_text(fsp)}\"'",
+                f"    {x} = " + _fraction_text(_Template().text(b'"').value("%b", "day").text(b" ").value(
+                    "%b", "D2[hh]").text(b":").value("%b", "CLOCK_MINUTES[ms]"), fsp).text(b'"').source(),
                 "else:",
                 f"    {x} = {j}(decode_timestamp2(buf, {at}, {fsp})[0])"]
     return _Fixed(">", codes, convert)
@@ -497,17 +535,17 @@ def _fixed_column(col: Column, consts: dict):
     simple = {C.MYSQL_TYPE_TINY: "Bb", C.MYSQL_TYPE_SHORT: "Hh", C.MYSQL_TYPE_LONG: "Ii",
               C.MYSQL_TYPE_LONGLONG: "Qq"}
     if t in simple:  # an int formats as json.dumps writes it
-        return _Fixed("<", simple[t][0 if col.unsigned else 1], lambda x, j, f, at: [f"{x} = {f[0]}"])
+        return _Fixed("<", simple[t][0 if col.unsigned else 1], lambda x, j, f, at: [f"{x} = {f[0]}"], True)
     if t in (C.MYSQL_TYPE_FLOAT, C.MYSQL_TYPE_DOUBLE):
         # float.__repr__ is what json.dumps writes for a finite float (NaN, Infinity: fallback)
         return _Fixed("<", "f" if t == C.MYSQL_TYPE_FLOAT else "d", lambda x, j, f, at: [
-            f"{x} = FLOAT_REPR({f[0]}) if {f[0]} - {f[0]} == 0.0 else {j}({f[0]})"])
+            f"{x} = FLOAT_REPR({f[0]}).encode() if {f[0]} - {f[0]} == 0.0 else {j}({f[0]})"])
     if t == C.MYSQL_TYPE_INT24:
         if col.unsigned:
-            return _Fixed("<", "BH", lambda x, j, f, at: [f"{x} = {f[0]} | {f[1]} << 8"])
-        return _Fixed("<", "Bh", lambda x, j, f, at: [f"{x} = {f[0]} | {f[1]} << 8"])
+            return _Fixed("<", "BH", lambda x, j, f, at: [f"{x} = {f[0]} | {f[1]} << 8"], True)
+        return _Fixed("<", "Bh", lambda x, j, f, at: [f"{x} = {f[0]} | {f[1]} << 8"], True)
     if t == C.MYSQL_TYPE_YEAR:
-        return _Fixed("<", "B", lambda x, j, f, at: [f"{x} = {f[0]} + 1900 if {f[0]} else 0"])
+        return _Fixed("<", "B", lambda x, j, f, at: [f"{x} = {f[0]} + 1900 if {f[0]} else 0"], True)
     if t == C.MYSQL_TYPE_NEWDECIMAL:
         return _decimal_fixed(meta >> 8, meta & 0xFF)
     if t in (C.MYSQL_TYPE_DATE, C.MYSQL_TYPE_NEWDATE):
@@ -522,25 +560,25 @@ def _fixed_column(col: Column, consts: dict):
         return _timestamp2_fixed(meta)
     if t == C.MYSQL_TYPE_ENUM and (meta & 0xFF) in (1, 2):
         if not col.enum_values:
-            return _Fixed("<", "BH"[(meta & 0xFF) - 1], lambda x, j, f, at: [f"{x} = {f[0]}"])
+            return _Fixed("<", "BH"[(meta & 0xFF) - 1], lambda x, j, f, at: [f"{x} = {f[0]}"], True)
         labels = ("",) + tuple(col.enum_values)
         name = f"E{col.index}"
-        consts[name] = tuple(_encode_basestring(label) for label in labels)
+        consts[name] = tuple(_encode_basestring(label).encode() for label in labels)
         return _Fixed("<", "BH"[(meta & 0xFF) - 1], lambda x, j, f, at: [
-            f"{x} = {name}[{f[0]}] if {f[0]} < {len(labels)} else {f[0]}"])
+            f"{x} = {name}[{f[0]}] if {f[0]} < {len(labels)} else b'%d' % {f[0]}"])
     if t == C.MYSQL_TYPE_SET and (meta & 0xFF) in (1, 2, 4, 8):
         code = {1: "B", 2: "H", 4: "I", 8: "Q"}[meta & 0xFF]
         if not col.set_values:
-            return _Fixed("<", code, lambda x, j, f, at: [f"{x} = {f[0]}"])
+            return _Fixed("<", code, lambda x, j, f, at: [f"{x} = {f[0]}"], True)
         name = f"S{col.index}"
         consts[name] = tuple(col.set_values)
-        return _Fixed("<", code, lambda x, j, f, at: [f"{x} = ESC(set_text({f[0]}, {name}))"])
+        return _Fixed("<", code, lambda x, j, f, at: [f"{x} = ESC(set_text({f[0]}, {name})).encode()"])
     if t == C.MYSQL_TYPE_BIT:
         nbytes = ((meta >> 8) * 8 + (meta & 0xFF) + 7) // 8
         if 1 <= nbytes <= 8:
             parts = _big_endian_parts(nbytes)
             return _Fixed(">", "".join(c for c, _ in parts), lambda x, j, f, at: [
-                f"{x} = {_combine(f, [w for _, w in parts])}"])
+                f"{x} = {_combine(f, [w for _, w in parts])}"], True)
     return None
 
 
@@ -549,9 +587,10 @@ def _text_lines(col: Column, x: str, j: str) -> list[str]:
     if col.text is False or col.codec is None:
         return [f"{x} = " + _base64("s")]
     if col.codec == "utf-8":
-        return ["try:", f"    {x} = ESC(s.decode())",
+        return ["try:", f"    {x} = ESC(s.decode()).encode()",
                 "except UnicodeDecodeError:", f"    {x} = " + _base64("s")]
-    return [f"{x} = text_value(s, {col.codec!r})", f"{x} = ESC({x}) if type({x}) is str else {j}({x})"]
+    return [f"{x} = text_value(s, {col.codec!r})",
+            f"{x} = ESC({x}).encode() if type({x}) is str else {j}({x})"]
 
 
 def _variable_lines(col: Column, x: str, j: str) -> list[str]:
@@ -579,13 +618,13 @@ def _variable_lines(col: Column, x: str, j: str) -> list[str]:
         lines = [f"{x} = {_LENGTHS[size]}", f"p += {size}"]
         if col.enum_values:
             labels = ("",) + tuple(col.enum_values)
-            lines.append(f"if {x} < {len(labels)}: {x} = ESC(({labels!r})[{x}])")
+            lines.append(f"{x} = ESC(({labels!r})[{x}]).encode() if {x} < {len(labels)} else b'%d' % {x}")
         return lines
     if t == C.MYSQL_TYPE_SET:
         size = meta & 0xFF
         lines = [f"{x} = int.from_bytes(buf[p:p + {size}], 'little')", f"p += {size}"]
         if col.set_values:
-            lines.append(f"{x} = ESC(set_text({x}, {tuple(col.set_values)!r}))")
+            lines.append(f"{x} = ESC(set_text({x}, {tuple(col.set_values)!r})).encode()")
         return lines
     if t == C.MYSQL_TYPE_BIT:
         nbytes = ((meta >> 8) * 8 + (meta & 0xFF) + 7) // 8
@@ -600,7 +639,7 @@ def _variable_lines(col: Column, x: str, j: str) -> list[str]:
     elif t in C.BLOB_TYPES or t in (C.MYSQL_TYPE_GEOMETRY, C.MYSQL_TYPE_JSON, C.MYSQL_TYPE_VECTOR):
         width = meta if meta in _LENGTHS else 4
     elif t == C.MYSQL_TYPE_NULL:
-        return [f"{x} = 'null'"]
+        return [f"{x} = b'null'"]
     else:
         raise ValueError(f"no JSON renderer for column type {t}")
     read = [f"q = p + {width} + {_LENGTHS[width]}", f"s = buf[p + {width}:q]", "p = q"]
@@ -612,10 +651,16 @@ def _variable_lines(col: Column, x: str, j: str) -> list[str]:
         return read + [f"{x} = " + _base64("s")]
     if col.text is not False and col.codec == "utf-8":  # the common case, without ``s``
         return [f"q = p + {width} + {_LENGTHS[width]}",
-                "try:", f"    {x} = ESC(buf[p + {width}:q].decode())",
+                "try:", f"    {x} = ESC(buf[p + {width}:q].decode()).encode()",
                 "except UnicodeDecodeError:", f"    {x} = " + _base64(f"buf[p + {width}:q]"),
                 "p = q"]
     return read + _text_lines(col, x, j)
+
+
+def _variable_is_int(col: Column) -> bool:
+    """Whether :func:`_variable_lines` leaves an int (else bytes)."""
+    return (col.type == C.MYSQL_TYPE_BIT or (col.type == C.MYSQL_TYPE_ENUM and not col.enum_values)
+            or (col.type == C.MYSQL_TYPE_SET and not col.set_values)) and not col.hires_fsp
 
 
 def _run_lines(run: list, prefix: str, consts: dict) -> list[str]:
@@ -654,9 +699,10 @@ def _run_lines(run: list, prefix: str, consts: dict) -> list[str]:
     return lines
 
 
-def _fused_image(tm: TableMap, present: int, prefix: str, consts: dict) -> tuple[list[str], str]:
-    """Statements decoding one row image at ``p`` into JSON texts, and the f-string literal of
-    the image's JSON object (null bitmap and column order as :mod:`.rows` reads them)."""
+def _fused_image(tm: TableMap, present: int, prefix: str, consts: dict, emit: Callable) -> list[str]:
+    """Statements decoding one row image at ``p`` (null bitmap and column order as :mod:`.rows`
+    reads them) and ending with ``emit(template)``: the statement that takes the image's JSON
+    object, ``template`` (a :class:`_Template`) writing it."""
     n_present = bin(present).count("1")
     nb_bytes = (n_present + 7) // 8
     lines = []
@@ -664,45 +710,56 @@ def _fused_image(tm: TableMap, present: int, prefix: str, consts: dict) -> tuple
         lines += ["nb = buf[p]", "p += 1"]
     elif nb_bytes:
         lines += [f"nb = int.from_bytes(buf[p:p + {nb_bytes}], 'little')", f"p += {nb_bytes}"]
-    columns, parts = [], []
+    columns = []
     for col in tm.columns:
         if (present >> col.index) & 1:
-            columns.append((col, _fixed_column(col, consts)))
-            parts.append(_fstring_literal(_encode_basestring(col.name) + ": ") + "{" + f"{prefix}{col.index}" + "}")
+            fx = _fixed_column(col, consts)
+            columns.append((col, fx, fx.is_int if fx is not None else _variable_is_int(col)))
 
     def one(col, fx) -> list[str]:
         if fx is None:
             return _variable_lines(col, f"{prefix}{col.index}", f"J{col.index}")
         return _run_lines([(col, fx)], prefix, consts)
 
-    def null_checked(bit, col, body) -> list[str]:
-        return [f"if nb & {1 << bit}:", f"    {prefix}{col.index} = 'null'", "else:"] + ["    " + s for s in body]
+    def null_checked(bit, col, fx, is_int) -> list[str]:
+        x = f"{prefix}{col.index}"
+        body = one(col, fx) + ([f"{x} = b'%d' % {x}"] if is_int else [])
+        return [f"if nb & {1 << bit}:", f"    {x} = b'null'", "else:"] + ["    " + s for s in body]
+
+    def template(ints: set) -> _Template:
+        t = _Template().text(b"{")
+        for i, (col, _, _) in enumerate(columns):
+            t.text((", " if i else "").encode() + _encode_basestring(col.name).encode() + b": ")
+            t.value("%d" if col.index in ints else "%b", f"{prefix}{col.index}")
+        return t.text(b"}")
 
     checked, unchecked, run = [], [], []
-    not_null = 0
-    for bit, (col, fx) in enumerate(columns):
-        checked += null_checked(bit, col, one(col, fx))
+    not_null, ints = 0, set()
+    for bit, (col, fx, is_int) in enumerate(columns):
+        checked += null_checked(bit, col, fx, is_int)
         if not col.nullable:
             not_null |= 1 << bit
+            if is_int:
+                ints.add(col.index)
             if fx is not None:
                 run.append((col, fx))
                 continue
         if run:
             unchecked += _run_lines(run, prefix, consts)
             run = []
-        unchecked += one(col, fx) if not col.nullable else null_checked(bit, col, one(col, fx))
+        unchecked += one(col, fx) if not col.nullable else null_checked(bit, col, fx, is_int)
     if run:
         unchecked += _run_lines(run, prefix, consts)
     if not_null:
         # The null bits of NOT NULL columns are clear: test them at once, not one by one (the
         # general code still decodes an image where one is set).
         lines.append(f"if not nb & {not_null}:")
-        lines += ["    " + line for line in unchecked]
+        lines += ["    " + line for line in unchecked + [emit(template(ints))]]
         lines.append("else:")
-        lines += ["    " + line for line in checked]
+        lines += ["    " + line for line in checked + [emit(template(set()))]]
     else:
-        lines += checked
-    return lines, "{{" + ", ".join(parts) + "}}"
+        lines += checked + [emit(template(set()))]
+    return lines
 
 
 def compile_jsonl_rows_renderer(tm: TableMap, kind: str, present: int,
@@ -715,18 +772,23 @@ def compile_jsonl_rows_renderer(tm: TableMap, kind: str, present: int,
 
     consts: dict = {}
     for col in tm.columns:
-        consts[f"J{col.index}"] = _fallback_text(col, json.dumps)
-    lines = ["def render(buf, p, end, head, append):", "    while p < end:"]
+        consts[f"J{col.index}"] = _fallback_bytes(col, json.dumps)
+
+    def record(lead: _Template, tail: bytes) -> Callable:
+        """The statement appending a record: ``lead``, the image, ``tail``."""
+        return lambda image: f"append({_Template().extend(lead).extend(image).text(tail).source()})"
+
+    head = _Template().value("%b", "head")
     if kind == "update":
-        body, before = _fused_image(tm, present, "b", consts)
-        after_body, after = _fused_image(tm, present_after, "a", consts)
-        body += after_body
-        record = f"{before}, \"after\": {after}"
+        body = _fused_image(tm, present, "b", consts, lambda image: f"before = {image.source()}")
+        body += _fused_image(tm, present_after, "a", consts,
+                             record(_Template().extend(head).value("%b", "before").text(b', "after": '), b"}\n"))
+    elif kind == "insert":
+        body = _fused_image(tm, present, "v", consts, record(_Template().extend(head).text(b'null, "after": '), b"}\n"))
     else:
-        body, image = _fused_image(tm, present, "v", consts)
-        record = f"null, \"after\": {image}" if kind == "insert" else f"{image}, \"after\": null"
+        body = _fused_image(tm, present, "v", consts, record(head, b', "after": null}\n'))
+    lines = ["def render(buf, p, end, head, append):", "    while p < end:"]
     lines += ["        " + line for line in body]
-    lines.append("        append(f'{head}" + record + "}}\\n')")
     lines.append("    return p")
     source = "\n".join(lines)
     namespace = dict(_fused_globals())
@@ -750,14 +812,20 @@ def _fallback_text(col: Column, dumps) -> Callable:
     return text
 
 
+def _fallback_bytes(col: Column, dumps) -> Callable:
+    """:func:`_fallback_text` in UTF-8."""
+    text = _fallback_text(col, dumps)
+    return lambda v: text(v).encode()
+
+
 class JsonlRenderer:
     """The JSON lines of rows events, one generated renderer per table map and image shape.
 
     A line is ``json.dumps(record, ensure_ascii=False)`` of the record ``{"file", "pos",
     "ts", "gtid", "schema", "table", "op", "before", "after"}`` whose images
-    :meth:`RowRenderer.as_json_dict` builds, and a newline. :meth:`lines` renders the decoded
-    rows of an event, :meth:`deferred_lines` the undecoded rows of an event read with
-    ``EventDecoder(defer_rows=True)``, decoding them straight into JSON text.
+    :meth:`RowRenderer.as_json_dict` builds, and a newline, in UTF-8. :meth:`lines` renders
+    the decoded rows of an event, :meth:`deferred_lines` the undecoded rows of an event read
+    with ``EventDecoder(defer_rows=True)``, decoding them straight into JSON text.
     """
 
     def __init__(self) -> None:
@@ -788,10 +856,10 @@ class JsonlRenderer:
         text = json.dumps(head, ensure_ascii=False)
         return text[:-1] + (", " if head else "") + '"before": '
 
-    def lines(self, head: dict, kind: str, tm: TableMap, rows) -> list[str]:
-        """The lines (newline included) of the decoded rows of one rows event; ``head`` holds
-        the record's keys before ``before``."""
-        out: list[str] = []
+    def lines(self, head: dict, kind: str, tm: TableMap, rows) -> list[bytes]:
+        """The lines (UTF-8, newline included) of the decoded rows of one rows event; ``head``
+        holds the record's keys before ``before``."""
+        out: list = []
         if not rows:
             return out
         first = rows[0]
@@ -804,22 +872,22 @@ class JsonlRenderer:
         if fn is not None:
             try:
                 fn(rows, self._head_text(head), out.append)
-                return out
+                return [line.encode() for line in out]
             except _Unrenderable:
                 out.clear()
-        return self._general_lines(head, kind, tm, rows)
+        return [line.encode() for line in self._general_lines(head, kind, tm, rows)]
 
-    def deferred_lines(self, head: dict, kind: str, rows) -> list[str]:
+    def deferred_lines(self, head: dict, kind: str, rows) -> list[bytes]:
         """The lines of the undecoded rows of one rows event (a :class:`.rows.DeferredRows`).
         Raises the codec's error for rows that do not decode."""
         tm = rows.table_map
         after = rows.present_after if kind == "update" else None
         fn = self._renderer((id(tm), kind, "bytes", rows.present, after), tm,
                           lambda: compile_jsonl_rows_renderer(tm, kind, rows.present, after))
-        out: list[str] = []
+        out: list[bytes] = []
         if fn is not None:
             try:
-                if fn(rows.data, rows.start, rows.end, self._head_text(head), out.append) == rows.end:
+                if fn(rows.data, rows.start, rows.end, self._head_text(head).encode(), out.append) == rows.end:
                     return out
             except Exception:  # noqa: BLE001 - the value path decides: same text or the codec's error
                 pass

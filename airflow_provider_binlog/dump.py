@@ -19,6 +19,7 @@ from .codec.events import (BinlogCheckpointEvent, FormatDescriptionEvent, GtidEv
                            IncidentEvent, MariadbGtidEvent, MariadbGtidListEvent,
                            PreviousGtidsEvent, QueryEvent, RotateEvent, RowsEvent, StopEvent,
                            TransactionPayloadEvent, XaPrepareEvent, XidEvent)
+from .codec.errors import SchemaMismatchError
 from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
 from .replica import ReplicaConnection, ReplicationConnectionLost
 from .schema_history import (DdlSyntaxError, HistoryFollower, SchemaDivergenceError, SchemaHistory,
@@ -101,6 +102,7 @@ class BoundedDump:
         self._seed_decoded: set = set()     # tables whose rows were decoded with a later seed
         self._checked_maps: dict = {}       # table id -> the TABLE_MAP checked against the history
         self._cut = False                   # a rename between captured tables ends the batch
+        self._file = start.file or ""       # the binlog file being read
         self.limits = (max_rows, max_bytes, max_seconds)
         self.progress_seconds = progress_seconds
         self.retries = retries
@@ -332,8 +334,19 @@ class BoundedDump:
 
     def _run_once(self) -> bool:
         """Stream from the last boundary; True when a stop point or limit was reached."""
+        try:
+            return self._stream_once()
+        except SchemaMismatchError as exc:
+            if self.history is None:
+                raise
+            # the codec compared a TABLE_MAP with the history's schema of the table
+            raise SchemaDivergenceError(f"{exc.message}: the table's schema history does not match the binlog",
+                                        position=f"{self._file}:{exc.offset}") from None
+
+    def _stream_once(self) -> bool:
         self.txn = None
         for file, event in self._stream_from(self.boundary):
+            self._file = file
             if event.header.log_pos == 0 or isinstance(event, FormatDescriptionEvent):
                 continue  # artificial ROTATE/FDE the server sends first, or a file's header
             pos = event.pos

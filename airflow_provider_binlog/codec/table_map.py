@@ -277,9 +277,11 @@ def parse_table_map(buf, p: int, end: int, table_id_len: int, *, schemas: Schema
 
 def _check_schema(supplied, real_types: list[int], schema: str, table: str) -> None:
     if len(supplied.columns) != len(real_types):
+        logged = ", ".join(C.COLUMN_TYPE_NAMES.get(t, str(t)) for t in real_types)
+        given = ", ".join(f"{c.name} {c.data_type}" for c in supplied.columns)
         raise SchemaMismatchError(
-            f"table {schema}.{table}: the binlog has {len(real_types)} columns but the supplied "
-            f"schema has {len(supplied.columns)} ({', '.join(supplied.column_names)})")
+            f"table {schema}.{table}: the binlog has {len(real_types)} columns ({logged}) but the "
+            f"supplied schema has {len(supplied.columns)} ({given})")
     for i, (sc, t) in enumerate(zip(supplied.columns, real_types)):
         if not type_compatible(sc.data_type, t):
             raise SchemaMismatchError(

@@ -65,6 +65,7 @@ def preflight(replica) -> PreflightReport:
             "current value in the lakehouse. FULL is recommended")
     if settings.get("binlog_row_metadata", "MINIMAL").upper() != "FULL":
         report.warnings.append(
-            "binlog_row_metadata is not FULL: column names and ENUM/SET labels are read from "
-            "information_schema.COLUMNS when a table is first seen. FULL is recommended")
+            "binlog_row_metadata is not FULL: column names and ENUM/SET labels come from the "
+            "load's schema history (seeded from information_schema at the snapshot, following "
+            "the DDL in the binlog); FULL adds a cross-check of the names")
     return report

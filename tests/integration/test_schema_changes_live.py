@@ -280,3 +280,52 @@ def test_a_swap_interrupted_between_its_two_moves_completes_on_the_rerun(mariadb
     assert load.store.load(load.key) == end
     load.assert_equal("a")
     load.assert_equal("b")
+
+
+def test_a_schema_change_missing_from_the_binlog_is_a_divergence_with_both_column_lists(
+        mariadb_factory, monkeypatch, tmp_path):
+    from airflow_provider_binlog.schema_history import SchemaDivergenceError
+
+    server = mariadb_factory(binlog_row_metadata="MINIMAL")
+    db = _db(server)
+    server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT)")
+    create_user(server)
+    store = FileCheckpointStore(tmp_path / "store")
+    hook = BinlogHook(set_connection(monkeypatch, server, extra={"checkpoint_store_uri": str(tmp_path / "store")}))
+    first = hook.dump(staging_dir=tmp_path / "staging", start=hook.current_position(), tables=[f"{db}.t"])
+    # what the merge does: the checkpoint advances with the history at the dump's end
+    store.save(hook.binlog_conn_id, Checkpoint.from_json(first["end"]),
+               schema_history=load_manifest(first["manifest"]).data["schema_history"])
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:  # an ALTER the binlog never sees
+            cur.execute("SET SESSION sql_log_bin = 0")
+            cur.execute(f"ALTER TABLE {db}.t ADD COLUMN z VARCHAR(3)")
+    finally:
+        conn.close()
+    server.execute(f"INSERT INTO {db}.t VALUES (1, 2, 'x')")
+    with pytest.raises(SchemaDivergenceError) as info:
+        hook.dump(staging_dir=tmp_path / "staging", tables=[f"{db}.t"])
+    message = str(info.value)
+    assert f"table {db}.t: the binlog has 3 columns (LONG, LONG, VARCHAR) but the supplied schema has 2 " \
+        "(id int, a int): the table's schema history does not match the binlog" in message
+    assert "take a new snapshot" in message
+    assert info.value.position.startswith("mariadb-bin.")
+    assert [p.parent.name for p in (tmp_path / "staging").glob("*/manifest.json")] == [first["dump_id"]]
+
+
+def test_mariadb_uuid_and_inet6_are_staged_as_text_with_full_row_metadata(mariadb_factory, monkeypatch, tmp_path):
+    import pyarrow.parquet as pq
+
+    server = mariadb_factory(binlog_row_metadata="FULL")
+    db = _db(server)
+    server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, u UUID, ip INET6)")
+    create_user(server)
+    hook = BinlogHook(set_connection(monkeypatch, server))
+    start = hook.current_position()
+    server.execute(f"INSERT INTO {db}.t VALUES (1, '123e4567-e89b-12d3-a456-426655440000', '::ffff:1.2.3.4')")
+    result = hook.dump(staging_dir=tmp_path, start=start, tables=[f"{db}.t"])
+    manifest = load_manifest(result["manifest"])
+    (entry,) = manifest.tables
+    (row,) = pq.read_table(manifest.files(entry)[0]).to_pylist()
+    assert (row["_after"]["u"], row["_after"]["ip"]) == ("123e4567-e89b-12d3-a456-426655440000", "::ffff:1.2.3.4")

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import unquote, urlsplit
 
 from airflow_provider_binlog.codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from airflow_provider_binlog.codec.positions import position_key, split_binlog_file_name
 
 FLAVOR_MYSQL = "mysql"
 FLAVOR_MARIADB = "mariadb"
@@ -36,19 +37,9 @@ ACCEPTED_FORMS = (
     'JSON ({"file": "mysql-bin.000003", "pos": 4} or {"gtid": "...", "flavor": "mysql"})'
 )
 
-_FILE_RE = re.compile(r"(?P<base>[^\s/\\:]+)\.(?P<index>\d+)")
 _MARIADB_POS_RE = re.compile(r"\d+-\d+-\d+(\s*,\s*\d+-\d+-\d+)*,?")
 _UUID_IN_TEXT_RE = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
 _JSON_KEYS = ("file", "pos", "position", "gtid", "flavor", "server_id", "server_uuid")
-
-
-def split_binlog_file_name(name: str) -> tuple[str, int]:
-    """``mysql-bin.000010`` -> (``mysql-bin``, 10)."""
-    m = _FILE_RE.fullmatch(name)
-    if not m:
-        raise ValueError(f"invalid binlog file name {name!r}: expected basename.number, "
-                         f"e.g. mysql-bin.000003")
-    return m.group("base"), int(m.group("index"))
 
 
 @dataclass(frozen=True)
@@ -107,34 +98,41 @@ class Checkpoint:
     def file_index(self) -> int | None:
         return None if self.file is None else split_binlog_file_name(self.file)[1]
 
-    def _order_key(self, other: object) -> tuple[tuple[int, int], tuple[int, int]]:
+    def compare(self, other: "Checkpoint") -> int:
+        """-1, 0 or 1 as this checkpoint is before, at or after ``other``: by binlog
+        coordinates when both have them (one series), else by GTID state (one kind, one
+        containing the other). Raises :class:`CheckpointOrderError` when they cannot be ordered."""
         if not isinstance(other, Checkpoint):
             raise TypeError(f"cannot compare Checkpoint with {type(other).__name__}")
-        if self.file is None or other.file is None:
-            raise ValueError("cannot order checkpoints without file/position "
-                             "(GTID states are compared with their own methods)")
-        base_a, index_a = split_binlog_file_name(self.file)
-        base_b, index_b = split_binlog_file_name(other.file)
-        if base_a != base_b:
-            raise ValueError(f"cannot order binlog files of different series: {self.file!r} "
-                             f"vs {other.file!r} (basenames {base_a!r} and {base_b!r})")
-        return (index_a, self.position), (index_b, other.position)  # type: ignore[return-value]
+        if self.file is not None and other.file is not None:
+            if self.file_basename != other.file_basename:
+                raise CheckpointOrderError(
+                    f"cannot order binlog files of different series: {self.file!r} vs {other.file!r} "
+                    f"(basenames {self.file_basename!r} and {other.file_basename!r})")
+            a, b = position_key(self.file, self.position), position_key(other.file, other.position)
+            return (a > b) - (a < b)
+        ga, gb = self.gtid, other.gtid
+        if ga is not None and gb is not None and type(ga) is type(gb):
+            if ga == gb:
+                return 0
+            if gb.contains(ga):
+                return -1
+            if ga.contains(gb):
+                return 1
+        raise CheckpointOrderError(f"cannot order checkpoints [{self}] and [{other}]: they need binlog "
+                                   "coordinates or GTID states of which one contains the other")
 
     def __lt__(self, other: object) -> bool:
-        a, b = self._order_key(other)
-        return a < b
+        return self.compare(other) < 0  # type: ignore[arg-type]
 
     def __le__(self, other: object) -> bool:
-        a, b = self._order_key(other)
-        return a <= b
+        return self.compare(other) <= 0  # type: ignore[arg-type]
 
     def __gt__(self, other: object) -> bool:
-        a, b = self._order_key(other)
-        return a > b
+        return self.compare(other) > 0  # type: ignore[arg-type]
 
     def __ge__(self, other: object) -> bool:
-        a, b = self._order_key(other)
-        return a >= b
+        return self.compare(other) >= 0  # type: ignore[arg-type]
 
     # -- text and JSON -----------------------------------------------------
 
@@ -234,6 +232,11 @@ def _parse_gtid_state(text: str, flavor: str | None) -> MysqlGtidSet | MariadbGt
 # --------------------------------------------------------------------------
 # Stores
 # --------------------------------------------------------------------------
+
+class CheckpointOrderError(ValueError):
+    """Two checkpoints that cannot be ordered (different binlog series, or GTID states of
+    which neither contains the other)."""
+
 
 class CheckpointStoreError(Exception):
     """The store cannot be read or written."""

@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from .checkpoint import Checkpoint, CheckpointStore, split_binlog_file_name
+from .checkpoint import Checkpoint, CheckpointStore
+from .codec.positions import position_key
 from .codec.events import (BinlogCheckpointEvent, FormatDescriptionEvent, GtidEvent,
                            IncidentEvent, MariadbGtidEvent, MariadbGtidListEvent,
                            PreviousGtidsEvent, QueryEvent, RotateEvent, RowsEvent, StopEvent,
@@ -47,10 +48,6 @@ class DumpResult:
         return {"manifest": str(self.manifest.path), "dump_id": self.manifest.dump_id,
                 "start": self.start.to_json(), "end": self.end.to_json(), "rows": self.rows,
                 "transactions": self.transactions}
-
-
-def _pos_key(file: str, pos: int) -> tuple[int, int]:
-    return split_binlog_file_name(file)[1], pos
 
 
 def default_workers() -> int:
@@ -95,10 +92,10 @@ class BoundedDump:
         self._exact_from = None
         self._ambiguous_from = None
         if history is not None and history.exact_from:
-            self._exact_from = _pos_key(history.exact_from["file"], int(history.exact_from["pos"]))
+            self._exact_from = position_key(history.exact_from["file"], int(history.exact_from["pos"]))
             before = history.exact_from.get("read_after")
             if before:
-                self._ambiguous_from = _pos_key(before["file"], int(before["pos"]))
+                self._ambiguous_from = position_key(before["file"], int(before["pos"]))
         self._seed_decoded: set = set()     # tables whose rows were decoded with a later seed
         self._checked_maps: dict = {}       # table id -> the TABLE_MAP checked against the history
         self._cut = False                   # a rename between captured tables ends the batch
@@ -127,15 +124,13 @@ class BoundedDump:
     # ---------------------------------------------------------------- stop rules
     def _reached_stop(self, file: str, pos: int) -> bool:
         if self.stop.has_coordinates:
-            return _pos_key(file, pos) >= _pos_key(self.stop.file, self.stop.position)
+            return position_key(file, pos) >= position_key(self.stop.file, self.stop.position)
         return False
 
     def _stop_by_gtid(self) -> bool:
         if self.stop.has_coordinates or self.stop.gtid is None:
             return False
-        if isinstance(self.stop.gtid, MysqlGtidSet):
-            return self.stop.gtid.issubset(self.gtid_state)
-        return self.gtid_state.is_at_or_after(self.stop.gtid)
+        return self.gtid_state.contains(self.stop.gtid)
 
     def _limit_reached(self) -> Optional[str]:
         max_rows, max_bytes, max_seconds = self.limits
@@ -149,13 +144,9 @@ class BoundedDump:
 
     # ---------------------------------------------------------------- event handling
     def _boundary(self, file: str, next_pos: int) -> None:
-        if self.txn is not None and self.txn.gtid:
-            if self.flavor == "mariadb":
-                self.gtid_state = self.gtid_state.advance(self.txn.gtid)
-            else:
+        if self.txn is not None:
+            if self.txn.gtid:
                 self.gtid_state = self.gtid_state.add(self.txn.gtid)
-            self.transactions += 1
-        elif self.txn is not None:
             self.transactions += 1
         self.txn = None
         self.boundary = Checkpoint(file=file, position=next_pos, gtid=self.gtid_state,
@@ -178,7 +169,7 @@ class BoundedDump:
                 self.txn = _Transaction(None, (file, pos), False)
             if event.skipped:
                 return
-            if self._resume_at is not None and _pos_key(file, pos) < self._resume_at:
+            if self._resume_at is not None and position_key(file, pos) < self._resume_at:
                 return  # staged before the connection was lost
             if self.history is not None and self._checked_maps.get(event.table_map.table_id) is not event.table_map:
                 self._check_table_map(event.table_map, file, pos)
@@ -204,7 +195,7 @@ class BoundedDump:
 
     def _check_table_map(self, tm, file: str, pos: int) -> None:
         key = (tm.schema, tm.table)
-        if self._exact_from is not None and _pos_key(file, pos) < self._exact_from:
+        if self._exact_from is not None and position_key(file, pos) < self._exact_from:
             if tm.names_from != "metadata":
                 self._seed_decoded.add(self.history.key(*key))
         else:
@@ -236,7 +227,7 @@ class BoundedDump:
     def _record_ddl(self, file: str, pos: int, event: QueryEvent) -> None:
         if statement_kind(event.query) is None:
             return
-        if self._resume_at is not None and _pos_key(file, pos) < self._resume_at:
+        if self._resume_at is not None and position_key(file, pos) < self._resume_at:
             return  # handled before the connection was lost
         try:
             stmt = parse_ddl(event.query)
@@ -253,7 +244,7 @@ class BoundedDump:
                 ops = statement_ops(stmt, default, self.table_filter)
             elif not self.follower.concerns_us(stmt, default):
                 return
-            elif self._exact_from is not None and _pos_key(file, pos) < self._exact_from:
+            elif self._exact_from is not None and position_key(file, pos) < self._exact_from:
                 ops = self._before_seed(stmt, default, names, file, pos)
             else:
                 ops = self.follower.apply(stmt, default)
@@ -277,7 +268,7 @@ class BoundedDump:
         """A statement before the position the history was read at: the history already has
         its effect. Rows of its tables decoded before it used the later schema: refuse."""
         where = f"{file}:{pos}"
-        if self._ambiguous_from is not None and _pos_key(file, pos) >= self._ambiguous_from:
+        if self._ambiguous_from is not None and position_key(file, pos) >= self._ambiguous_from:
             raise SeedConflictError(
                 "this schema change ran while the schema history was read from information_schema",
                 position=where, hint="run the dump again: it reads the history anew")
@@ -369,7 +360,7 @@ class BoundedDump:
             if self.txn is None and isinstance(event, (MariadbGtidListEvent, BinlogCheckpointEvent,
                                                        PreviousGtidsEvent, StopEvent)):
                 self._boundary(file, next_pos)  # a file's header events: no transaction in between
-            self._processed = _pos_key(file, next_pos)
+            self._processed = position_key(file, next_pos)
             if self._exact_from is not None and self.txn is None and self._processed >= self._exact_from:
                 self._exact_from = self._ambiguous_from = None  # the history is exact from here
                 self.history.exact_from = None
@@ -408,7 +399,7 @@ def seed_history_now(replica: ReplicaConnection, connect, table_filter: TableFil
         conn.close()
     after = replica.master_status()
     exact = {"file": after[0], "pos": after[1], "read_after": {"file": before[0], "pos": before[1]}}
-    if start.has_coordinates and _pos_key(start.file, start.position) >= _pos_key(after[0], after[1]):
+    if start.has_coordinates and position_key(start.file, start.position) >= position_key(after[0], after[1]):
         exact = None
     history.exact_from = exact
     return history
@@ -467,7 +458,7 @@ def run_dump(replica: ReplicaConnection, *, staging_dir, start: Optional[Checkpo
                        max_bytes=max_bytes, max_seconds=max_seconds, history=history, **options)
     try:
         if start.has_coordinates and stop.has_coordinates and \
-                _pos_key(start.file, start.position) >= _pos_key(stop.file, stop.position):
+                position_key(start.file, start.position) >= position_key(stop.file, stop.position):
             end = start
         else:
             end = dump.run()

@@ -76,7 +76,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.storagelevel import StorageLevel
 
-from airflow_provider_binlog.checkpoint import (ABSENT, Checkpoint, CheckpointLockedError,
+from airflow_provider_binlog.checkpoint import (ABSENT, Checkpoint, CheckpointLockedError, CheckpointOrderError,
                                                 CheckpointStore, open_checkpoint_store,
                                                 split_binlog_file_name)
 from airflow_provider_binlog.spark.runtime import local_spark_session, run_with_commit_properties
@@ -179,29 +179,11 @@ def _check_identifier(kind: str, value: str, dotted: bool = False) -> None:
 
 
 def compare_checkpoints(a: Checkpoint, b: Checkpoint) -> int:
-    """-1, 0 or 1 as ``a`` is before, at or after ``b``: by binlog coordinates when both have
-    them, else by GTID state."""
-    if a.has_coordinates and b.has_coordinates:
-        if a.file_basename != b.file_basename:
-            raise MergeJobError(f"cannot order checkpoints of different binlog series: [{a}] and [{b}]")
-        ka, kb = (a.file_index, a.position), (b.file_index, b.position)
-        return (ka > kb) - (ka < kb)
-    ga, gb = a.gtid, b.gtid
-    if ga is not None and gb is not None and type(ga) is type(gb):
-        if ga == gb:
-            return 0
-        if hasattr(ga, "issubset"):  # MySQL GTID sets
-            if ga.issubset(gb):
-                return -1
-            if gb.issubset(ga):
-                return 1
-        else:  # MariaDB GTID positions
-            if gb.is_at_or_after(ga):
-                return -1
-            if ga.is_at_or_after(gb):
-                return 1
-    raise MergeJobError(f"cannot order checkpoints [{a}] and [{b}]: they need binlog coordinates "
-                        f"or comparable GTID states")
+    """:meth:`Checkpoint.compare`, its error a :class:`MergeJobError`."""
+    try:
+        return a.compare(b)
+    except CheckpointOrderError as exc:
+        raise MergeJobError(str(exc)) from None
 
 
 def _checkpoint_text(cp: Checkpoint) -> str:

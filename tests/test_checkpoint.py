@@ -21,6 +21,7 @@ from airflow_provider_binlog.checkpoint import (
 from airflow_provider_binlog.codec.gtid import MariadbGtidPosition, MysqlGtidSet
 
 U1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+U2 = "4d22eb58-82db-22f2-8f44-d91bb9530673"
 
 
 def cp(file: str, pos: int) -> Checkpoint:
@@ -44,9 +45,26 @@ def test_ordering_different_basenames_raises():
         _ = cp("mysql-bin.000002", 4) < cp("relay-bin.000001", 4)
 
 
-def test_ordering_without_coordinates_raises():
-    with pytest.raises(ValueError, match="without file/position"):
+def test_coordinates_and_a_gtid_state_alone_cannot_be_ordered():
+    from airflow_provider_binlog.checkpoint import CheckpointOrderError
+
+    with pytest.raises(CheckpointOrderError, match="need binlog coordinates or GTID states"):
         _ = cp("mysql-bin.000002", 4) < Checkpoint(gtid=MysqlGtidSet(f"{U1}:1"))
+
+
+def test_gtid_states_order_by_containment_for_both_kinds():
+    from airflow_provider_binlog.checkpoint import CheckpointOrderError
+    from airflow_provider_binlog.codec.gtid import MariadbGtidPosition
+
+    older, newer = Checkpoint(gtid=MysqlGtidSet(f"{U1}:1-5")), Checkpoint(gtid=MysqlGtidSet(f"{U1}:1-9"))
+    assert (older.compare(newer), newer.compare(older), older.compare(older)) == (-1, 1, 0)
+    assert older < newer
+    m_old = Checkpoint(gtid=MariadbGtidPosition("0-1-5,1-2-3"))
+    m_new = Checkpoint(gtid=MariadbGtidPosition("0-1-7,1-2-3"))
+    assert (m_old.compare(m_new), m_new.compare(m_old)) == (-1, 1)
+    apart = Checkpoint(gtid=MysqlGtidSet(f"{U1}:1-5,{U2}:1")), Checkpoint(gtid=MysqlGtidSet(f"{U1}:1-6"))
+    with pytest.raises(CheckpointOrderError, match="of which one contains the other"):
+        apart[0].compare(apart[1])
 
 
 def test_file_index_and_basename():

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Union
+from typing import Iterable, Iterator, Protocol, TypeVar, Union
 
 from airflow_provider_binlog.codec.errors import CorruptEventError
 
@@ -33,6 +33,31 @@ _INTERVAL_RE = re.compile(r"(\d+)(?:\s*-\s*(\d+))?")
 Interval = tuple[int, int]
 # (uuid, tag) with tag "" for untagged GTIDs: identifies one GNO sequence.
 _Tsid = tuple[str, str]
+
+
+_State = TypeVar("_State", bound="GtidState")
+
+
+class GtidState(Protocol):
+    """What both kinds of GTID state offer (a MySQL GTID set, a MariaDB GTID position), so
+    that callers never branch on the kind:
+
+    - ``contains(other)``: every transaction of ``other`` (a state, one GTID, or its text) is in
+      this state;
+    - ``union(other)``: the state holding both;
+    - ``add(gtid)``: the state after one more transaction;
+    - ``is_empty()``; ``encode()``: the bytes a replica sends the server to start there.
+    """
+
+    def contains(self, item: object) -> bool: ...
+
+    def union(self: _State, other: _State) -> _State: ...
+
+    def add(self: _State, gtid: object) -> _State: ...
+
+    def is_empty(self) -> bool: ...
+
+    def encode(self) -> bytes: ...
 
 
 # --------------------------------------------------------------------------
@@ -705,6 +730,23 @@ class MariadbGtidPosition:
         return self._of(by_domain)
 
     __or__ = merge
+
+    # the GtidState protocol
+    union = merge
+    add = advance
+
+    def contains(self, item: "MariadbGtidPosition | MariadbGtid | str") -> bool:
+        """True if a GTID (or every GTID of a position; a string is read as a position) is at
+        or before this position in its domain."""
+        if isinstance(item, MariadbGtid):
+            return self.covers(item)
+        if isinstance(item, str):
+            item = MariadbGtidPosition(item)
+        return self.is_at_or_after(item)
+
+    def encode(self) -> bytes:
+        """The text a replica sends as ``@slave_connect_state``."""
+        return str(self).encode("ascii")
 
     def is_at_or_after(self, other: "MariadbGtidPosition") -> bool:
         """True if, in every domain of ``other``, this position has reached at

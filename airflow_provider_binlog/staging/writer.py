@@ -25,6 +25,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..codec.positions import binlog_sequence
 from ..codec.events import ABSENT, RowsEvent, TableMap
 from .contract import (MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, column_descriptions,
                        schema_fingerprint, staging_schema)
@@ -38,12 +39,6 @@ _Absent = type(ABSENT)
 
 def _safe(name: str) -> str:
     return quote(name, safe="")
-
-
-def binlog_sequence(file: str) -> int:
-    """Numeric suffix of a binlog file name (mysql-bin.000042 -> 42)."""
-    suffix = file.rsplit(".", 1)[-1]
-    return int(suffix) if suffix.isdigit() else 0
 
 
 _EVENT_COLUMNS = ("_op", "_binlog_file", "_binlog_seq", "_binlog_pos", "_gtid", "_commit_ts", "_txn")

@@ -248,9 +248,11 @@ def compile_jsonl_renderer(tm: TableMap, kind: str, absent: int, absent_after: i
 # value the text the value path writes for the value :mod:`.rows` decodes: where the codec's
 # row decoders leave a value to their fallback (zero or invalid dates, DECIMAL wider than 18
 # digits, TIME, JSON, ...), so does it, and renders that value as the value path does. Runs of
-# NOT NULL fixed-width columns are read with one struct call. Anything else (bytes that do
-# not decode, an image that does not end where the event does) makes the whole event go the
-# value path, which renders it or raises the codec's error.
+# NOT NULL fixed-width columns are read with one struct call. Lines are UTF-8 bytes made with
+# bytes templates (a str line would take the width of its widest character, and be encoded
+# again to be written). Anything else (bytes that do not decode, an image that does not end
+# where the event does) makes the whole event go the value path, which renders it or raises
+# the codec's error.
 
 _STRUCTS = {name: struct.Struct(fmt).unpack_from for name, fmt in (
     ("U16", "<H"), ("U32", "<I"))}

@@ -396,8 +396,10 @@ class _Fixed:
     """A column read at a fixed offset from ``p`` as struct fields (``order``: '<' or '>');
     ``convert`` leaves the JSON text in bytes, or an int where ``is_int``."""
 
-    def __init__(self, order: str, codes: str, convert: Callable, is_int: bool = False):
+    def __init__(self, order: str, codes: str, convert: Callable, is_int: bool = False,
+                 identity: bool = False):
         self.order, self.codes, self.convert, self.is_int = order, codes, convert, is_int
+        self.identity = identity  # one field, which is the value (an int)
         self.size = struct.calcsize("<" + codes)
 
 
@@ -537,7 +539,7 @@ def _fixed_column(col: Column, consts: dict):
     simple = {C.MYSQL_TYPE_TINY: "Bb", C.MYSQL_TYPE_SHORT: "Hh", C.MYSQL_TYPE_LONG: "Ii",
               C.MYSQL_TYPE_LONGLONG: "Qq"}
     if t in simple:  # an int formats as json.dumps writes it
-        return _Fixed("<", simple[t][0 if col.unsigned else 1], lambda x, j, f, at: [f"{x} = {f[0]}"], True)
+        return _Fixed("<", simple[t][0 if col.unsigned else 1], None, True, True)
     if t in (C.MYSQL_TYPE_FLOAT, C.MYSQL_TYPE_DOUBLE):
         # float.__repr__ is what json.dumps writes for a finite float (NaN, Infinity: fallback)
         return _Fixed("<", "f" if t == C.MYSQL_TYPE_FLOAT else "d", lambda x, j, f, at: [
@@ -562,7 +564,7 @@ def _fixed_column(col: Column, consts: dict):
         return _timestamp2_fixed(meta)
     if t == C.MYSQL_TYPE_ENUM and (meta & 0xFF) in (1, 2):
         if not col.enum_values:
-            return _Fixed("<", "BH"[(meta & 0xFF) - 1], lambda x, j, f, at: [f"{x} = {f[0]}"], True)
+            return _Fixed("<", "BH"[(meta & 0xFF) - 1], None, True, True)
         labels = ("",) + tuple(col.enum_values)
         name = f"E{col.index}"
         consts[name] = tuple(_encode_basestring(label).encode() for label in labels)
@@ -571,7 +573,7 @@ def _fixed_column(col: Column, consts: dict):
     if t == C.MYSQL_TYPE_SET and (meta & 0xFF) in (1, 2, 4, 8):
         code = {1: "B", 2: "H", 4: "I", 8: "Q"}[meta & 0xFF]
         if not col.set_values:
-            return _Fixed("<", code, lambda x, j, f, at: [f"{x} = {f[0]}"], True)
+            return _Fixed("<", code, None, True, True)
         name = f"S{col.index}"
         consts[name] = tuple(col.set_values)
         return _Fixed("<", code, lambda x, j, f, at: [f"{x} = ESC(set_text({f[0]}, {name})).encode()"])
@@ -676,19 +678,28 @@ def _run_lines(run: list, prefix: str, consts: dict) -> list[str]:
             return
         codes = "".join(fx.codes for _, fx, _ in segment)
         name = f"R{segment[0][1].order == '<' and 'L' or 'B'}_{codes}"
-        consts[name] = struct.Struct(segment[0][1].order + codes).unpack_from
         start = segment[0][2]
         names = []
         for col, fx, at in segment:
-            fields = [f"f{k + i}" for i in range(len(fx.codes))]
-            k += len(fx.codes)
+            if fx.identity:  # the field is the value: read it straight into its variable
+                fields = [f"{prefix}{col.index}"]
+            else:
+                fields = [f"f{k + i}" for i in range(len(fx.codes))]
+                k += len(fx.codes)
             names.append((col, fx, at, fields))
         all_fields = [f for *_, fields in names for f in fields]
-        lines.append(f"{', '.join(all_fields)}{',' if len(all_fields) == 1 else ''} = "
-                     f"{name}(buf, p{f' + {start}' if start else ''})")
+        if codes in ("B", "b"):  # one byte: no struct call
+            lines.append(f"{all_fields[0]} = buf[p{f' + {start}' if start else ''}]")
+            if codes == "b":
+                lines.append(f"if {all_fields[0]} > 127: {all_fields[0]} -= 256")
+        else:
+            consts[name] = struct.Struct(segment[0][1].order + codes).unpack_from
+            lines.append(f"{', '.join(all_fields)}{',' if len(all_fields) == 1 else ''} = "
+                         f"{name}(buf, p{f' + {start}' if start else ''})")
         for col, fx, at, fields in names:
-            lines.extend(fx.convert(f"{prefix}{col.index}", f"J{col.index}", fields,
-                                    f"p + {at}" if at else "p"))
+            if not fx.identity:
+                lines.extend(fx.convert(f"{prefix}{col.index}", f"J{col.index}", fields,
+                                        f"p + {at}" if at else "p"))
         segment.clear()
 
     for col, fx in run:

@@ -1,0 +1,129 @@
+"""BinlogMergeOperator configured for a Spark cluster (no ``warehouse``): the spark-submit
+command line and environment it gives the Spark provider's hook, next to the embedded mode's.
+The hook's own command builder makes the command; only the process start is replaced."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("airflow")
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook  # noqa: E402
+
+from airflow_provider_binlog.operators.merge import BinlogMergeOperator, merge_application  # noqa: E402
+from airflow_provider_binlog.spark.runtime import ICEBERG_PACKAGE  # noqa: E402
+from airflow_provider_binlog.staging import StagingWriter  # noqa: E402
+
+CLUSTER_CONF = {
+    "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+    "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+    "spark.sql.catalog.lake.type": "rest",
+    "spark.sql.catalog.lake.uri": "http://iceberg-rest:8181",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+@pytest.fixture()
+def submitted(monkeypatch):
+    """What the operator hands to spark-submit: ``[{"command", "env"}]``; the job "succeeds"
+    with a result naming the batch applied."""
+    calls = []
+
+    def submit(self, application="", **kwargs):
+        command = self._build_spark_submit_command(application)
+        calls.append({"command": command, "env": dict(self._env or {})})
+        args = command[command.index(application) + 1:]
+        manifest = json.loads(open(args[args.index("--manifest") + 1] + "/manifest.json").read())
+        result = {"batches": [{"batch_id": manifest["dump_id"], "status": "applied", "tables": []}],
+                  "checkpoint": manifest["end"]}
+        with open(args[args.index("--output-json") + 1], "w") as fh:
+            json.dump(result, fh)
+
+    monkeypatch.setattr(SparkSubmitHook, "submit", submit)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({"conn_type": "spark", "host": "spark://spark-master",
+                                                                 "port": 7077}))
+    return calls
+
+
+@pytest.fixture()
+def manifest(tmp_path):
+    """A published (empty) batch."""
+    writer = StagingWriter(tmp_path / "staging", workers=0)
+    published = writer.publish(dump_id="mariadb-bin.000001.4-mariadb-bin.000001.400",
+                               start={"file": "mariadb-bin.000001", "pos": 4},
+                               end={"file": "mariadb-bin.000001", "pos": 400}, server={})
+    return str(published.directory)
+
+
+def _conf_args(command) -> dict:
+    return dict(command[i + 1].split("=", 1) for i, arg in enumerate(command) if arg == "--conf")
+
+
+def _value(command, flag):
+    return command[command.index(flag) + 1] if flag in command else None
+
+
+def test_cluster_configuration_submits_packages_conf_and_env_vars_and_no_warehouse(submitted, manifest, tmp_path):
+    op = BinlogMergeOperator(
+        task_id="merge", manifests={"manifest": manifest}, catalog="lake", namespace="shop_cdc",
+        conn_id="spark_cluster", packages=ICEBERG_PACKAGE, conf=CLUSTER_CONF,
+        checkpoint_store_uri="/data/checkpoints", checkpoint_key="shop_db",
+        env_vars={"PYSPARK_PYTHON": "/opt/python3.11/bin/python", "JAVA_HOME": "/opt/java17",
+                  "AWS_REGION": "eu-west-1"})
+    summary = op.execute(context={})
+    assert summary["batches"] == [("mariadb-bin.000001.4-mariadb-bin.000001.400", "applied")]
+    (call,) = submitted
+    command, env = call["command"], call["env"]
+    assert _value(command, "--master") == "spark://spark-master:7077"
+    assert _value(command, "--packages") == ICEBERG_PACKAGE
+    assert "--jars" not in command
+    # the catalog is the one configured, and only that: nothing of the embedded mode
+    assert _conf_args(command) == CLUSTER_CONF
+    app = command.index(merge_application())
+    assert command[app + 1:] == ["--manifest", manifest, "--catalog", "lake", "--namespace", "shop_cdc",
+                                 "--output-json", command[command.index("--output-json") + 1],
+                                 "--checkpoint-store", "/data/checkpoints", "--checkpoint-key", "shop_db"]
+    assert "--warehouse" not in command
+    # env_vars win over the operator's defaults; the rest of the defaults stay
+    assert env["PYSPARK_PYTHON"] == "/opt/python3.11/bin/python" and env["JAVA_HOME"] == "/opt/java17"
+    assert env["AWS_REGION"] == "eu-west-1"
+    assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+
+
+def test_cluster_configuration_with_jars_instead_of_packages(submitted, manifest):
+    jars = ["/opt/iceberg/iceberg-spark-runtime.jar", "/opt/iceberg/iceberg-aws-bundle.jar"]
+    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
+                             jars=jars, conf=CLUSTER_CONF, advance_checkpoint=False)
+    op.execute(context={})
+    (call,) = submitted
+    command = call["command"]
+    assert _value(command, "--jars") == ",".join(jars) and "--packages" not in command
+    assert _conf_args(command) == CLUSTER_CONF
+    assert "--checkpoint-store" not in command and "--warehouse" not in command
+    assert call["env"]["PYSPARK_PYTHON"] == sys.executable      # the default: this interpreter
+
+
+def test_embedded_configuration_puts_the_catalog_and_jars_in_the_conf(submitted, manifest, tmp_path):
+    from airflow_provider_binlog.spark.runtime import iceberg_runtime_jars
+
+    warehouse = str(tmp_path / "warehouse")
+    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
+                             warehouse=warehouse, packages=ICEBERG_PACKAGE, checkpoint_store_uri="/c",
+                             checkpoint_key="k", conf={"spark.executor.memory": "2g"})
+    op.execute(context={})
+    (call,) = submitted
+    command = call["command"]
+    conf = _conf_args(command)
+    # the embedded catalog, on the warehouse; packages go into the conf, not to the hook
+    assert conf["spark.sql.catalog.lake.type"] == "hadoop" and conf["spark.sql.catalog.lake.warehouse"].endswith(warehouse)
+    assert conf["spark.jars.packages"] == ICEBERG_PACKAGE and conf["spark.executor.memory"] == "2g"
+    assert "--packages" not in command and "--jars" not in command
+    assert _value(command, "--warehouse") == warehouse
+    op = BinlogMergeOperator(task_id="merge2", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
+                             warehouse=warehouse, advance_checkpoint=False)
+    op.execute(context={})
+    assert _conf_args(submitted[1]["command"])["spark.jars"] == ",".join(iceberg_runtime_jars())

@@ -354,7 +354,8 @@ class BoundedDump:
                                                server_uuid=self.replica.info.server_uuid)
                 continue
             if isinstance(event, IncidentEvent):
-                raise DumpError(f"the binlog has an incident event at {file}:{pos} ({event.message or event.incident}): "
+                raise DumpError(f"the binlog has an incident event at {file}:{pos} "
+                                f"({event.message or event.incident}): "
                                 "the server lost changes there; take a new snapshot (backfill mode 'snapshot')")
             self._handle(file, event, next_pos, pos)
             if self.txn is None and isinstance(event, (MariadbGtidListEvent, BinlogCheckpointEvent,

@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import logging
 from decimal import Decimal
-from typing import Iterable, Optional
+from typing import Optional
 
 import pymysql
 

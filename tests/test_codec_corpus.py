@@ -16,7 +16,8 @@ if not (CORPUS / "manifest.json").exists():
 
 NEGATIVE = {
     "blackbeam__rust_mysql_common/test-data/binlogs/binlog_truncated_event.000001": (TruncatedEventError, 4),
-    "blackbeam__rust_mysql_common/test-data/binlogs/binlog_truncated_prev_gtid_event.000001": (TruncatedEventError, 120),
+    "blackbeam__rust_mysql_common/test-data/binlogs/binlog_truncated_prev_gtid_event.000001":
+        (TruncatedEventError, 120),
     "blackbeam__rust_mysql_common/test-data/binlogs/corrupt-relay-bin.000624": (CorruptEventError, 91204),
     # Damaged in its source repository (its first bytes went through a text conversion: the
     # magic FE became the UTF-8 replacement character EF BF BD); MANIFEST.md lists it under a

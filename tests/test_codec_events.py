@@ -68,7 +68,8 @@ def _event(type_code, body, *, crc, log_pos=0, flags=0):
 def test_heartbeat_v1_and_v2_give_file_and_position():
     dec = EventDecoder("stream", checksum_alg=1, from_stream=True)
     v1 = dec.decode(_event(27, b"mysql-bin.000042", crc=True, log_pos=1234), 0)
-    assert isinstance(v1, HeartbeatEvent) and (v1.log_file, v1.log_position, v1.version) == ("mysql-bin.000042", 1234, 1)
+    assert isinstance(v1, HeartbeatEvent)
+    assert (v1.log_file, v1.log_position, v1.version) == ("mysql-bin.000042", 1234, 1)
     # v2: type/length/value fields (length-encoded integers), position as a packed integer
     body = b"\x01\x10mysql-bin.000042" + b"\x02\x04\xfd\x40\x42\x0f" + b"\x00"
     v2 = dec.decode(_event(41, body, crc=True), 0)

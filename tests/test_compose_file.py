@@ -135,7 +135,7 @@ def test_init_sql_creates_the_replication_user(compose):
                 assert scope == "*.*", f"{privilege} is a global privilege"
     assert {"REPLICATION SLAVE", "REPLICATION CLIENT", "SELECT", "RELOAD"} <= granted
     environment_db = environment(mysql).get("MYSQL_DATABASE")
-    assert environment_db and re.search(rf"CREATE TABLE\s+\w+", sql, re.I)
+    assert environment_db and re.search(r"CREATE TABLE\s+\w+", sql, re.I)
 
 
 def test_airflow_mounts_the_dags(compose):

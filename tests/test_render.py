@@ -165,7 +165,8 @@ def _samples(col, rnd):
                        b"\x80" + b"\x00" * (len(good[0]) - 1)]
     if t == C.MYSQL_TYPE_DATE:
         return [(rnd.randint(0, 9999) << 9 | rnd.randint(0, 13) << 5 | rnd.randint(0, 31)).to_bytes(3, "little"),
-                bytes(3), (2024 << 9 | 2 << 5 | 30).to_bytes(3, "little"), (999 << 9 | 1 << 5 | 2).to_bytes(3, "little")]
+                bytes(3), (2024 << 9 | 2 << 5 | 30).to_bytes(3, "little"),
+                (999 << 9 | 1 << 5 | 2).to_bytes(3, "little")]
     frac = (0, 1, 1, 2, 2, 3, 3, 3)[min(meta, 7)]
     if t == C.MYSQL_TYPE_DATETIME2:
         def dt2(y, m, d, hh, mi, ss, fraction):

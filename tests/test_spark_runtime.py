@@ -249,7 +249,8 @@ def test_shaded_jackson_covers_what_the_iceberg_runtime_uses(embedded) -> None:
     pattern = re.compile(rb"L?(" + re.escape(SHADED.encode()) + rb"[A-Za-z0-9_/$]+)")
     with zipfile.ZipFile(runtime_jar) as z:
         for name in z.namelist():
-            if name.endswith(".class") and name.startswith(("org/apache/iceberg/", "org/apache/iceberg/shaded/org/apache/arrow/")):
+            if name.endswith(".class") and name.startswith(
+                    ("org/apache/iceberg/", "org/apache/iceberg/shaded/org/apache/arrow/")):
                 for m in pattern.finditer(z.read(name)):
                     wanted.add(m.group(1).decode())
     assert len(wanted) > 50

@@ -274,7 +274,8 @@ def test_the_view_in_headless_chromium(api_server, browser, load_history, tmp_pa
     lag = shop.find_element(By.CSS_SELECTOR, ".lag-value")
     assert int(lag.get_attribute("data-bytes")) > 0 and lag.text.strip()
     assert "mariadb" in shop.find_element(By.CSS_SELECTOR, ".card.server").text
-    assert shop.find_element(By.CSS_SELECTOR, ".position").text.startswith(load_history.dumps[0]["end"]["file"].rsplit(".", 1)[0])
+    first_file = load_history.dumps[0]["end"]["file"]
+    assert shop.find_element(By.CSS_SELECTOR, ".position").text.startswith(first_file.rsplit(".", 1)[0])
     # the charts: inline SVG with a lag line and one bar group per dump
     assert len(shop.find_elements(By.CSS_SELECTOR, "svg.lag-chart polyline.lag-line")) == 1
     assert len(shop.find_elements(By.CSS_SELECTOR, "svg.lag-chart circle.lag-point")) == len(load_history.dumps) + 1

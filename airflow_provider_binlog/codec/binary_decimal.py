@@ -85,7 +85,8 @@ def decode_binary_decimal(buf, offset: int, precision: int, scale: int) -> tuple
         if trail_bytes:
             trail = int.from_bytes(data[size - trail_bytes:], "big")
             if trail >= _POW10[trail_digits]:
-                raise CorruptEventError(f"decimal({precision},{scale}) at offset {offset} has an invalid trailing digit group")
+                raise CorruptEventError(
+                    f"decimal({precision},{scale}) at offset {offset} has an invalid trailing digit group")
             frac_part = frac_part * _POW10[trail_digits] + trail
         if negative and (int_part or frac_part):
             return Decimal(f"-{int_part}.{frac_part:0{scale}d}"), end

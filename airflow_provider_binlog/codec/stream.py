@@ -14,7 +14,7 @@ from . import constants as C
 from ._bytes import U32
 from .decoder import EventDecoder
 from .errors import NotABinlogError, TruncatedEventError, UnsupportedBinlogVersionError
-from .events import Event, FormatDescriptionEvent
+from .events import Event
 
 _READ_CHUNK = 4 << 20
 

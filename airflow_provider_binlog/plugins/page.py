@@ -321,7 +321,8 @@ def render_page(status: Mapping, *, refresh_seconds: int = 60, json_href: str = 
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"{refresh}<title>Binlog CDC</title><style>{_CSS}</style></head><body>"
             f'<header><h1>Binlog CDC</h1><span class="summary">{esc(summary)}</span>'
-            f'<span class="muted small">checked {esc(now.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"))} UTC'
+            '<span class="muted small">'
+            f'checked {esc(now.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"))} UTC'
             f"{f' · refreshes every {int(refresh_seconds)} s' if refresh_seconds > 0 else ''}</span>"
             f'<a class="small" href="{esc(json_href)}">JSON</a></header>'
             f"{warnings}{body}</body></html>")

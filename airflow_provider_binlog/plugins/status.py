@@ -478,7 +478,8 @@ def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime
     secrets: list[str] = []
     try:
         if isinstance(conn, BaseException) or conn is None:
-            st.worse("error", f"connection {config.conn_id!r} not found: {_short_error(conn) if conn else 'no such connection'}")
+            st.worse("error", f"connection {config.conn_id!r} not found: "
+                              f"{_short_error(conn) if conn else 'no such connection'}")
             return st.data
         secrets = secret_values(conn)
         _collect(config, conn, st, now=now, history_limit=history_limit, timeout=timeout, stall=stall,

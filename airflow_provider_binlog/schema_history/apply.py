@@ -62,7 +62,8 @@ def column_def(spec: ddl.ColumnSpec, *, table_charset: tuple, flavor: str,
         collation = spec.collation
         if charset is None:
             charset = table_charset[0] or charset_of_collation(table_charset[1])
-            collation = collation or (table_charset[1] if charset_of_collation(table_charset[1]) in (None, charset) else None)
+            collation = collation or (
+                table_charset[1] if charset_of_collation(table_charset[1]) in (None, charset) else None)
         if charset == "binary":
             if data_type in _TO_BINARY:
                 data_type, charset, collation = _TO_BINARY[data_type], None, None

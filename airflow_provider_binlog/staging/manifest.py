@@ -61,7 +61,8 @@ def load_manifest(path, *, verify: bool = False) -> Manifest:
     except (OSError, ValueError) as exc:
         raise ManifestError(f"{path}: unreadable manifest: {exc}") from None
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
-        raise ManifestError(f"{path}: not a staging manifest (format {data.get('format') if isinstance(data, dict) else None!r})")
+        raise ManifestError(
+            f"{path}: not a staging manifest (format {data.get('format') if isinstance(data, dict) else None!r})")
     missing = [k for k in _REQUIRED if k not in data]
     if missing:
         raise ManifestError(f"{path}: manifest lacks {', '.join(missing)}")

@@ -296,6 +296,7 @@ def test_mutated_manifests_are_typed_errors(batch, tmp_path, record_trials):
         except (ManifestError, MergeJobError):
             outcomes["refused"] += 1
         except Exception as exc:  # pragma: no cover - what the test is for
-            raise AssertionError(f"trial {trial}: {path} -> {parent.get(path[-1], '<deleted>') if isinstance(parent, dict) else '?'}: "
+            raise AssertionError(f"trial {trial}: {path} -> "
+                                 f"{parent.get(path[-1], '<deleted>') if isinstance(parent, dict) else '?'}: "
                                  f"untyped {type(exc).__name__}: {exc}") from exc
     record_trials("manifest with a random key deleted or value replaced", trials, **outcomes)

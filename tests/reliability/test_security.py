@@ -61,11 +61,11 @@ def test_password_and_extras_never_leak(mariadb, monkeypatch, tmp_path, caplog, 
             texts.append(path.read_text(errors="replace"))
 
     # the merge job's output and log (it is handed the manifest, never the connection)
-    out = tmp_path / "merge.json"
     merge = subprocess.run(
         [str(S.ROOT / ".venv/bin/python") if (S.ROOT / ".venv/bin/python").exists() else "python",
          "-c", "import sys; from spark_jobs import merge_cdc; merge_cdc.plan_batches(sys.argv[1:]); print('planned')",
-         xcom["manifest"]], cwd=str(S.ROOT), capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(S.ROOT)})
+         xcom["manifest"]],
+        cwd=str(S.ROOT), capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(S.ROOT)})
     assert merge.returncode == 0, merge.stderr
     texts += [merge.stdout, merge.stderr]
 
@@ -74,7 +74,8 @@ def test_password_and_extras_never_leak(mariadb, monkeypatch, tmp_path, caplog, 
         (conn_mod.set_connection(monkeypatch, mariadb, password=secret + "-wrong", extra=extra), {}),
         (conn_mod.set_connection(monkeypatch, mariadb, port=1, extra=extra), {}),
         (conn_id, {"start": {"file": "mariadb-bin.000000", "pos": 4}}),
-        (conn_mod.set_connection(monkeypatch, mariadb, extra={**extra, "ssl": True, "ssl_ca": "/nonexistent/ca.pem"}), {}),
+        (conn_mod.set_connection(monkeypatch, mariadb,
+                                 extra={**extra, "ssl": True, "ssl_ca": "/nonexistent/ca.pem"}), {}),
     ]
     for failing, kwargs in failures:
         with pytest.raises(Exception) as info:

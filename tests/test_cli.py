@@ -18,7 +18,7 @@ from airflow_provider_binlog.codec import read_binlog_file
 from airflow_provider_binlog.codec.errors import BinlogError
 from airflow_provider_binlog.codec.events import (ABSENT, GtidEvent, JsonDiffs, MariadbGtidEvent, RowsEvent,
                                                   TransactionPayloadEvent)
-from airflow_provider_binlog.codec.mysql_json import to_json_compatible
+from airflow_provider_binlog.codec.json_text import to_json_compatible
 from airflow_provider_binlog.codec.render import RowRenderer
 from tests.corpus import CORPUS, manifest
 

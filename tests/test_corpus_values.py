@@ -953,7 +953,7 @@ def _sql_values(text: str) -> list[str]:
 
 
 def test_mysqlcdc_sample_row_equals_every_inserted_literal_of_scripts_sql():
-    from airflow_provider_binlog.codec.mysql_json import to_mysql_json_text
+    from airflow_provider_binlog.codec.json_text import to_mysql_json_text
     sql = (CORPUS / "rusuly__MySqlCdc/Scripts.sql").read_text()
     columns = re.findall(r"^\s+`(\w+)` (\w+)(?:\(([^)]*)\))?", sql.split("insert into")[0], re.M)
     inserted = [name.strip("` \n") for name in

@@ -652,7 +652,7 @@ class EventDecoder:
 
     @staticmethod
     def _apply_partial_json(before: tuple, after: tuple) -> tuple:
-        from .mysql_json import apply_json_diffs
+        from .json_diff import apply_json_diffs
         out = list(after)
         for i, value in enumerate(after):
             if isinstance(value, JsonDiffs):

@@ -60,7 +60,7 @@ def json_encoder(col: Column) -> Callable:
         if isinstance(v, tuple):
             return list(v)
         if isinstance(v, JsonDiffs):
-            from .mysql_json import to_json_compatible
+            from .json_text import to_json_compatible
             return {"json_diffs": [{"op": d.operation, "path": d.path,
                                     "value": to_json_compatible(d.value)} for d in v.diffs]}
         return str(v)
@@ -69,7 +69,7 @@ def json_encoder(col: Column) -> Callable:
         def encode_json(v):
             if isinstance(v, JsonDiffs):
                 return generic(v)
-            from .mysql_json import to_json_compatible
+            from .json_text import to_json_compatible
             return to_json_compatible(v)
         return encode_json
     if t == C.MYSQL_TYPE_GEOMETRY:
@@ -106,7 +106,7 @@ def sql_literal(value, col: Column) -> str:
     if isinstance(value, (bytes, bytearray)):
         return "x'" + bytes(value).hex() + "'"
     if col.type == C.MYSQL_TYPE_JSON:
-        from .mysql_json import to_mysql_json_text
+        from .json_text import to_mysql_json_text
         return "'" + to_mysql_json_text(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
     encoded = json_encoder(col)(value)
     if isinstance(encoded, list):
@@ -305,7 +305,7 @@ def _text_value(data: bytes, codec: str):
 
 
 def _json_value(data: bytes):
-    from .mysql_json import decode_json_binary
+    from .json_binary import decode_json_binary
     return decode_json_binary(data)
 
 

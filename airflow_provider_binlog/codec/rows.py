@@ -48,12 +48,12 @@ def _decode_text(data: bytes, codec: str):
 
 
 def _json_value(data: bytes):
-    from .mysql_json import decode_json_binary
+    from .json_binary import decode_json_binary
     return decode_json_binary(data)
 
 
 def _json_diffs(data: bytes):
-    from .mysql_json import parse_json_diffs
+    from .json_diff import parse_json_diffs
     return JsonDiffs(tuple(parse_json_diffs(data)))
 
 

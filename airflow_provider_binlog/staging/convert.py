@@ -164,7 +164,7 @@ def _configure(s: ColumnStager, col: Column, counters: Counters) -> None:
         s.numeric = s.python = _types(str)
         s.convert = str  # the index / bitmask when the labels are unknown
     elif t == C.MYSQL_TYPE_JSON:
-        from ..codec.mysql_json import to_mysql_json_text
+        from ..codec.json_text import to_mysql_json_text
 
         def json_text(v):  # every value: a JSON string scalar is text too, quoted
             if isinstance(v, JsonDiffs):

@@ -13,22 +13,14 @@ import re
 import struct
 import zlib
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
+from airflow_provider_binlog.codec.binary_decimal import decimal_binary_size, decode_binary_decimal
 from airflow_provider_binlog.codec.errors import CorruptEventError
-from airflow_provider_binlog.codec.mysql_json import (
-    JsonDiff,
-    JsonOpaque,
-    apply_json_diffs,
-    decimal_binary_size,
-    decode_binary_decimal,
-    decode_json_binary,
-    parse_json_diffs,
-    to_json_compatible,
-    to_mysql_json_text,
-)
+from airflow_provider_binlog.codec.json_binary import JsonOpaque, decode_json_binary
+from airflow_provider_binlog.codec.json_diff import JsonDiff, apply_json_diffs, parse_json_diffs
+from airflow_provider_binlog.codec.json_text import to_json_compatible, to_mysql_json_text
 
 from tests.corpus import CORPUS  # noqa: E402
 JSON_OPAQUE = CORPUS / "blackbeam__rust_mysql_common/test-data/binlogs/json-opaque.binlog"

@@ -2,19 +2,26 @@
 from __future__ import annotations
 
 import struct
+from typing import Any, Callable, Union
 
-U16 = struct.Struct("<H").unpack_from
-I16 = struct.Struct("<h").unpack_from
-U32 = struct.Struct("<I").unpack_from
-I32 = struct.Struct("<i").unpack_from
-U64 = struct.Struct("<Q").unpack_from
-I64 = struct.Struct("<q").unpack_from
-F32 = struct.Struct("<f").unpack_from
-F64 = struct.Struct("<d").unpack_from
+#: The byte buffers the readers take.
+Buffer = Union[bytes, bytearray, memoryview]
+
+_IntReader = Callable[[Buffer, int], tuple[int]]
+_FloatReader = Callable[[Buffer, int], tuple[float]]
+
+U16: _IntReader = struct.Struct("<H").unpack_from
+I16: _IntReader = struct.Struct("<h").unpack_from
+U32: _IntReader = struct.Struct("<I").unpack_from
+I32: _IntReader = struct.Struct("<i").unpack_from
+U64: _IntReader = struct.Struct("<Q").unpack_from
+I64: _IntReader = struct.Struct("<q").unpack_from
+F32: _FloatReader = struct.Struct("<f").unpack_from
+F64: _FloatReader = struct.Struct("<d").unpack_from
 HEADER = struct.Struct("<IBIIIH")
 
 
-def read_packed(buf, p: int) -> tuple:
+def read_packed(buf: Buffer, p: int) -> tuple[Any, int]:
     """MySQL length-encoded integer (net_field_length); 251 means NULL and returns None."""
     b = buf[p]
     if b < 251:

@@ -3,8 +3,14 @@ from __future__ import annotations
 
 import struct
 from decimal import Decimal
+from typing import Callable
 
+from ._bytes import Buffer
 from .errors import CorruptEventError
+
+# size, lead_bytes, lead_limit, int_words, frac_words, words, trail_bytes, trail_digits,
+# all_ones, sign_bit
+_Layout = tuple[int, int, int, int, int, Callable[[Buffer, int], tuple[int, ...]], int, int, int, int]
 
 
 def _corrupt(message: str) -> CorruptEventError:
@@ -12,7 +18,7 @@ def _corrupt(message: str) -> CorruptEventError:
 
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _POW10 = tuple(10 ** i for i in range(10))
-_DECIMAL_LAYOUTS: dict[tuple[int, int], tuple] = {}
+_DECIMAL_LAYOUTS: dict[tuple[int, int], _Layout] = {}
 
 
 def check_decimal_shape(precision: int, scale: int) -> None:
@@ -20,7 +26,7 @@ def check_decimal_shape(precision: int, scale: int) -> None:
         raise _corrupt(f"impossible decimal precision/scale ({precision},{scale})")
 
 
-def _decimal_layout(precision: int, scale: int) -> tuple:
+def _decimal_layout(precision: int, scale: int) -> _Layout:
     layout = _DECIMAL_LAYOUTS.get((precision, scale))
     if layout is None:
         check_decimal_shape(precision, scale)
@@ -41,7 +47,7 @@ def decimal_binary_size(precision: int, scale: int) -> int:
     return _decimal_layout(precision, scale)[0]
 
 
-def decode_binary_decimal(buf, offset: int, precision: int, scale: int) -> tuple[Decimal, int]:
+def decode_binary_decimal(buf: Buffer, offset: int, precision: int, scale: int) -> tuple[Decimal, int]:
     """Decode MySQL's binary DECIMAL(precision, scale) at ``buf[offset:]``.
 
     Returns ``(value, next_offset)``.  The format (decimal2bin): the integer

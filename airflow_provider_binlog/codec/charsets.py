@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Callable
+from typing import Any
 
 from .errors import BinlogError
 
@@ -244,7 +245,7 @@ class UnknownCollationError(BinlogError, KeyError):
     default_hint = ("the server uses a collation this version does not know; report the "
                     "collation id and the server version, or upgrade airflow-provider-binlog")
 
-    def __init__(self, collation_id: int, flavor: str | None = None, **kw) -> None:
+    def __init__(self, collation_id: int, flavor: str | None = None, **kw: Any) -> None:
         self.collation_id = collation_id
         self.flavor = flavor
         super().__init__(f"unknown collation id {collation_id!r}", **kw)

@@ -6,8 +6,11 @@ and a ``hint`` telling the user what to do next.
 """
 from __future__ import annotations
 
+from typing import Any, Callable
 
-def _rebuild(cls, message, source, offset, hint):
+
+def _rebuild(cls: type[BinlogError], message: str, source: str | None, offset: int | None,
+             hint: str | None) -> BinlogError:
     return cls(message, source=source, offset=offset, hint=hint)
 
 
@@ -36,7 +39,7 @@ class BinlogError(Exception):
             text += f" ({self.hint})"
         return text
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., BinlogError], tuple[Any, ...]]:
         # keep the fields when the error crosses processes (the dump's decoding workers)
         return _rebuild, (type(self), self.message, self.source, self.offset, self.hint)
 

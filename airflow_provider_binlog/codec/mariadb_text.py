@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ._bytes import Buffer
 
-def _fixed(value, size: int, kind: str) -> bytes:
+
+def _fixed(value: Buffer, size: int, kind: str) -> bytes:
     data = bytes(value)
     if len(data) < size:  # the binlog strips trailing zero bytes of BINARY(n)
         data += bytes(size - len(data))
@@ -22,18 +24,18 @@ def _fixed(value, size: int, kind: str) -> bytes:
     return data
 
 
-def uuid_text(value) -> str:
+def uuid_text(value: Buffer) -> str:
     """``123e4567-e89b-12d3-a456-426655440000``"""
     h = _fixed(value, 16, "UUID").hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def inet4_text(value) -> str:
+def inet4_text(value: Buffer) -> str:
     """``1.2.3.4``"""
     return ".".join(str(b) for b in _fixed(value, 4, "INET4"))
 
 
-def inet6_text(value) -> str:
+def inet6_text(value: Buffer) -> str:
     """The address as MariaDB's ``Inet6::to_string`` prints it: lower-case hex words without
     leading zeros; the longest run of zero words (the first of equal runs, even a single
     word) as ``::``; IPv4-compatible (``::1.2.3.4``, the zero run being exactly the first six

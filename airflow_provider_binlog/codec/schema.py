@@ -8,7 +8,7 @@ TABLE_MAP and raises :class:`SchemaMismatchError` when the table has drifted.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 from . import constants as C
 
@@ -19,8 +19,8 @@ class ColumnSchema:
     data_type: str                  # information_schema DATA_TYPE: "int", "varchar", "enum", ...
     unsigned: bool = False
     charset: Optional[str] = None   # CHARACTER_SET_NAME; None for non-text columns
-    enum_values: Optional[tuple] = None
-    set_values: Optional[tuple] = None
+    enum_values: Optional[tuple[str, ...]] = None
+    set_values: Optional[tuple[str, ...]] = None
     primary_key: bool = False
     nullable: bool = True
     datetime_precision: Optional[int] = None  # fractional digits of TIME/DATETIME/TIMESTAMP
@@ -30,21 +30,22 @@ class ColumnSchema:
 class TableSchema:
     schema: str
     table: str
-    columns: tuple
+    columns: tuple[ColumnSchema, ...]
 
     @property
-    def column_names(self) -> tuple:
+    def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
 
 
-SchemaSource = Union[None, Callable[[str, str], Optional[TableSchema]], Mapping]
+# a mapping is keyed by (schema, table) or "schema.table"
+SchemaSource = Union[None, Callable[[str, str], Optional[TableSchema]], Mapping[Any, TableSchema]]
 
 _BLOBS = {C.MYSQL_TYPE_BLOB, C.MYSQL_TYPE_TINY_BLOB, C.MYSQL_TYPE_MEDIUM_BLOB, C.MYSQL_TYPE_LONG_BLOB}
 _VARLEN = {C.MYSQL_TYPE_VARCHAR, C.MYSQL_TYPE_VAR_STRING}
 _CHAR = {C.MYSQL_TYPE_STRING}
 
 # information_schema DATA_TYPE -> binlog type codes it may be logged as
-COMPATIBLE_TYPES: dict[str, frozenset] = {
+COMPATIBLE_TYPES: dict[str, frozenset[int]] = {
     "tinyint": frozenset({C.MYSQL_TYPE_TINY}),
     "bool": frozenset({C.MYSQL_TYPE_TINY}),
     "boolean": frozenset({C.MYSQL_TYPE_TINY}),

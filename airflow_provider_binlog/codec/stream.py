@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import gzip
 import os
-from typing import Iterator, Optional
+from typing import Any, BinaryIO, Iterator, Optional, Union
 
 from . import constants as C
-from ._bytes import U32
+from ._bytes import U32, Buffer
 from .decoder import EventDecoder
 from .errors import NotABinlogError, TruncatedEventError, UnsupportedBinlogVersionError
 from .events import Event
@@ -30,7 +30,7 @@ class BinlogStreamDecoder:
     """
 
     def __init__(self, source: Optional[str] = None, *, expect_magic: bool = True,
-                 start_offset: int = 0, decoder: Optional[EventDecoder] = None, **decoder_kwargs) -> None:
+                 start_offset: int = 0, decoder: Optional[EventDecoder] = None, **decoder_kwargs: Any) -> None:
         self.decoder = decoder or EventDecoder(source, **decoder_kwargs)
         self.source = source
         self._buf = bytearray()
@@ -44,7 +44,7 @@ class BinlogStreamDecoder:
         """Stream offset of the next undecoded byte (the start of the next event)."""
         return self._base + self._off
 
-    def feed(self, data) -> None:
+    def feed(self, data: Buffer) -> None:
         if self._off and self._off >= len(self._buf) // 2:
             del self._buf[:self._off]
             self._base += self._off
@@ -86,7 +86,7 @@ class BinlogStreamDecoder:
             return None
         data = bytes(buf[off:off + size])
         self._off = off + size
-        event = self.decoder.decode(data, pos)
+        event: Event = self.decoder.decode(data, pos)
         self._first_event = False
         return event
 
@@ -125,7 +125,7 @@ class BinlogStreamDecoder:
         raise NotABinlogError(f"bad magic {got.hex(' ')}", source=self.source, offset=0)
 
 
-def _open(path: str):
+def _open(path: str) -> Union[gzip.GzipFile, BinaryIO]:
     with open(path, "rb") as probe:
         head = probe.read(2)
     if head == b"\x1f\x8b":
@@ -133,9 +133,9 @@ def _open(path: str):
     return open(path, "rb")
 
 
-def read_binlog_file(path, *, start_position: Optional[int] = None,
+def read_binlog_file(path: str | os.PathLike[str], *, start_position: Optional[int] = None,
                      stop_position: Optional[int] = None, verify_checksum: bool = True,
-                     table_filter=None, schemas=None, decoder: Optional[EventDecoder] = None,
+                     table_filter: Any = None, schemas: Any = None, decoder: Optional[EventDecoder] = None,
                      chunk_size: int = _READ_CHUNK) -> Iterator[Event]:
     """Yield the events of a binlog file (gzip-compressed files are read transparently).
 

@@ -76,12 +76,19 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.storagelevel import StorageLevel
 
-from airflow_provider_binlog.checkpoint import (ABSENT, Checkpoint, CheckpointLockedError, CheckpointOrderError,
-                                                CheckpointStore, open_checkpoint_store,
-                                                split_binlog_file_name)
+from airflow_provider_binlog.checkpoint import (ABSENT, Checkpoint, CheckpointLockedError, CheckpointStore, open_checkpoint_store)
+from airflow_provider_binlog.merge.batches import Batch, binlog_point as _position, \
+    checkpoint_text as _checkpoint_text, compare_checkpoints, plan_batches
+from airflow_provider_binlog.merge.ddl_plan import column_defaults as _column_defaults, \
+    column_renames as _column_renames, ddl_ops as _ddl_ops, insert_defaults as _insert_defaults, \
+    moves as _moves, reset_records as _reset_records
+from airflow_provider_binlog.merge.errors import (BatchGapError, ConcurrentRunError, MergeJobError,
+                                                  SchemaEvolutionError)
+from airflow_provider_binlog.merge.key_chains import fold_key_chains, hashable as _hashable
+from airflow_provider_binlog.merge.sql import check_identifier as _check_identifier, literal as _lit, quote as _q
 from airflow_provider_binlog.spark.runtime import local_spark_session, run_with_commit_properties
 from airflow_provider_binlog.staging.contract import ENVELOPE_COLUMNS
-from airflow_provider_binlog.staging.manifest import Manifest, ManifestError, load_manifest
+from airflow_provider_binlog.staging.manifest import ManifestError
 from airflow_provider_binlog.tables import iceberg_table_name
 
 log = logging.getLogger("merge_cdc")
@@ -141,113 +148,13 @@ _ORDER_TYPE = T.StructType([T.StructField("seq", T.LongType()), T.StructField("p
                             T.StructField("row", T.IntegerType())])
 
 
-class MergeJobError(Exception):
-    """The merge job cannot apply the batches as given; the message says why."""
-
-
-class BatchGapError(MergeJobError):
-    """A batch does not start where the previous one (or the target) ended."""
-
-
-class ConcurrentRunError(MergeJobError):
-    """Another merge of the same checkpoint key is running."""
-
-
-class SchemaEvolutionError(MergeJobError):
-    """A staged schema change the Iceberg table cannot follow."""
-
-
 # --------------------------------------------------------------------------- names
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _lit(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _check_identifier(kind: str, value: str, dotted: bool = False) -> None:
-    parts = value.split(".") if dotted else [value]
-    if not value or not all(_IDENT.fullmatch(p) for p in parts):
-        raise MergeJobError(f"{kind} {value!r} must be {'dot-separated ' if dotted else ''}"
-                            f"identifier{'s' if dotted else ''} ([A-Za-z_][A-Za-z0-9_]*)")
 
 
 # --------------------------------------------------------------------------- checkpoints
 
 
-def compare_checkpoints(a: Checkpoint, b: Checkpoint) -> int:
-    """:meth:`Checkpoint.compare`, its error a :class:`MergeJobError`."""
-    try:
-        return a.compare(b)
-    except CheckpointOrderError as exc:
-        raise MergeJobError(str(exc)) from None
-
-
-def _checkpoint_text(cp: Checkpoint) -> str:
-    return json.dumps(cp.to_json(), sort_keys=True, separators=(",", ":"))
-
-
-def _position(cp: Checkpoint) -> Optional[tuple[int, int]]:
-    """``(binlog sequence, position)`` of a checkpoint, comparable with staged rows."""
-    return (cp.file_index, cp.position) if cp.has_coordinates else None
-
-
 # --------------------------------------------------------------------------- batches
-
-
-@dataclasses.dataclass(frozen=True)
-class Batch:
-    """One manifest to apply, with its start and end checkpoints."""
-
-    manifest: Manifest
-    start: Checkpoint
-    end: Checkpoint
-
-    @property
-    def batch_id(self) -> str:
-        return self.manifest.dump_id
-
-
-def plan_batches(manifests: Iterable[Any]) -> list[Batch]:
-    """The batches of ``manifests`` (``Manifest`` objects or paths) in checkpoint order.
-
-    A manifest given twice (same dump id) is applied once. Consecutive batches must be
-    contiguous: a gap or an overlap between them raises :class:`BatchGapError`."""
-    batches: dict[str, Batch] = {}
-    for item in manifests:
-        # read again, checking each staged file's checksum: a damaged file fails here,
-        # before anything is committed
-        manifest = load_manifest(item.path if isinstance(item, Manifest) else item, verify=True)
-        try:
-            start, end = Checkpoint.from_json(manifest.start), Checkpoint.from_json(manifest.end)
-        except ValueError as exc:
-            raise MergeJobError(f"{manifest.path}: bad checkpoint: {exc}") from None
-        if manifest.dump_id in batches:
-            known = batches[manifest.dump_id]
-            if known.start != start or known.end != end:
-                raise MergeJobError(f"two manifests with dump id {manifest.dump_id!r} cover "
-                                    f"different ranges: {known.manifest.path} and {manifest.path}")
-            continue
-        if compare_checkpoints(end, start) < 0:
-            raise MergeJobError(f"{manifest.path}: ends at [{end}] before its start [{start}]")
-        batches[manifest.dump_id] = Batch(manifest, start, end)
-    ordered = sorted(batches.values(), key=functools.cmp_to_key(
-        lambda x, y: compare_checkpoints(x.start, y.start) or compare_checkpoints(x.end, y.end)))
-    for prev, nxt in zip(ordered, ordered[1:]):
-        c = compare_checkpoints(prev.end, nxt.start)
-        if c < 0:
-            raise BatchGapError(
-                f"gap between batches: {prev.batch_id} ends at [{prev.end}] but the next batch "
-                f"{nxt.batch_id} starts at [{nxt.start}]; the changes in between are missing "
-                f"(dump that range first)")
-        if c > 0:
-            raise BatchGapError(
-                f"overlapping batches: {prev.batch_id} ends at [{prev.end}] after the next batch "
-                f"{nxt.batch_id} starts at [{nxt.start}]")
-    return ordered
 
 
 # --------------------------------------------------------------------------- types
@@ -638,66 +545,6 @@ def _collapse_by_window(events: DataFrame, n_keys: int, n_cols: int) -> DataFram
         *[c for i in range(n_cols) for c in (F.col(f"v{i}"), F.col(f"h{i}"))])
 
 
-_DELETED = object()
-
-
-def _hashable(value: Any) -> Any:
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
-    return value
-
-
-def fold_key_chains(events: Sequence[tuple], n_cols: int) -> list[tuple]:
-    """Apply events in order (``(o, kind, side, key, origin_key, has)``, ``has`` the list of
-    column presence flags) to a per-key state; for keys linked by primary-key changes whose
-    after image lacks columns. Returns, per final key, ``(key_ref, op, origin_ref, sources)``:
-    ``key_ref``/``origin_ref`` are ``(o, side)`` of a change holding the key, ``origin_ref``
-    the key of the row (before the batch) the unchanged columns come from (None: a row created
-    in the batch), ``sources`` the ``o`` of the change holding each column's value (or None)."""
-    state: dict = {}
-    refs: dict = {}
-
-    def ref(key, o, side):
-        refs.setdefault(key, (o, side))
-        return refs[key]
-
-    order = {"arrive": 0, "insert": 0, "update": 0, "delete": 1}
-    for o, kind, side, key, origin, has in sorted(events, key=lambda e: (e[0], order[e[1]])):
-        ref(key, o, side)
-        if kind == "delete":
-            state[key] = _DELETED
-            continue
-        if kind == "insert":
-            prev_src, prev_origin = {}, None
-        else:
-            source_key = origin if kind == "arrive" else key
-            if kind == "arrive":
-                ref(origin, o, "b")
-            prev = state.get(source_key)
-            if prev is None:
-                prev_src, prev_origin = {}, source_key
-            elif prev is _DELETED:
-                prev_src, prev_origin = {}, None
-            else:
-                prev_src, prev_origin = prev
-        src = dict(prev_src)
-        for i, present in enumerate(has):
-            if present:
-                src[i] = o
-        state[key] = (src, prev_origin)
-    out = []
-    for key, value in state.items():
-        if value is _DELETED:
-            out.append((refs[key], "delete", None, [None] * n_cols))
-        else:
-            src, origin = value
-            out.append((refs[key], "upsert", None if origin is None else refs[origin],
-                        [src.get(i) for i in range(n_cols)]))
-    return out
-
-
 def _collapse_chains(spark: SparkSession, flat: DataFrame, events: DataFrame, n_keys: int,
                      n_cols: int, max_rows: int) -> Optional[DataFrame]:
     keys = [f"k{j}" for j in range(n_keys)]
@@ -818,89 +665,6 @@ class TableWork:
     @property
     def staged_rows(self) -> int:
         return sum(self.entry["rows"].values()) if self.entry else 0
-
-
-def _ddl_ops(batch: Batch) -> list[tuple[tuple[int, int], dict, dict]]:
-    """``(position, record, op)`` of the batch's DDL records, in binlog order. The dump says
-    what each statement means for the captured tables (see
-    ``airflow_provider_binlog/schema_history/apply.py``); the job does not read SQL."""
-    out = []
-    for record in batch.manifest.data.get("ddl", []):
-        if "ops" not in record:
-            raise MergeJobError(f"{batch.manifest.path}: the DDL record at {record.get('file')}:"
-                                f"{record.get('pos')} was written by an older release (no 'ops'); "
-                                f"dump that range again with this release")
-        try:
-            position = (split_binlog_file_name(record["file"])[1], int(record["pos"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MergeJobError(f"{batch.manifest.path}: DDL record without a usable "
-                                f"position: {record!r} ({exc})") from None
-        for op in record["ops"]:
-            out.append((position, record, op))
-    out.sort(key=lambda item: item[0])
-    return out
-
-
-def _reset_records(batch: Batch) -> dict[str, list[dict]]:
-    """The points where a captured table's content ends (TRUNCATE, DROP TABLE, CREATE OR
-    REPLACE, a rename away), per ``schema.table``, in binlog order. A statement that gives a
-    captured table rows that are not in the binlog fails the batch before anything is
-    committed."""
-    out: dict[str, list[dict]] = {}
-    for position, record, op in _ddl_ops(batch):
-        where = f"{record['file']}:{record['pos']}"
-        if op["op"] == "reset":
-            schema, table = op["table"]
-            out.setdefault(f"{schema}.{table}", []).append(
-                {**record, "_position": position, "_table": (schema, table)})
-        elif op["op"] == "refuse":
-            schema, table = op["table"]
-            raise SchemaEvolutionError(
-                f"{batch.manifest.path}: {record.get('query')!r} at {where}: {op.get('reason')}. "
-                f"Nothing of this batch was committed. Load {schema}.{table} from a new snapshot "
-                f"(backfill mode 'snapshot')")
-    return out
-
-
-def _column_defaults(batch: Batch, work: "TableWork") -> dict[str, str]:
-    """Columns of the table added in this batch (after the table's own checkpoint) with the
-    value the source gave the rows that existed (no row event carries it)."""
-    found: dict[str, Optional[str]] = {}
-    for position, _record, op in _ddl_ops(batch):
-        if op["op"] != "alter" or tuple(op["table"]) != (work.schema, work.table):
-            continue
-        if work.since is not None and position < work.since:
-            continue
-        for added in op.get("added") or ():
-            found[added["name"]] = added.get("value")
-    columns = {n for n, _ in work.plan.columns} if work.plan else set()
-    return {n: v for n, v in found.items() if v is not None and n in columns}
-
-
-def _insert_defaults(batch: Batch, work: "TableWork") -> dict[str, str]:
-    """Per column, the literal default an INSERT that leaves it out gives it, from the schema
-    history at the batch end (none without a history)."""
-    from airflow_provider_binlog.schema_history import SchemaHistory
-
-    data = batch.manifest.data.get("schema_history")
-    if not data:
-        return {}
-    tdef = SchemaHistory.from_json(data).get(work.schema, work.table)
-    if tdef is None:
-        return {}
-    columns = {n for n, _ in work.plan.columns} if work.plan else set()
-    return {c.name: v for c in tdef.columns
-            for v in [c.value_for_omitted()] if v is not None and c.name in columns}
-
-
-def _column_renames(batch: Batch, work: "TableWork") -> list[tuple[str, str]]:
-    """``(old, new)`` column renames of the table in this batch, in binlog order."""
-    out = []
-    for position, _record, op in _ddl_ops(batch):
-        if op["op"] == "alter" and tuple(op["table"]) == (work.schema, work.table) \
-                and (work.since is None or position >= work.since):
-            out += [(old, new) for old, new in op.get("renamed") or ()]
-    return out
 
 
 def _altered_layout(batch: Batch, work: "TableWork") -> Optional[list[tuple[str, T.DataType]]]:
@@ -1298,22 +1062,6 @@ def _ensure_ledger(spark: SparkSession, name: str) -> None:
 
 def _describe_position(cp: Optional[Checkpoint]) -> str:
     return "nothing" if cp is None else f"[{cp}]"
-
-
-def _moves(batch: Batch) -> list[tuple[tuple[int, int], dict, dict]]:
-    """The batch's renames between captured tables. The dump ends a batch right after such a
-    statement, so they are its last change: refuse a batch that goes on after one."""
-    moves = [item for item in _ddl_ops(batch) if item[2]["op"] == "move"]
-    if not moves:
-        return []
-    at = max(position for position, _, _ in moves)
-    later = [r for r in batch.manifest.data.get("ddl", [])
-             if (split_binlog_file_name(r["file"])[1], int(r["pos"])) > at]
-    if later or any(position != at for position, _, _ in moves):
-        raise MergeJobError(f"{batch.manifest.path}: the batch goes on after a rename between captured "
-                            f"tables at {moves[0][1]['file']}:{moves[0][1]['pos']}; dump the range "
-                            f"again with this release, which ends a batch there")
-    return moves
 
 
 def _apply_moves(spark: SparkSession, batch: Batch, catalog: str, namespace: str, stream: str,

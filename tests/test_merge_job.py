@@ -21,7 +21,7 @@ from airflow_provider_binlog.codec.events import (ABSENT, Column, EventHeader,  
 from airflow_provider_binlog.staging import StagingWriter  # noqa: E402
 from spark_jobs import merge_cdc  # noqa: E402
 from spark_jobs.merge_cdc import (BatchGapError, SchemaEvolutionError,  # noqa: E402
-                                  apply_manifests, fold_key_chains, iceberg_schema_for,
+                                  apply_manifests, iceberg_schema_for,
                                   iceberg_table_name, plan_batches)
 
 UTC = dt.timezone.utc
@@ -125,24 +125,6 @@ def test_plan_batches_orders_and_refuses_gaps(tmp_path):
     assert [b.batch_id for b in ordered] == [m.dump_id for m in manifests]
     with pytest.raises(BatchGapError, match=r"ends at \[mysql-bin.000002:4\].*starts at \[mysql-bin.000002:104\]"):
         plan_batches([manifests[0], manifests[2]])
-
-
-def test_fold_key_chains_resolves_key_changes_in_order():
-    # target rows 1 and 2; batch: update 1 set a; 1 -> 3 (MINIMAL: only the key); 2 -> 1;
-    # update 3 set b
-    o = [(1, i, 0) for i in range(5)]
-    events = [
-        (o[0], "update", "a", (1,), None, [False, True, False]),
-        (o[1], "delete", "b", (1,), None, [False] * 3),
-        (o[1], "arrive", "a", (3,), (1,), [True, False, False]),
-        (o[2], "delete", "b", (2,), None, [False] * 3),
-        (o[2], "arrive", "a", (1,), (2,), [True, False, False]),
-        (o[3], "update", "a", (3,), None, [False, False, True]),
-    ]
-    out = {ref: (op, origin, src) for ref, op, origin, src in fold_key_chains(events, 3)}
-    assert out[(o[0], "a")] == ("upsert", (o[2], "b"), [o[2], None, None])     # key 1: row 2's
-    assert out[(o[1], "a")] == ("upsert", (o[0], "a"), [o[1], o[0], o[3]])     # key 3: row 1's
-    assert out[(o[2], "b")] == ("delete", None, [None] * 3)                      # key 2
 
 
 def test_arrow_to_iceberg_mapping():

@@ -1,0 +1,117 @@
+"""What the batch's schema statements ask of each table: the dump writes, with each DDL
+record, the operations its schema history derived (see
+``airflow_provider_binlog/schema_history/apply.py``); these helpers read them per table. The
+job never reads SQL.
+
+``work`` arguments are the job's per-table work (``schema``, ``table``, ``since`` and ``plan``
+with its ``columns``).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..checkpoint import split_binlog_file_name
+from .batches import Batch
+from .errors import MergeJobError, SchemaEvolutionError
+
+
+def ddl_ops(batch: Batch) -> list[tuple[tuple[int, int], dict, dict]]:
+    """``(position, record, op)`` of the batch's DDL records, in binlog order. The dump says
+    what each statement means for the captured tables (see
+    ``airflow_provider_binlog/schema_history/apply.py``); the job does not read SQL."""
+    out = []
+    for record in batch.manifest.data.get("ddl", []):
+        if "ops" not in record:
+            raise MergeJobError(f"{batch.manifest.path}: the DDL record at {record.get('file')}:"
+                                f"{record.get('pos')} was written by an older release (no 'ops'); "
+                                f"dump that range again with this release")
+        try:
+            position = (split_binlog_file_name(record["file"])[1], int(record["pos"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MergeJobError(f"{batch.manifest.path}: DDL record without a usable "
+                                f"position: {record!r} ({exc})") from None
+        for op in record["ops"]:
+            out.append((position, record, op))
+    out.sort(key=lambda item: item[0])
+    return out
+
+
+def reset_records(batch: Batch) -> dict[str, list[dict]]:
+    """The points where a captured table's content ends (TRUNCATE, DROP TABLE, CREATE OR
+    REPLACE, a rename away), per ``schema.table``, in binlog order. A statement that gives a
+    captured table rows that are not in the binlog fails the batch before anything is
+    committed."""
+    out: dict[str, list[dict]] = {}
+    for position, record, op in ddl_ops(batch):
+        where = f"{record['file']}:{record['pos']}"
+        if op["op"] == "reset":
+            schema, table = op["table"]
+            out.setdefault(f"{schema}.{table}", []).append(
+                {**record, "_position": position, "_table": (schema, table)})
+        elif op["op"] == "refuse":
+            schema, table = op["table"]
+            raise SchemaEvolutionError(
+                f"{batch.manifest.path}: {record.get('query')!r} at {where}: {op.get('reason')}. "
+                f"Nothing of this batch was committed. Load {schema}.{table} from a new snapshot "
+                f"(backfill mode 'snapshot')")
+    return out
+
+
+def column_defaults(batch: Batch, work: Any) -> dict[str, str]:
+    """Columns of the table added in this batch (after the table's own checkpoint) with the
+    value the source gave the rows that existed (no row event carries it)."""
+    found: dict[str, Optional[str]] = {}
+    for position, _record, op in ddl_ops(batch):
+        if op["op"] != "alter" or tuple(op["table"]) != (work.schema, work.table):
+            continue
+        if work.since is not None and position < work.since:
+            continue
+        for added in op.get("added") or ():
+            found[added["name"]] = added.get("value")
+    columns = {n for n, _ in work.plan.columns} if work.plan else set()
+    return {n: v for n, v in found.items() if v is not None and n in columns}
+
+
+def insert_defaults(batch: Batch, work: Any) -> dict[str, str]:
+    """Per column, the literal default an INSERT that leaves it out gives it, from the schema
+    history at the batch end (none without a history)."""
+    from airflow_provider_binlog.schema_history import SchemaHistory
+
+    data = batch.manifest.data.get("schema_history")
+    if not data:
+        return {}
+    tdef = SchemaHistory.from_json(data).get(work.schema, work.table)
+    if tdef is None:
+        return {}
+    columns = {n for n, _ in work.plan.columns} if work.plan else set()
+    return {c.name: v for c in tdef.columns
+            for v in [c.value_for_omitted()] if v is not None and c.name in columns}
+
+
+def column_renames(batch: Batch, work: Any) -> list[tuple[str, str]]:
+    """``(old, new)`` column renames of the table in this batch, in binlog order."""
+    out = []
+    for position, _record, op in ddl_ops(batch):
+        if op["op"] == "alter" and tuple(op["table"]) == (work.schema, work.table) \
+                and (work.since is None or position >= work.since):
+            out += [(old, new) for old, new in op.get("renamed") or ()]
+    return out
+
+
+def moves(batch: Batch) -> list[tuple[tuple[int, int], dict, dict]]:
+    """The batch's renames between captured tables. The dump ends a batch right after such a
+    statement, so they are its last change: refuse a batch that goes on after one."""
+    moves = [item for item in ddl_ops(batch) if item[2]["op"] == "move"]
+    if not moves:
+        return []
+    at = max(position for position, _, _ in moves)
+    later = [r for r in batch.manifest.data.get("ddl", [])
+             if (split_binlog_file_name(r["file"])[1], int(r["pos"])) > at]
+    if later or any(position != at for position, _, _ in moves):
+        raise MergeJobError(f"{batch.manifest.path}: the batch goes on after a rename between captured "
+                            f"tables at {moves[0][1]['file']}:{moves[0][1]['pos']}; dump the range "
+                            f"again with this release, which ends a batch there")
+    return moves
+
+
+__all__ = ["column_defaults", "column_renames", "ddl_ops", "insert_defaults", "moves", "reset_records"]

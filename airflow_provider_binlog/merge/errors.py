@@ -1,0 +1,23 @@
+"""Errors of the merge job."""
+from __future__ import annotations
+
+from ..errors import ProviderError
+
+
+class MergeJobError(ProviderError):
+    """The merge job cannot apply the batches as given; the message says why."""
+
+
+class BatchGapError(MergeJobError):
+    """A batch does not start where the previous one (or the target) ended."""
+
+
+class ConcurrentRunError(MergeJobError):
+    """Another merge of the same checkpoint key is running."""
+
+
+class SchemaEvolutionError(MergeJobError):
+    """A staged schema change the Iceberg table cannot follow."""
+
+
+__all__ = ["BatchGapError", "ConcurrentRunError", "MergeJobError", "SchemaEvolutionError"]

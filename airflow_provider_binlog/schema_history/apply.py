@@ -101,6 +101,16 @@ def _find(columns: list, name: str) -> int:
     return next((i for i, c in enumerate(columns) if c.name.lower() == lowered), -1)
 
 
+def _existing(columns: list, name: str, if_exists: bool, what: str) -> Optional[int]:
+    """The index of column ``name``; None when it is missing and the statement said IF EXISTS."""
+    i = _find(columns, name)
+    if i >= 0:
+        return i
+    if if_exists:
+        return None
+    raise DdlSyntaxError(f"{what} column {name!r}, which the table does not have")
+
+
 class HistoryFollower:
     """Applies DDL to a history. ``captured(schema, table)`` says which tables are loaded;
     ``followed(schema)`` which databases the history follows (every table of a captured
@@ -323,19 +333,15 @@ class HistoryFollower:
                 if action.column.primary_key:
                     keys = [action.column.name]
             elif isinstance(action, ddl.DropColumn):
-                i = _find(columns, action.name)
-                if i < 0:
-                    if action.if_exists:
-                        continue
-                    raise DdlSyntaxError(f"{where} drops column {action.name!r}, which it does not have")
+                i = _existing(columns, action.name, action.if_exists, f"{where} drops")
+                if i is None:
+                    continue
                 columns.pop(i)
                 keys = [k for k in keys if k.lower() != action.name.lower()]
             elif isinstance(action, ddl.ChangeColumn):
-                i = _find(columns, action.old_name)
-                if i < 0:
-                    if action.if_exists:
-                        continue
-                    raise DdlSyntaxError(f"{where} changes column {action.old_name!r}, which it does not have")
+                i = _existing(columns, action.old_name, action.if_exists, f"{where} changes")
+                if i is None:
+                    continue
                 in_key = any(k.lower() == action.old_name.lower() for k in keys)
                 column = column_def(action.column, table_charset=charset, flavor=h.flavor,
                                     primary_key=in_key or action.column.primary_key)
@@ -348,16 +354,12 @@ class HistoryFollower:
                     renamed.append([action.old_name, column.name])
                     keys = [column.name if k.lower() == action.old_name.lower() else k for k in keys]
             elif isinstance(action, ddl.RenameColumn):
-                i = _find(columns, action.old_name)
-                if i < 0:
-                    raise DdlSyntaxError(f"{where} renames column {action.old_name!r}, which it does not have")
+                i = _existing(columns, action.old_name, False, f"{where} renames")
                 columns[i] = dataclasses.replace(columns[i], name=action.new_name)
                 renamed.append([action.old_name, action.new_name])
                 keys = [action.new_name if k.lower() == action.old_name.lower() else k for k in keys]
             elif isinstance(action, ddl.SetDefault):
-                i = _find(columns, action.name)
-                if i < 0:
-                    raise DdlSyntaxError(f"{where} sets the default of {action.name!r}, which it does not have")
+                i = _existing(columns, action.name, False, f"{where} sets the default of")
                 columns[i] = dataclasses.replace(columns[i], default_kind=action.default_kind,
                                                  default=action.default)
             elif isinstance(action, ddl.SetPrimaryKey):

@@ -6,9 +6,12 @@ binlog file (for events read from a replication stream: the position on the serv
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from .constants import COLUMN_TYPE_NAMES, ROWS_STMT_END_F, event_type_name
+
+if TYPE_CHECKING:
+    from .gtid import MariadbGtid
 
 
 class _Absent:
@@ -20,7 +23,7 @@ class _Absent:
     __slots__ = ()
     _instance = None
 
-    def __new__(cls):
+    def __new__(cls) -> _Absent:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -31,7 +34,7 @@ class _Absent:
     def __bool__(self) -> bool:
         return False
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[_Absent], tuple[()]]:
         return (_Absent, ())
 
 
@@ -117,7 +120,7 @@ class QueryStatus:
     table_map_for_update: Optional[int] = None
     invoker_user: Optional[str] = None
     invoker_host: Optional[str] = None
-    updated_db_names: Optional[tuple] = None
+    updated_db_names: Optional[tuple[str, ...]] = None
     microseconds: Optional[int] = None
     explicit_defaults_for_timestamp: Optional[int] = None
     ddl_xid: Optional[int] = None
@@ -236,8 +239,8 @@ class Column:
     collation: Optional[int] = None
     codec: Optional[str] = None    # Python codec for text; None = binary (bytes)
     text: Optional[bool] = None    # True text, False binary, None unknown
-    enum_values: Optional[tuple] = None
-    set_values: Optional[tuple] = None
+    enum_values: Optional[tuple[str, ...]] = None
+    set_values: Optional[tuple[str, ...]] = None
     geometry_type: Optional[int] = None
     visible: bool = True
     primary_key: bool = False
@@ -267,14 +270,14 @@ class TableMap:
     table_id: int
     schema: str
     table: str
-    columns: tuple
+    columns: tuple[Column, ...]
     flags: int = 0
-    primary_key: tuple = ()
+    primary_key: tuple[int, ...] = ()
     names_from: str = "positional"  # "metadata" | "schema" | "positional"
-    optional_metadata: tuple = ()    # field type codes present
+    optional_metadata: tuple[int, ...] = ()    # field type codes present
 
     @property
-    def column_names(self) -> tuple:
+    def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
 
     @property
@@ -302,7 +305,7 @@ class TableMapEvent(Event):
 @dataclass(frozen=True, slots=True)
 class JsonDiffs:
     """A partial JSON update that could not be applied because the before image lacks the column."""
-    diffs: tuple
+    diffs: tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,7 +322,7 @@ class RowsEvent(Event):
     table_id: int
     table_map: Optional[TableMap]
     flags: int
-    rows: tuple
+    rows: tuple[Any, ...]
     extra_data: bytes = b""
     skipped: bool = False
     version: int = 2
@@ -339,14 +342,14 @@ class RowsEvent(Event):
     def stmt_end(self) -> bool:
         return bool(self.flags & ROWS_STMT_END_F)
 
-    def changes(self):
+    def changes(self) -> Iterator[tuple[Optional[dict[str, Any]], Optional[dict[str, Any]]]]:
         """Yield ``(before, after)`` dicts keyed by column name (None where not applicable).
 
         Absent columns are left out of the dict.
         """
         names = self.table_map.column_names if self.table_map else ()
 
-        def as_dict(values):
+        def as_dict(values: tuple[Any, ...]) -> dict[str, Any]:
             return {n: v for n, v in zip(names, values) if v is not ABSENT}
 
         if self.kind == "insert":
@@ -365,7 +368,7 @@ class TransactionPayloadEvent(Event):
     compression_type: int
     payload_size: int
     uncompressed_size: int
-    events: tuple
+    events: tuple[Event, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,7 +391,7 @@ class MariadbGtidEvent(Event):
 
 @dataclass(frozen=True, slots=True)
 class MariadbGtidListEvent(Event):
-    gtids: tuple  # of codec.gtid.MariadbGtid
+    gtids: tuple[MariadbGtid, ...]
     flags: int = 0
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Protocol, TypeVar, Union
+from typing import Any, Iterable, Iterator, Protocol, TypeVar, Union
 
 from airflow_provider_binlog.codec.errors import CorruptEventError
 
@@ -240,6 +240,8 @@ class MysqlGtidSet:
     """
 
     __slots__ = ("_sids", "_hash")
+    _sids: tuple[tuple[_Tsid, tuple[Interval, ...]], ...]
+    _hash: int
 
     def __init__(self, text: "str | MysqlGtidSet" = "") -> None:
         if isinstance(text, MysqlGtidSet):
@@ -257,7 +259,7 @@ class MysqlGtidSet:
             merged = _merge(mapping[tsid])
             if merged:
                 sids.append((tsid, merged))
-        self._sids: tuple[tuple[_Tsid, tuple[Interval, ...]], ...] = tuple(sids)
+        self._sids = tuple(sids)
         self._hash = hash(self._sids)
 
     @classmethod
@@ -559,7 +561,7 @@ _UNSIGNED_FIELDS = {
 _SIGNED_FIELDS = {_F_GNO: "gno", _F_LAST_COMMITTED: "last_committed", _F_SEQUENCE_NUMBER: "sequence_number"}
 
 
-def decode_gtid_tagged_event_body(buf: bytes) -> dict:
+def decode_gtid_tagged_event_body(buf: bytes) -> dict[str, Any]:
     """Decode the body (checksum removed) of a GTID_TAGGED_LOG_EVENT.
 
     The body is a MySQL serialization library message: a format version byte,
@@ -577,7 +579,7 @@ def decode_gtid_tagged_event_body(buf: bytes) -> dict:
         raise CorruptEventError(f"GTID_TAGGED_LOG_EVENT declares {size} bytes, body has {len(buf)}")
     end = size
     last_non_ignorable, pos = _read_varlen_uint(buf, pos, end)
-    values: dict = {}
+    values: dict[str, Any] = {}
     while pos < end:
         field_id, pos = _read_varlen_uint(buf, pos, end)
         if field_id in _UNSIGNED_FIELDS:

@@ -1,13 +1,13 @@
 """TABLE_MAP event body: column types, type metadata and optional metadata."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional, Sequence
 
 from . import constants as C
-from ._bytes import U16, read_packed
+from ._bytes import U16, Buffer, read_packed
 from .errors import SchemaMismatchError
 from .events import Column, TableMap
-from .schema import SchemaSource, lookup_schema, type_compatible
+from .schema import SchemaSource, TableSchema, lookup_schema, type_compatible
 
 _ONE_BYTE_META = frozenset({
     C.MYSQL_TYPE_FLOAT, C.MYSQL_TYPE_DOUBLE, C.MYSQL_TYPE_TINY_BLOB, C.MYSQL_TYPE_MEDIUM_BLOB,
@@ -41,7 +41,7 @@ def resolve_string_type(type_code: int, meta: int) -> tuple[int, int]:
     return C.MYSQL_TYPE_STRING, byte1
 
 
-def _read_column_meta(types: bytes, buf, p: int, end: int) -> list[int]:
+def _read_column_meta(types: bytes, buf: Buffer, p: int, end: int) -> list[int]:
     metas = []
     for t in types:
         if t in _ONE_BYTE_META:
@@ -64,7 +64,7 @@ def _bits_msb_first(data: bytes, count: int) -> list[bool]:
     return [bool(data[i >> 3] & (0x80 >> (i & 7))) for i in range(count)]
 
 
-def _read_strings(data: bytes, codecs: list = ()) -> list[list[str]]:
+def _read_strings(data: bytes, codecs: Sequence[Optional[str]] = ()) -> list[list[str]]:
     """SET_STR_VALUE / ENUM_STR_VALUE: per column a count then that many length-prefixed strings.
 
     The labels are in the column's character set: ``codecs[k]`` is the Python codec of the
@@ -94,7 +94,7 @@ def _read_packed_list(data: bytes) -> list[int]:
     return out
 
 
-def _read_default_charset(data: bytes) -> tuple[int, dict]:
+def _read_default_charset(data: bytes) -> tuple[int, dict[int, int]]:
     default, p = read_packed(data, 0)
     overrides = {}
     while p < len(data):
@@ -104,7 +104,7 @@ def _read_default_charset(data: bytes) -> tuple[int, dict]:
     return default, overrides
 
 
-def parse_optional_metadata(buf, p: int, end: int) -> dict:
+def parse_optional_metadata(buf: Buffer, p: int, end: int) -> dict[int, bytes]:
     fields: dict[int, bytes] = {}
     while p < end:
         ftype = buf[p]
@@ -116,8 +116,8 @@ def parse_optional_metadata(buf, p: int, end: int) -> dict:
     return fields
 
 
-def _collations(real_types: list[int], fields: dict, default_key: int, column_key: int,
-                selector) -> dict[int, int]:
+def _collations(real_types: list[int], fields: dict[int, bytes], default_key: int, column_key: int,
+                selector: Callable[[int], bool]) -> dict[int, int]:
     """Map column index -> collation for the columns selected by ``selector``."""
     selected = [i for i, t in enumerate(real_types) if selector(t)]
     result: dict[int, int] = {}
@@ -132,7 +132,7 @@ def _collations(real_types: list[int], fields: dict, default_key: int, column_ke
     return result
 
 
-def parse_table_map(buf, p: int, end: int, table_id_len: int, *, schemas: SchemaSource = None,
+def parse_table_map(buf: Buffer, p: int, end: int, table_id_len: int, *, schemas: SchemaSource = None,
                     flavor: Optional[str] = None) -> TableMap:
     from .charsets import codec_for_collation, python_codec
 
@@ -187,10 +187,10 @@ def parse_table_map(buf, p: int, end: int, table_id_len: int, *, schemas: Schema
             q += ln
     enum_idx = [i for i, t in enumerate(real_types) if t == C.MYSQL_TYPE_ENUM]
     set_idx = [i for i, t in enumerate(real_types) if t == C.MYSQL_TYPE_SET]
-    enum_values: dict[int, tuple] = {}
-    set_values: dict[int, tuple] = {}
+    enum_values: dict[int, tuple[str, ...]] = {}
+    set_values: dict[int, tuple[str, ...]] = {}
 
-    def codec_of(coll):
+    def codec_of(coll: int) -> Optional[str]:
         try:
             return codec_for_collation(coll, flavor)
         except KeyError:
@@ -275,7 +275,7 @@ def parse_table_map(buf, p: int, end: int, table_id_len: int, *, schemas: Schema
                     optional_metadata=tuple(sorted(fields)))
 
 
-def _check_schema(supplied, real_types: list[int], schema: str, table: str) -> None:
+def _check_schema(supplied: TableSchema, real_types: list[int], schema: str, table: str) -> None:
     if len(supplied.columns) != len(real_types):
         logged = ", ".join(C.COLUMN_TYPE_NAMES.get(t, str(t)) for t in real_types)
         given = ", ".join(f"{c.name} {c.data_type}" for c in supplied.columns)

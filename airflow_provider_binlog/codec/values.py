@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import struct
+from typing import Union
 
+from ._bytes import Buffer
 from .binary_decimal import decode_binary_decimal as decode_decimal  # noqa: F401 (re-export)
 
 UTC = _dt.timezone.utc
@@ -26,21 +28,22 @@ def format_fraction(micro: int, fsp: int) -> str:
     return "." + ("%06d" % micro)[:fsp]
 
 
-def _date_or_text(y: int, m: int, d: int):
+def _date_or_text(y: int, m: int, d: int) -> Union[_dt.date, str]:
     try:
         return _dt.date(y, m, d)
     except ValueError:
         return "%04d-%02d-%02d" % (y, m, d)
 
 
-def _datetime_or_text(y, m, d, hh, mi, ss, micro, fsp):
+def _datetime_or_text(y: int, m: int, d: int, hh: int, mi: int, ss: int, micro: int,
+                      fsp: int) -> Union[_dt.datetime, str]:
     try:
         return _dt.datetime(y, m, d, hh, mi, ss, micro)
     except ValueError:
         return "%04d-%02d-%02d %02d:%02d:%02d%s" % (y, m, d, hh, mi, ss, format_fraction(micro, fsp))
 
 
-def read_fraction(buf, p: int, fsp: int) -> tuple[int, int]:
+def read_fraction(buf: Buffer, p: int, fsp: int) -> tuple[int, int]:
     """Fractional seconds stored big-endian in (fsp+1)//2 bytes; returns (microseconds, new p)."""
     if fsp <= 0:
         return 0, p
@@ -51,12 +54,12 @@ def read_fraction(buf, p: int, fsp: int) -> tuple[int, int]:
     return int.from_bytes(buf[p:p + 3], "big"), p + 3
 
 
-def decode_date(buf, p: int):
+def decode_date(buf: Buffer, p: int) -> tuple[Union[_dt.date, str], int]:
     v = buf[p] | (buf[p + 1] << 8) | (buf[p + 2] << 16)
     return _date_or_text(v >> 9, (v >> 5) & 15, v & 31), p + 3
 
 
-def decode_datetime2(buf, p: int, fsp: int):
+def decode_datetime2(buf: Buffer, p: int, fsp: int) -> tuple[Union[_dt.datetime, str], int]:
     v = int.from_bytes(buf[p:p + 5], "big") - 0x8000000000
     p += 5
     micro = 0
@@ -77,7 +80,7 @@ def decode_datetime2(buf, p: int, fsp: int):
     return value, p
 
 
-def decode_timestamp2(buf, p: int, fsp: int):
+def decode_timestamp2(buf: Buffer, p: int, fsp: int) -> tuple[Union[_dt.datetime, str], int]:
     sec = _U32BE.unpack_from(buf, p)[0]
     p += 4
     micro = 0
@@ -88,7 +91,7 @@ def decode_timestamp2(buf, p: int, fsp: int):
     return EPOCH + _dt.timedelta(seconds=sec, microseconds=micro), p
 
 
-def decode_time2(buf, p: int, fsp: int):
+def decode_time2(buf: Buffer, p: int, fsp: int) -> tuple[_dt.timedelta, int]:
     """TIME2 (MySQL 5.6.4+): returns a signed timedelta (±838:59:59.999999)."""
     if fsp == 0:
         packed = (int.from_bytes(buf[p:p + 3], "big") - 0x800000) << 24
@@ -124,7 +127,7 @@ def decode_time2(buf, p: int, fsp: int):
     return (-delta if negative else delta), p
 
 
-def decode_time_v1(buf, p: int):
+def decode_time_v1(buf: Buffer, p: int) -> tuple[_dt.timedelta, int]:
     """Old TIME (before 5.6.4): 3-byte signed integer HHMMSS."""
     v = int.from_bytes(buf[p:p + 3], "little", signed=True)
     negative = v < 0
@@ -135,7 +138,7 @@ def decode_time_v1(buf, p: int):
     return (-delta if negative else delta), p + 3
 
 
-def decode_datetime_v1(buf, p: int):
+def decode_datetime_v1(buf: Buffer, p: int) -> tuple[Union[_dt.datetime, str], int]:
     """Old DATETIME (before 5.6.4): 8-byte integer YYYYMMDDhhmmss."""
     v = int.from_bytes(buf[p:p + 8], "little")
     date_part, time_part = divmod(v, 1000000)
@@ -146,7 +149,7 @@ def decode_datetime_v1(buf, p: int):
     return _datetime_or_text(y, m, d, hh, mi, ss, 0, 0), p + 8
 
 
-def decode_timestamp_v1(buf, p: int):
+def decode_timestamp_v1(buf: Buffer, p: int) -> tuple[Union[_dt.datetime, str], int]:
     sec = int.from_bytes(buf[p:p + 4], "little")
     if sec == 0:
         return "0000-00-00 00:00:00", p + 4
@@ -164,7 +167,7 @@ def format_time(value: _dt.timedelta, fsp: int = 6) -> str:
     return "%s%02d:%02d:%02d%s" % (sign, hh, mi, ss, format_fraction(micro, fsp))
 
 
-def format_datetime(value, fsp: int = 0) -> str:
+def format_datetime(value: Union[_dt.datetime, str], fsp: int = 0) -> str:
     """Render DATETIME/TIMESTAMP as MySQL prints it (UTC for TIMESTAMP)."""
     if isinstance(value, str):
         return value
@@ -182,7 +185,7 @@ _HIRES_TIME_BYTES = (3, 4, 4, 5, 5, 5, 6)
 _HIRES_TIME_ZERO = 3020400 * 1000000  # (TIME_MAX_VALUE_SECONDS + 1) in microseconds
 
 
-def decode_mariadb_hires_timestamp(buf, p: int, dec: int):
+def decode_mariadb_hires_timestamp(buf: Buffer, p: int, dec: int) -> tuple[Union[_dt.datetime, str], int]:
     sec = _U32BE.unpack_from(buf, p)[0]
     n = (dec + 1) // 2
     micro = int.from_bytes(buf[p + 4:p + 4 + n], "big") * 10 ** (6 - dec)
@@ -191,7 +194,7 @@ def decode_mariadb_hires_timestamp(buf, p: int, dec: int):
     return EPOCH + _dt.timedelta(seconds=sec, microseconds=micro), p + 4 + n
 
 
-def decode_mariadb_hires_datetime(buf, p: int, dec: int):
+def decode_mariadb_hires_datetime(buf: Buffer, p: int, dec: int) -> tuple[Union[_dt.datetime, str], int]:
     n = _HIRES_DATETIME_BYTES[dec]
     v = int.from_bytes(buf[p:p + n], "big") * 10 ** (6 - dec)
     v, micro = divmod(v, 1000000)
@@ -203,7 +206,7 @@ def decode_mariadb_hires_datetime(buf, p: int, dec: int):
     return _datetime_or_text(y, m, d, hh, mi, ss, micro, dec), p + n
 
 
-def decode_mariadb_hires_time(buf, p: int, dec: int):
+def decode_mariadb_hires_time(buf: Buffer, p: int, dec: int) -> tuple[_dt.timedelta, int]:
     n = _HIRES_TIME_BYTES[dec]
     scale = 10 ** (6 - dec)
     v = int.from_bytes(buf[p:p + n], "big") - _HIRES_TIME_ZERO // scale

@@ -11,8 +11,9 @@ import pytest
 pytest.importorskip("airflow")
 
 from airflow_provider_binlog.plugins import status as status_mod  # noqa: E402
-from airflow_provider_binlog.plugins.status import (  # noqa: E402
-    SOURCES_ENV, SOURCES_VARIABLE, TASK_RUNS_ENV, SourceConfig, configured_sources, discover_sources, gather)
+from airflow_provider_binlog.plugins.sources import (  # noqa: E402
+    SOURCES_ENV, SOURCES_VARIABLE, SourceConfig, configured_sources, discover_sources)
+from airflow_provider_binlog.plugins.status import TASK_RUNS_ENV, gather  # noqa: E402
 
 UTC = dt.timezone.utc
 VARIABLE_ENV = f"AIRFLOW_VAR_{SOURCES_VARIABLE.upper()}"

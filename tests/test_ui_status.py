@@ -16,9 +16,10 @@ pytest.importorskip("airflow")
 from airflow_provider_binlog.checkpoint import Checkpoint, FileCheckpointStore  # noqa: E402
 from airflow_provider_binlog.plugins import charts  # noqa: E402
 from airflow_provider_binlog.plugins.page import render_page  # noqa: E402
+from airflow_provider_binlog.plugins.sources import (  # noqa: E402
+    SOURCES_ENV, SourceConfig, SourceConfigError, discover_sources, parse_sources)
 from airflow_provider_binlog.plugins.status import (  # noqa: E402
-    SOURCES_ENV, SourceConfig, SourceConfigError, checkpoint_point, collect_all, collect_source,
-    discover_sources, dump_summary, gather, parse_sources, redact, secret_values)
+    checkpoint_point, collect_all, collect_source, dump_summary, gather, redact, secret_values)
 from tests.airflow_conn import SECRET  # noqa: E402
 from tests.ui_history import build_history  # noqa: E402
 
@@ -473,7 +474,7 @@ def test_a_server_that_accepts_and_never_answers_fails_alone_within_the_timeouts
 
 
 def test_binlog_ui_stall_seconds_sets_the_default_threshold(history, sources, monkeypatch):
-    from airflow_provider_binlog.plugins.status import STALL_ENV, default_stall_seconds
+    from airflow_provider_binlog.plugins.sources import STALL_ENV, default_stall_seconds
 
     found, _ = discover_sources(sources, use_db=False)
     conn = next(conn for c, conn in found if c.conn_id == "shop_db")

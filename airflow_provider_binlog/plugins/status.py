@@ -1,16 +1,7 @@
 """What the Binlog CDC view shows about each source, gathered without Airflow's web layer.
 
-A *source* is an Airflow connection of type ``mysql_binlog``: those defined by
-``AIRFLOW_CONN_<ID>`` environment variables and those in the metadata database. An optional
-configuration adds what a connection does not say, in the environment variable
-``BINLOG_UI_SOURCES`` or else the Airflow Variable ``binlog_ui_sources``: JSON, a list of ::
-
-    {"conn_id": "shop_db",              # required; may name a connection of a secrets backend
-     "checkpoint_key": "shop_db",       # default: the connection id
-     "staging_dir": "/data/staging/shop_db",   # or "staging_dirs": [...], to read manifests
-     "stall_after_seconds": 3600}       # default: BINLOG_UI_STALL_SECONDS, else 3600
-
-or an object ``{conn_id: {...}, ...}``.
+The sources (connections of type ``mysql_binlog`` and their optional configuration) are found
+by :mod:`.sources`.
 
 Per source this reads, each step on its own so one failing step leaves the others shown:
 
@@ -42,19 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-from ..checkpoint import Checkpoint, FileCheckpointStore, open_checkpoint_store
-from ..position import check_position, read_server_state
+from ..checkpoint import Checkpoint, FileCheckpointStore, SavedCheckpoint, open_checkpoint_store
+from ..position import PositionCheck, check_position, read_server_state
 from ..replica import BinlogPurgedError, ReplicaConnection, ReplicaError
 from ..staging.contract import MANIFEST_FORMAT, MANIFEST_NAME
+from .sources import SourceConfig, default_stall_seconds, discover_sources, short_error
 
 log = logging.getLogger(__name__)
 
-CONN_TYPE = "mysql_binlog"
-SOURCES_ENV = "BINLOG_UI_SOURCES"
-SOURCES_VARIABLE = "binlog_ui_sources"
-STALL_ENV = "BINLOG_UI_STALL_SECONDS"
 TASK_RUNS_ENV = "BINLOG_UI_TASK_RUNS"
-DEFAULT_STALL_SECONDS = 3600.0
 DEFAULT_HISTORY = 30
 SERVER_TIMEOUT = 3
 OPS = ("insert", "update", "delete")
@@ -67,193 +54,7 @@ _SEVERITY = {"ok": 0, "unknown": 1, "warning": 2, "stalled": 3, "purged": 4, "er
 #: value is scrubbed from what the view shows.
 _PLAIN_EXTRAS = frozenset({"server_id", "flavor", "ssl", "ssl_verify", "heartbeat_seconds",
                            "connect_timeout"})
-_SOURCE_KEYS = frozenset({"conn_id", "checkpoint_key", "staging_dir", "staging_dirs",
-                          "stall_after_seconds"})
 REDACTED = "***"
-
-
-class SourceConfigError(ValueError):
-    """``BINLOG_UI_SOURCES`` / the Variable ``binlog_ui_sources`` is not valid."""
-
-
-@dataclass(frozen=True)
-class SourceConfig:
-    conn_id: str
-    checkpoint_key: Optional[str] = None
-    staging_dirs: tuple = ()
-    stall_after_seconds: Optional[float] = None
-
-    @property
-    def key(self) -> str:
-        return self.checkpoint_key or self.conn_id
-
-
-def parse_sources(value: Any) -> list[SourceConfig]:
-    """Source configurations from JSON text or its parsed value (see the module docstring)."""
-    if isinstance(value, (bytes, str)):
-        try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise SourceConfigError(f"not JSON: {exc}") from None
-    if isinstance(value, Mapping):
-        if "conn_id" in value:
-            value = [value]
-        else:
-            value = [{"conn_id": k, **(v or {})} if isinstance(v, Mapping) or v is None else v
-                     for k, v in value.items()]
-    if not isinstance(value, list):
-        raise SourceConfigError("expected a list of sources ({\"conn_id\": ..., ...}) or an object "
-                                "keyed by connection id")
-    out: list[SourceConfig] = []
-    for item in value:
-        if isinstance(item, str):
-            item = {"conn_id": item}
-        if not isinstance(item, Mapping):
-            raise SourceConfigError(f"a source must be an object or a connection id, not {item!r}")
-        unknown = sorted(set(item) - _SOURCE_KEYS)
-        if unknown:
-            raise SourceConfigError(f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_SOURCE_KEYS))}")
-        conn_id = item.get("conn_id")
-        if not isinstance(conn_id, str) or not conn_id.strip():
-            raise SourceConfigError("every source needs a 'conn_id' string")
-        dirs = item.get("staging_dirs") or []
-        if isinstance(dirs, str):
-            dirs = [dirs]
-        if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
-            raise SourceConfigError(f"{conn_id}: 'staging_dirs' must be a list of paths")
-        if item.get("staging_dir"):
-            dirs = [str(item["staging_dir"]), *dirs]
-        stall = item.get("stall_after_seconds")
-        if stall is not None:
-            try:
-                stall = float(stall)
-                if stall <= 0 or isinstance(item["stall_after_seconds"], bool):
-                    raise ValueError
-            except (TypeError, ValueError):
-                raise SourceConfigError(f"{conn_id}: 'stall_after_seconds' must be a number > 0") from None
-        key = item.get("checkpoint_key")
-        if key is not None and (not isinstance(key, str) or not key):
-            raise SourceConfigError(f"{conn_id}: 'checkpoint_key' must be a non-empty string")
-        out.append(SourceConfig(conn_id.strip(), key, tuple(dirs), stall))
-    return out
-
-
-def configured_sources(environ: Optional[Mapping[str, str]] = None, *, use_variable: bool = True
-                       ) -> tuple[list[SourceConfig], list[str]]:
-    """The optional source configuration: ``BINLOG_UI_SOURCES``, else the Variable
-    ``binlog_ui_sources``; a bad one is reported, not raised."""
-    environ = os.environ if environ is None else environ
-    text, origin = environ.get(SOURCES_ENV), f"environment variable {SOURCES_ENV}"
-    if not text and use_variable:
-        origin = f"Airflow Variable {SOURCES_VARIABLE}"
-        try:
-            from airflow.models.variable import Variable
-
-            text = Variable.get(SOURCES_VARIABLE, default_var=None)
-        except Exception as exc:  # no metadata database: no Variable
-            log.debug("cannot read the Variable %s: %s", SOURCES_VARIABLE, exc)
-            text = None
-    if not text:
-        return [], []
-    try:
-        return parse_sources(text), []
-    except SourceConfigError as exc:
-        return [], [f"{origin} is ignored: {exc}"]
-
-
-def default_stall_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
-    environ = os.environ if environ is None else environ
-    try:
-        value = float(environ.get(STALL_ENV) or DEFAULT_STALL_SECONDS)
-        return value if value > 0 else DEFAULT_STALL_SECONDS
-    except ValueError:
-        return DEFAULT_STALL_SECONDS
-
-
-# ------------------------------------------------------------------------------------ connections
-
-def _short_error(exc: BaseException, limit: int = 300) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def env_connections(environ: Optional[Mapping[str, str]] = None) -> tuple[dict, list[str]]:
-    """Connections of type ``mysql_binlog`` defined by ``AIRFLOW_CONN_<ID>`` variables (JSON or
-    URI), keyed by their id (the variable's suffix, lower case, as Airflow looks them up)."""
-    from airflow.models.connection import Connection
-
-    environ = os.environ if environ is None else environ
-    out, warnings = {}, []
-    for name, value in sorted(environ.items()):
-        if not name.startswith("AIRFLOW_CONN_") or not value:
-            continue
-        conn_id = name[len("AIRFLOW_CONN_"):].lower()
-        try:
-            if value.lstrip().startswith("{"):
-                doc = json.loads(value)
-                if not isinstance(doc, dict) or doc.get("conn_type") != CONN_TYPE:
-                    continue
-                conn = Connection.from_json(value, conn_id=conn_id)
-            else:
-                conn = Connection(conn_id=conn_id, uri=value)
-        except Exception:  # the value may hold a password: name the variable only
-            warnings.append(f"environment variable {name} does not hold a readable connection")
-            continue
-        if conn.conn_type == CONN_TYPE:
-            out[conn_id] = conn
-    return out, warnings
-
-
-def db_connections() -> dict:
-    """Connections of type ``mysql_binlog`` in the metadata database (detached)."""
-    from sqlalchemy import select
-
-    from airflow.models.connection import Connection
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        conns = list(session.scalars(select(Connection).where(Connection.conn_type == CONN_TYPE)))
-        for conn in conns:
-            _ = conn.password, conn.extra  # decrypt while attached
-            session.expunge(conn)
-    return {c.conn_id: c for c in conns}
-
-
-def resolve_connection(conn_id: str):
-    """A connection by id from Airflow's secrets backends, environment and database."""
-    from airflow.models.connection import Connection
-
-    return Connection.get_connection_from_secrets(conn_id)
-
-
-def discover_sources(environ: Optional[Mapping[str, str]] = None, *, use_db: bool = True
-                     ) -> tuple[list[tuple[SourceConfig, Any]], list[str]]:
-    """``[(config, connection or the exception that prevented getting it)]`` sorted by
-    connection id, and warnings for the page."""
-    configs, warnings = configured_sources(environ, use_variable=use_db)
-    conns: dict = {}
-    if use_db:
-        try:
-            conns.update(db_connections())
-        except Exception as exc:
-            log.warning("cannot list the mysql_binlog connections of the metadata database: %s", exc)
-            warnings.append("cannot list connections from the metadata database: " + _short_error(exc, 160))
-    found, env_warnings = env_connections(environ)
-    conns.update(found)  # the environment wins over the database, as in Airflow's lookup
-    warnings += env_warnings
-    by_id = {c.conn_id: c for c in configs}
-    sources = []
-    for conn_id in sorted(set(conns) | set(by_id)):
-        config = by_id.get(conn_id) or SourceConfig(conn_id)
-        conn = conns.get(conn_id)
-        if conn is None:
-            try:
-                conn = resolve_connection(conn_id)
-            except Exception as exc:
-                conn = exc
-        sources.append((config, conn))
-    return sources, warnings
 
 
 # ------------------------------------------------------------------------------------ redaction
@@ -417,7 +218,7 @@ def read_manifests(staging_dirs: Iterable[str], limit: int = DEFAULT_HISTORY) ->
         try:
             data = json.loads(Path(path).read_text())
         except (OSError, ValueError) as exc:
-            warnings.append(f"unreadable manifest {path}: {_short_error(exc, 120)}")
+            warnings.append(f"unreadable manifest {path}: {short_error(exc, 120)}")
             continue
         if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
             continue
@@ -479,35 +280,52 @@ def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime
     try:
         if isinstance(conn, BaseException) or conn is None:
             st.worse("error", f"connection {config.conn_id!r} not found: "
-                              f"{_short_error(conn) if conn else 'no such connection'}")
+                              f"{short_error(conn) if conn else 'no such connection'}")
             return st.data
         secrets = secret_values(conn)
         _collect(config, conn, st, now=now, history_limit=history_limit, timeout=timeout, stall=stall,
                  airflow_runs=list(airflow_runs))
     except Exception as exc:  # the page must render: show it as this source's failure
         log.warning("binlog status of %s failed", config.conn_id, exc_info=True)
-        st.worse("error", f"status failed: {_short_error(exc)}")
+        st.worse("error", f"status failed: {short_error(exc)}")
     finally:
         st.data = redact(st.data, secrets)
     return st.data
 
 
 def _collect(config: SourceConfig, conn: Any, st: _Status, *, now: dt.datetime, history_limit: int,
-             timeout: float, stall: float, airflow_runs: list) -> None:
+             timeout: float, stall: float, airflow_runs: list[dict]) -> None:
     from ..hooks.binlog import BinlogHook
 
     data = st.data
     hook = BinlogHook(config.conn_id, connection=conn)
     data["server"] = {"host": conn.host, "port": int(conn.port) if conn.port else 3306}
+    checkpoint, history = _read_checkpoint(hook, config, st, history_limit)
+    check = _read_server(hook, checkpoint, st, timeout)
+    dumps = _read_dumps(config, st, history_limit)
+    merge_runs, dump_runs = _runs_by_identity(airflow_runs)
+    by_end = _link_dumps(dumps, history, dump_runs)
+    data["dumps"] = dumps
+    advances = _advances(history, by_end, merge_runs)
+    data["advances"] = advances
+    data["last_dump"] = dumps[0] if dumps else None
+    data["last_merge"] = advances[0] if advances else None
+    data["tables"] = _table_totals(dumps, advances)
+    data["lag_history"] = _lag_history(dumps, data["lag"], now)
+    _check_stalled(st, check, history, now, stall)
 
-    # 1. the checkpoint store
+
+def _read_checkpoint(hook: Any, config: SourceConfig, st: _Status, history_limit: int
+                     ) -> tuple[Optional[Checkpoint], list[SavedCheckpoint]]:
+    """The checkpoint store: the stored checkpoint and its last saves, newest first."""
+    data = st.data
     checkpoint, history = None, []
     try:
         store = hook.checkpoint_store()
         checkpoint = store.load(config.key)
         history = store.history(config.key, history_limit)
     except Exception as exc:
-        st.worse("error", f"checkpoint store: {_short_error(exc)}")
+        st.worse("error", f"checkpoint store: {short_error(exc)}")
         store = None
     if store is not None and checkpoint is None:
         st.worse("warning", f"no checkpoint stored under {config.key!r} yet: run an initial snapshot "
@@ -517,8 +335,14 @@ def _collect(config: SourceConfig, conn: Any, st: _Status, *, now: dt.datetime, 
                               "saved_at": _iso(history[0].saved_at) if history else None}
     if history:
         data["last_advance"] = _iso(history[0].saved_at)
+    return checkpoint, history
 
-    # 2. the server (read-only session, short timeouts)
+
+def _read_server(hook: Any, checkpoint: Optional[Checkpoint], st: _Status, timeout: float
+                 ) -> Optional[PositionCheck]:
+    """The server, through a read-only session with short timeouts: its position, retained
+    binlogs and the lag of the checkpoint (None when that could not be compared)."""
+    data = st.data
     check = None
     try:
         kwargs = hook.replica_kwargs()
@@ -542,7 +366,7 @@ def _collect(config: SourceConfig, conn: Any, st: _Status, *, now: dt.datetime, 
     except ReplicaError as exc:
         st.worse("error", "server: " + _replica_message(exc))
     except Exception as exc:
-        st.worse("error", f"server: {_short_error(exc)}")
+        st.worse("error", f"server: {short_error(exc)}")
     if check is not None:
         lag = {k: check.lag.get(k) for k in ("bytes", "files", "transactions", "gtids")}
         lag["has_new_data"] = check.has_new_data
@@ -550,11 +374,21 @@ def _collect(config: SourceConfig, conn: Any, st: _Status, *, now: dt.datetime, 
         data["retention"]["files_of_headroom"] = check.files_of_headroom
         for warning in check.warnings:
             st.worse("warning", warning)
+    return check
 
-    # 3. the staged dumps
+
+def _read_dumps(config: SourceConfig, st: _Status, history_limit: int) -> list[dict]:
+    """Summaries of the source's last staged dumps, newest first (their warnings go to the
+    source's warnings)."""
     dumps, warnings = read_manifests(config.staging_dirs, history_limit)
-    data["warnings"].extend(warnings)
-    merge_runs, dump_runs = {}, {}
+    st.data["warnings"].extend(warnings)
+    return dumps
+
+
+def _runs_by_identity(airflow_runs: Iterable[dict]) -> tuple[dict, dict]:
+    """The newest merge run per end checkpoint and the newest dump run per dump id."""
+    merge_runs: dict = {}
+    dump_runs: dict = {}
     for run in airflow_runs:  # newest first: keep the newest per identity
         value = run.get("value") if isinstance(run.get("value"), Mapping) else {}
         if run.get("kind") == "merge":
@@ -563,6 +397,12 @@ def _collect(config: SourceConfig, conn: Any, st: _Status, *, now: dt.datetime, 
                 merge_runs.setdefault(point, run)
         elif run.get("kind") == "dump" and value.get("dump_id"):
             dump_runs.setdefault(value["dump_id"], run)
+    return merge_runs, dump_runs
+
+
+def _link_dumps(dumps: list[dict], history: list[SavedCheckpoint], dump_runs: Mapping) -> dict:
+    """Mark each dump empty or merged (when its end checkpoint was first saved) and add its
+    Airflow run; return the non-empty dumps by end checkpoint (the newest of each)."""
     saves: dict = {}
     for saved in reversed(history):  # the first save of each checkpoint
         saves.setdefault(checkpoint_point(saved.checkpoint), saved.saved_at)
@@ -580,9 +420,12 @@ def _collect(config: SourceConfig, conn: Any, st: _Status, *, now: dt.datetime, 
                     d["rows_per_second"] = round(d["total_rows"] / d["duration_seconds"], 1)
         if not d["empty"]:
             by_end.setdefault(end_point, d)
-    data["dumps"] = dumps
+    return by_end
 
-    # 4. the checkpoint advances (merges), with their rows and Airflow runs when known
+
+def _advances(history: list[SavedCheckpoint], by_end: Mapping, merge_runs: Mapping) -> list[dict]:
+    """The checkpoint advances (merges), newest first, with their rows and Airflow runs when
+    known."""
     advances = []
     for saved in history:
         point = checkpoint_point(saved.checkpoint)
@@ -601,11 +444,11 @@ def _collect(config: SourceConfig, conn: Any, st: _Status, *, now: dt.datetime, 
                     entry["rows_per_second"] = round(entry["total_rows"] / entry["duration_seconds"], 1)
             entry["snapshot_ids"] = {k: v for k, v in _airflow_tables(run.get("value") or {}).items()}
         advances.append(entry)
-    data["advances"] = advances
-    data["last_dump"] = dumps[0] if dumps else None
-    data["last_merge"] = advances[0] if advances else None
+    return advances
 
-    # 5. tables: changes over the dumps shown, and the newest Iceberg snapshot known
+
+def _table_totals(dumps: list[dict], advances: list[dict]) -> list[dict]:
+    """Per table: the changes over the dumps shown, and the newest Iceberg snapshot known."""
     tables: dict = {}
     for d in reversed(dumps):  # oldest first: the newest values win
         for name, counts in d["tables"].items():
@@ -624,23 +467,28 @@ def _collect(config: SourceConfig, conn: Any, st: _Status, *, now: dt.datetime, 
                 t["iceberg_table"] = snap["iceberg_table"]
             if snap.get("snapshot_id") is not None:
                 t["snapshot_id"] = snap["snapshot_id"]
-    data["tables"] = [tables[k] for k in sorted(tables)]
+    return [tables[k] for k in sorted(tables)]
 
-    # 6. the lag history: the binlog bytes each dump had to read (checkpoint -> server
-    # position when it ran), then the lag now
+
+def _lag_history(dumps: list[dict], lag: Optional[dict], now: dt.datetime) -> list[dict]:
+    """The binlog bytes each dump had to read (checkpoint -> server position when it ran),
+    oldest first, then the lag now."""
     points = [{"at": d["created_at"], "bytes": d["binlog_bytes"], "transactions": d["transactions"]}
               for d in reversed(dumps) if d["kind"] != "snapshot" and d["binlog_bytes"] is not None]
-    if data["lag"] is not None and data["lag"]["bytes"] is not None:
-        points.append({"at": now.isoformat(), "bytes": data["lag"]["bytes"],
-                       "transactions": data["lag"]["transactions"], "now": True})
-    data["lag_history"] = points
+    if lag is not None and lag["bytes"] is not None:
+        points.append({"at": now.isoformat(), "bytes": lag["bytes"],
+                       "transactions": lag["transactions"], "now": True})
+    return points
 
-    # 7. stalled: behind, and the checkpoint has not moved for too long
+
+def _check_stalled(st: _Status, check: Optional[PositionCheck], history: list[SavedCheckpoint],
+                   now: dt.datetime, stall: float) -> None:
+    """Stalled: behind, and the checkpoint has not moved for more than ``stall`` seconds."""
     if check is not None and check.has_new_data and history:
         idle = (now - _utc(history[0].saved_at)).total_seconds()
         if idle > stall:
             st.worse("stalled", f"the checkpoint has not advanced for {_age(idle)} (threshold "
-                                f"{_age(stall)}) while the source is {_lag_text(data['lag'])} behind")
+                                f"{_age(stall)}) while the source is {_lag_text(st.data['lag'])} behind")
 
 
 def _replica_message(exc: ReplicaError) -> str:
@@ -762,13 +610,11 @@ def gather(environ: Optional[Mapping[str, str]] = None, *, use_db: bool = True,
         except Exception as exc:
             log.warning("cannot read the dump and merge task instances: %s", exc)
             warnings.append("cannot read dump and merge task runs from the metadata database: "
-                            + _short_error(exc, 160))
+                            + short_error(exc, 160))
     statuses = collect_all(sources, now=now, history_limit=history_limit, timeout=timeout, airflow_runs=runs)
     return {"generated_at": now.isoformat(), "sources": statuses, "warnings": warnings,
             "summary": {state: sum(1 for s in statuses if s["state"] == state) for state in _SEVERITY}}
 
 
-__all__ = ["CONN_TYPE", "RED_STATES", "SOURCES_ENV", "SOURCES_VARIABLE", "SourceConfig", "SourceConfigError",
-           "airflow_task_runs", "checkpoint_point", "collect_all", "collect_source", "configured_sources",
-           "discover_sources", "dump_summary", "env_connections", "gather", "parse_sources",
-           "read_manifests", "redact", "secret_values"]
+__all__ = ["RED_STATES", "TASK_RUNS_ENV", "airflow_task_runs", "checkpoint_point", "collect_all",
+           "collect_source", "dump_summary", "gather", "read_manifests", "redact", "secret_values"]

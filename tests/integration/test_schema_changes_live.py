@@ -329,3 +329,39 @@ def test_mariadb_uuid_and_inet6_are_staged_as_text_with_full_row_metadata(mariad
     (entry,) = manifest.tables
     (row,) = pq.read_table(manifest.files(entry)[0]).to_pylist()
     assert (row["_after"]["u"], row["_after"]["ip"]) == ("123e4567-e89b-12d3-a456-426655440000", "::ffff:1.2.3.4")
+
+
+def test_a_schema_statement_the_history_cannot_follow_stops_the_dump_with_position_sql_and_remedy(
+        mariadb_factory, monkeypatch, tmp_path):
+    from airflow_provider_binlog.schema_history import DdlSyntaxError
+
+    server = mariadb_factory(binlog_row_metadata="MINIMAL")
+    db = _db(server)
+    server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT)")
+    create_user(server)
+    hook = BinlogHook(set_connection(monkeypatch, server))
+    start = hook.current_position()
+    server.execute(f"ALTER TABLE {db}.t ADD SYSTEM VERSIONING")
+    server.execute(f"INSERT INTO {db}.t VALUES (1, 2)")
+    with pytest.raises(DdlSyntaxError) as info:
+        hook.dump(staging_dir=tmp_path, start=start, tables=[f"{db}.t"])
+    message = str(info.value)
+    assert f"ADD SYSTEM VERSIONING" in message and f"the statement: 'ALTER TABLE {db}.t ADD SYSTEM VERSIONING'" in message
+    assert info.value.position.startswith("mariadb-bin.") and "docs/schema-changes.md" in message
+    assert not list(tmp_path.glob("*/manifest.json"))
+
+
+def test_create_table_select_is_followed_from_the_columns_the_server_logs(mariadb_factory, monkeypatch, tmp_path):
+    server = mariadb_factory(binlog_row_metadata="MINIMAL")
+    db = _db(server)
+    server.execute(f"CREATE TABLE {db}.src (id INT PRIMARY KEY, v VARCHAR(5))")
+    server.execute(f"INSERT INTO {db}.src VALUES (1, 'a'), (2, 'b')")
+    create_user(server)
+    hook = BinlogHook(set_connection(monkeypatch, server))
+    start = hook.current_position()
+    server.execute(f"CREATE TABLE {db}.copy (extra INT DEFAULT 3) SELECT id, v FROM {db}.src")
+    result = hook.dump(staging_dir=tmp_path, start=start, tables=[f"{db}.copy"])
+    assert result["rows"] == {f"{db}.copy": {"insert": 2, "update": 0, "delete": 0}}
+    history = load_manifest(result["manifest"]).data["schema_history"]
+    (copy,) = [t for t in history["tables"] if t["name"] == "copy"]
+    assert [c["name"] for c in copy["columns"]] == ["extra", "id", "v"]

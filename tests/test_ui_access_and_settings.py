@@ -166,3 +166,36 @@ def test_binlog_ui_task_runs_false_turns_the_task_run_query_off(monkeypatch, tas
     data = gather({}, use_db=True)
     assert task_runs == []
     assert not [w for w in data["warnings"] if "task runs" in w]
+
+
+TEAMS = {"shop_db": "team_a", "crm_db": "team_b"}
+
+
+@pytest.fixture()
+def teams(simple_auth, monkeypatch):
+    """Multi-team mode: each source's connection belongs to a team (the metadata database's
+    ``connection.team_name``, looked up as Airflow's API does); ops of each team."""
+    from airflow.models.connection import Connection
+
+    monkeypatch.setenv("AIRFLOW__CORE__MULTI_TEAM", "True")
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "alice:op:team_a,bob:op:team_b")
+    monkeypatch.setattr(Connection, "get_team_name", staticmethod(lambda conn_id, **kw: TEAMS.get(conn_id)))
+    monkeypatch.setattr(Connection, "get_conn_id_to_team_name_mapping",
+                        staticmethod(lambda ids, **kw: {i: TEAMS.get(i) for i in ids}))
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    return lambda name, team: get_auth_manager().generate_jwt(
+        SimpleAuthManagerUser(username=name, role="OP", teams=[team]))
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "cdc_view.visible_status asks is_authorized_connection with ConnectionDetails(conn_id=...) "
+    "only, without the connection's team_name, so in multi-team mode an auth manager cannot "
+    "tell the teams' connections apart and every team sees every source"))
+def test_in_multi_team_mode_each_team_sees_only_the_sources_of_its_connections(teams, client):
+    for user, team, own, other in (("alice", "team_a", "shop_db", "crm_db"), ("bob", "team_b", "crm_db", "shop_db")):
+        data = client.get("/status.json", headers={"Authorization": f"Bearer {teams(user, team)}"})
+        assert data.status_code == 200, data.text
+        assert [s["conn_id"] for s in data.json()["sources"]] == [own], (user, data.json()["sources"])
+        assert other not in data.text and "1 source(s) hidden" in data.json()["warnings"][0]

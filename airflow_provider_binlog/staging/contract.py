@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any, Iterable
 
 import pyarrow as pa
 
@@ -122,11 +123,11 @@ def bit_width(col: Column) -> int:
     return (col.meta >> 8) * 8 + (col.meta & 0xFF)
 
 
-def image_type(columns) -> pa.StructType:
+def image_type(columns: Iterable[Column]) -> pa.StructType:
     return pa.struct([pa.field(c.name, arrow_type_for(c), nullable=True) for c in columns])
 
 
-def staging_schema(columns) -> pa.Schema:
+def staging_schema(columns: Iterable[Column]) -> pa.Schema:
     image = image_type(columns)
     return pa.schema([
         pa.field("_op", pa.string(), nullable=False),
@@ -144,7 +145,7 @@ def staging_schema(columns) -> pa.Schema:
     ])
 
 
-def column_descriptions(columns) -> list[dict]:
+def column_descriptions(columns: Iterable[Column]) -> list[dict[str, Any]]:
     return [{"name": c.name, "mysql_type": c.type_name, "data_type": c.data_type,
              "arrow_type": str(arrow_type_for(c)), "unsigned": c.unsigned,
              "nullable": c.nullable, "primary_key": c.primary_key,
@@ -156,7 +157,7 @@ def column_descriptions(columns) -> list[dict]:
             for c in columns]
 
 
-def schema_fingerprint(columns) -> str:
+def schema_fingerprint(columns: Iterable[Column]) -> str:
     """Stable hash of the staged column layout (names, MySQL and Arrow types)."""
     text = json.dumps([(c["name"], c["mysql_type"], c["arrow_type"], c["unsigned"])
                        for c in column_descriptions(columns)], separators=(",", ":"))

@@ -6,7 +6,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .contract import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION
 
@@ -18,7 +18,7 @@ class ManifestError(ValueError):
 @dataclass(frozen=True)
 class Manifest:
     path: Path
-    data: dict
+    data: dict[str, Any]
 
     @property
     def directory(self) -> Path:
@@ -26,28 +26,28 @@ class Manifest:
 
     @property
     def dump_id(self) -> str:
-        return self.data["dump_id"]
+        return cast(str, self.data["dump_id"])
 
     @property
-    def start(self) -> dict:
-        return self.data["start"]
+    def start(self) -> dict[str, Any]:
+        return cast("dict[str, Any]", self.data["start"])
 
     @property
-    def end(self) -> dict:
-        return self.data["end"]
+    def end(self) -> dict[str, Any]:
+        return cast("dict[str, Any]", self.data["end"])
 
     @property
-    def tables(self) -> list[dict]:
-        return self.data["tables"]
+    def tables(self) -> list[dict[str, Any]]:
+        return cast("list[dict[str, Any]]", self.data["tables"])
 
-    def files(self, table: dict) -> list[Path]:
+    def files(self, table: dict[str, Any]) -> list[Path]:
         return [self.directory / f["path"] for f in table["files"]]
 
 
 _REQUIRED = ("format", "version", "dump_id", "start", "end", "tables", "ddl", "server")
 
 
-def load_manifest(path, *, verify: bool = False) -> Manifest:
+def load_manifest(path: str | os.PathLike[str], *, verify: bool = False) -> Manifest:
     """Read and check a manifest (a manifest.json path or its dump directory): its format, and
     that every staged file it lists is there with its size; with ``verify``, also the SHA-256
     of each file (when the manifest records it), which reads them all."""
@@ -105,9 +105,9 @@ def _check_files(path: Path, manifest: Manifest, verify: bool) -> None:
                                     f"one the manifest records); dump that range again")
 
 
-def _table_entry_problem(table) -> str:
+def _table_entry_problem(table: Any) -> str:
     """What is wrong with a manifest's table entry ("" when nothing)."""
-    def is_int(v):
+    def is_int(v: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
     if not isinstance(table, dict):
@@ -129,7 +129,7 @@ def _table_entry_problem(table) -> str:
     return ""
 
 
-def file_sha256(path) -> str:
+def file_sha256(path: str | os.PathLike[str]) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):

@@ -21,10 +21,22 @@ import multiprocessing
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any, Optional, Sequence, cast
 
+from ..codec.events import TableMap
 from ..codec.rows import DeferredRows
 from .convert import Counters
+
+#: (schema, table)
+_Key = tuple[str, str]
+#: the fields of a DeferredRows but its table map and decoder: (data, start, end, present,
+#: present_after, flavor, source, pos)
+_RawRows = tuple[bytes, int, int, int, Optional[int], Optional[str], Optional[str], int]
+#: one rows event sent to a worker: (key, generation, table map or None when the worker has
+#: it, kind, size, envelope, raw rows or None, decoded rows or None)
+_Item = tuple[_Key, int, Optional[TableMap], str, int, tuple[Any, ...], Optional[_RawRows], Any]
 
 
 class StagingWorkerError(RuntimeError):
@@ -34,13 +46,13 @@ class StagingWorkerError(RuntimeError):
 @dataclass
 class PoolResult:
     #: (generation, worker, file description) per table
-    files: dict = field(default_factory=dict)
-    counts: dict = field(default_factory=dict)
+    files: dict[_Key, list[tuple[int, int, dict[str, Any]]]] = field(default_factory=dict)
+    counts: dict[_Key, dict[str, int]] = field(default_factory=dict)
     invalid_temporals: int = 0
     replaced_text: int = 0
-    peak_rss_mb: list = field(default_factory=list)
+    peak_rss_mb: list[float] = field(default_factory=list)
     #: the Arrow allocator of each worker
-    allocators: list = field(default_factory=list)
+    allocators: list[str] = field(default_factory=list)
 
 
 def _peak_rss_mb() -> float:
@@ -69,10 +81,10 @@ def _use_returning_allocator() -> None:
 def _allocator() -> str:
     import pyarrow as pa
 
-    return pa.default_memory_pool().backend_name
+    return cast(str, pa.default_memory_pool().backend_name)
 
 
-def _work(conn, close_in_child, work_dir: str, index: int, row_group_rows: int,
+def _work(conn: Connection, close_in_child: Sequence[Any], work_dir: str, index: int, row_group_rows: int,
           row_group_bytes: int) -> None:
     """A worker's loop: stage the batches it receives until told to close."""
     for fd in close_in_child:
@@ -89,8 +101,8 @@ def _work(conn, close_in_child, work_dir: str, index: int, row_group_rows: int,
     counters = Counters()
     stager = _Stager(Path(work_dir), counters, row_group_rows=row_group_rows,
                      row_group_bytes=row_group_bytes, suffix=f"-{index}")
-    table_maps: dict = {}
-    decoders: dict = {}
+    table_maps: dict[_Key, TableMap] = {}
+    decoders: dict[Any, Any] = {}
     rows = 0
     failed = False
     try:
@@ -104,7 +116,8 @@ def _work(conn, close_in_child, work_dir: str, index: int, row_group_rows: int,
                 if failed:
                     continue
                 try:
-                    for key, generation, tm, kind, size, envelope, raw, decoded in message[1]:
+                    items: list[_Item] = message[1]
+                    for key, generation, tm, kind, size, envelope, raw, decoded in items:
                         if tm is None:
                             tm = table_maps[key]
                         else:
@@ -140,7 +153,7 @@ class WorkerPool:
 
     def __init__(self, work_dir: Path, workers: int, *, row_group_rows: int,
                  row_group_bytes: int, batch_bytes: int = 256 << 10,
-                 inherited_fds: tuple = ()) -> None:
+                 inherited_fds: tuple[Any, ...] = ()) -> None:
         if workers < 1:
             raise ValueError(f"workers must be 1 or more, not {workers}")
         methods = multiprocessing.get_all_start_methods()
@@ -148,11 +161,11 @@ class WorkerPool:
         # os._exit, never touching what the parent's other threads may hold
         ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
         self.batch_bytes = batch_bytes
-        self._conns = []
-        self._procs = []
-        self._batches: list[list] = []
+        self._conns: list[Connection] = []
+        self._procs: list[BaseProcess] = []
+        self._batches: list[list[_Item]] = []
         self._sizes: list[int] = []
-        self._sent_maps: list[dict] = []
+        self._sent_maps: list[dict[_Key, TableMap]] = []
         self._rows: list[int] = []
         self._next = 0
         self._closed = False
@@ -184,14 +197,14 @@ class WorkerPool:
         self._poll()
         return sum(self._rows)
 
-    def submit(self, tm, generation: int, kind: str, size: int, envelope: tuple,
-               deferred: Optional[DeferredRows], rows) -> None:
+    def submit(self, tm: TableMap, generation: int, kind: str, size: int, envelope: tuple[Any, ...],
+               deferred: Optional[DeferredRows], rows: Any) -> None:
         k = self._next
         key = (tm.schema, tm.table)
         sent = self._sent_maps[k]
         ship_map = None if sent.get(key) is tm else tm
         sent[key] = tm
-        raw = None
+        raw: Optional[_RawRows] = None
         if deferred is not None:
             raw = (deferred.data, deferred.start, deferred.end, deferred.present,
                    deferred.present_after, deferred.flavor, deferred.source, deferred.pos)
@@ -214,14 +227,14 @@ class WorkerPool:
         self._batches[k] = []
         self._sizes[k] = 0
 
-    def _handle(self, k: int, message) -> Optional[dict]:
+    def _handle(self, k: int, message: tuple[Any, ...]) -> Optional[dict[str, Any]]:
         if message[0] == "rows":
             self._rows[k] = message[1]
         elif message[0] == "error":
             self.abort()
             raise message[1]
         elif message[0] == "closed":
-            return message[1]
+            return cast("dict[str, Any]", message[1])
         return None
 
     def _poll(self) -> None:
@@ -290,8 +303,8 @@ class WorkerPool:
                 proc.join(5)
 
 
-def _child_main(forked: bool, conn, close_in_child, work_dir, index, row_group_rows,
-                row_group_bytes) -> None:
+def _child_main(forked: bool, conn: Connection, close_in_child: Sequence[Any], work_dir: str, index: int,
+                row_group_rows: int, row_group_bytes: int) -> None:
     code = 0
     try:
         _work(conn, close_in_child, work_dir, index, row_group_rows, row_group_bytes)

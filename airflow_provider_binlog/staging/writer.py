@@ -19,7 +19,7 @@ import threading
 import uuid
 from functools import partial
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, cast
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -32,9 +32,22 @@ from .contract import (MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, column_
 from .convert import ColumnStager, Counters
 from .manifest import Manifest, ManifestError, file_sha256, load_manifest, write_json_atomically
 
+if TYPE_CHECKING:
+    from ..codec.rows import DeferredRows
+    from .parallel import PoolResult, WorkerPool
+
 UTC = dt.timezone.utc
 log = logging.getLogger(__name__)
 _Absent = type(ABSENT)
+
+#: (schema, table)
+_Key = tuple[str, str]
+#: the envelope of one rows event: (file, seq, pos, gtid, commit_ts, txn)
+_Envelope = tuple[str, int, int, Optional[str], dt.datetime, str]
+#: the description of one part file, as the manifest lists it
+_FileDesc = dict[str, Any]
+#: the absent column names of each row (None: none absent)
+_Absents = list[Optional[list[str]]]
 
 
 def _safe(name: str) -> str:
@@ -55,7 +68,7 @@ class _BackgroundWriter:
     by the next :meth:`submit` or :meth:`drain`."""
 
     def __init__(self, depth: int = 2) -> None:
-        self._jobs: queue.Queue = queue.Queue(maxsize=depth)
+        self._jobs: queue.Queue[Optional[Callable[[], object]]] = queue.Queue(maxsize=depth)
         self._error: Optional[BaseException] = None
         self._thread: Optional[threading.Thread] = None
 
@@ -72,7 +85,7 @@ class _BackgroundWriter:
             finally:
                 self._jobs.task_done()
 
-    def submit(self, job) -> None:
+    def submit(self, job: Callable[[], object]) -> None:
         self._raise()
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="staging-writer", daemon=True)
@@ -120,7 +133,7 @@ class _PartFile:
         self.fingerprint = schema_fingerprint(self.columns)
         self.row_group_rows = row_group_rows
         self.rows = 0
-        self._absent_names: dict[int, tuple] = {}
+        self._absent_names: dict[int, tuple[int, ...]] = {}
         # dictionaries and statistics for the envelope (few distinct values; positions are
         # what readers filter on), not for the row images, where they cost more than they give
         self.writer = pq.ParquetWriter(str(path), self.schema, compression="zstd",
@@ -136,18 +149,19 @@ class _PartFile:
         # (True: no such image for the row's op) and the absent column names per row
         # the envelope is the same for every row of an event: one entry per event in
         # ``events``, the event of each row in ``event_of_row``, the row index in ``indexes``
-        self.events: list = []
-        self.event_of_row: list = []
-        self.indexes: list = []
+        self.events: list[tuple[Any, ...]] = []
+        self.event_of_row: list[int] = []
+        self.indexes: list[int] = []
         width = len(self.columns)
-        self.before: list = [[] for _ in range(width)]
-        self.after: list = [[] for _ in range(width)]
-        self.before_null: list = []
-        self.after_null: list = []
-        self.before_absent: list = []
-        self.after_absent: list = []
+        self.before: list[list[Any]] = [[] for _ in range(width)]
+        self.after: list[list[Any]] = [[] for _ in range(width)]
+        self.before_null: list[bool] = []
+        self.after_null: list[bool] = []
+        self.before_absent: _Absents = []
+        self.after_absent: _Absents = []
 
-    def _envelope(self, op: str, file: str, seq: int, pos: int, gtid, commit_ts, txn: str,
+    def _envelope(self, op: str, file: str, seq: int, pos: int, gtid: Optional[str],
+                  commit_ts: dt.datetime, txn: str,
                   n: int, first_index: int) -> None:
         self.event_of_row += [len(self.events)] * n
         self.events.append((op, file, seq, pos, gtid, commit_ts, txn))
@@ -155,7 +169,8 @@ class _PartFile:
         self.count += n
         self.rows += n
 
-    def _pad(self, image: list, nulls: list, absent: list, present: Optional[int], n: int) -> None:
+    def _pad(self, image: list[list[Any]], nulls: list[bool], absent: _Absents, present: Optional[int],
+             n: int) -> None:
         """Complete an image after ``n`` rows were decoded into the columns in ``present``
         (None: the op has no such image)."""
         if present is None:
@@ -178,10 +193,11 @@ class _PartFile:
         else:
             absent += [None] * n
 
-    def append_event(self, op: str, file: str, seq: int, pos: int, gtid, commit_ts, txn: str,
-                     deferred) -> int:
+    def append_event(self, op: str, file: str, seq: int, pos: int, gtid: Optional[str],
+                     commit_ts: dt.datetime, txn: str, deferred: DeferredRows) -> int:
         """Decode the rows of one event (:class:`~..codec.events.DeferredRows`) into the
         buffers; returns the number of rows."""
+        n: int
         try:
             if op == "update":
                 n = deferred.decode_into(self.before, self.after)
@@ -210,12 +226,13 @@ class _PartFile:
         for flags in (self.before_null, self.after_null, self.before_absent, self.after_absent):
             del flags[self.count:]
 
-    def append_rows(self, op: str, file: str, seq: int, pos: int, gtid, commit_ts, txn: str,
-                    befores, afters, first_index: int = 0) -> None:
+    def append_rows(self, op: str, file: str, seq: int, pos: int, gtid: Optional[str],
+                    commit_ts: dt.datetime, txn: str, befores: Optional[Sequence[Sequence[Any]]],
+                    afters: Optional[Sequence[Sequence[Any]]], first_index: int = 0) -> None:
         """Stage decoded rows: ``befores``/``afters`` are sequences of row images (tuples in
         table order, ``ABSENT`` for columns not in the image), or None when that image does
         not exist for ``op`` (inserts have no before image)."""
-        n = len(befores if befores is not None else afters)
+        n = len(cast("Sequence[Sequence[Any]]", befores if befores is not None else afters))
         if not n:
             return
         try:
@@ -228,7 +245,8 @@ class _PartFile:
         if self.count >= self.row_group_rows:
             self.flush()
 
-    def _add_images(self, image: list, nulls: list, absent: list, rows, n: int) -> None:
+    def _add_images(self, image: list[list[Any]], nulls: list[bool], absent: _Absents,
+                    rows: Optional[Sequence[Sequence[Any]]], n: int) -> None:
         if rows is None:
             self._pad(image, nulls, absent, None, n)
             return
@@ -236,20 +254,22 @@ class _PartFile:
         if len(columns) < len(image):
             raise ValueError(f"{self.relpath}: a row image does not have the "
                              f"{len(image)} columns of the table map")
-        names: list = [None] * n
+        names: _Absents = [None] * n
+        values: Sequence[Any]
         for i, values in enumerate(columns):
             if _Absent in set(map(type, values)):  # not in the image (MINIMAL or NOBLOB)
                 for r, value in enumerate(values):
                     if value is ABSENT:
-                        if names[r] is None:
-                            names[r] = []
-                        names[r].append(self.names[i])
+                        row_names = names[r]
+                        if row_names is None:
+                            row_names = names[r] = []
+                        row_names.append(self.names[i])
                 values = [None if v is ABSENT else v for v in values]
             image[i] += values
         nulls += [False] * n
         absent += names
 
-    def _image(self, image: list, nulls: list) -> pa.StructArray:
+    def _image(self, image: list[list[Any]], nulls: list[bool]) -> pa.StructArray:
         """The struct array of one image column."""
         n = len(nulls)
         if True not in nulls:
@@ -286,7 +306,7 @@ class _PartFile:
         self._reset()
         self.background.submit(partial(self.writer.write_table, table))
 
-    def close(self) -> dict:
+    def close(self) -> _FileDesc:
         self.flush()
         self.background.drain()
         self.writer.close()
@@ -311,9 +331,9 @@ class _Stager:
         self.row_group_bytes = row_group_bytes
         self.suffix = suffix
         self.background = _BackgroundWriter()
-        self.open: dict[tuple, _PartFile] = {}
-        self.closed: dict[tuple, list[tuple[int, dict]]] = {}  # (generation, file) per table
-        self.counts: dict[tuple, dict] = {}
+        self.open: dict[_Key, _PartFile] = {}
+        self.closed: dict[_Key, list[tuple[int, _FileDesc]]] = {}  # (generation, file) per table
+        self.counts: dict[_Key, dict[str, int]] = {}
         self.buffered_bytes = 0
 
     def part(self, table_map: TableMap, generation: int) -> _PartFile:
@@ -334,8 +354,8 @@ class _Stager:
         self.open[key] = part
         return part
 
-    def add(self, table_map: TableMap, generation: int, kind: str, size: int, envelope: tuple,
-            deferred=None, rows=None) -> int:
+    def add(self, table_map: TableMap, generation: int, kind: str, size: int, envelope: _Envelope,
+            deferred: Optional[DeferredRows] = None, rows: Any = None) -> int:
         """Stage the rows of one event (``deferred``, or decoded ``rows`` tuples) of
         ``size`` binlog bytes; ``envelope`` is (file, seq, pos, gtid, commit_ts, txn)."""
         part = self.part(table_map, generation)
@@ -371,7 +391,7 @@ class _Stager:
             part.flush()
         self.buffered_bytes = total
 
-    def close(self) -> dict[tuple, list[tuple[int, dict]]]:
+    def close(self) -> dict[_Key, list[tuple[int, _FileDesc]]]:
         """Close every part file; returns the (generation, file) of each table."""
         try:
             for key, part in self.open.items():
@@ -410,25 +430,25 @@ class StagingWriter:
     :class:`_Stager`) applies to each process; the ``row_group_bytes`` budget is shared
     between the workers."""
 
-    def __init__(self, staging_dir, *, row_group_rows: int = 50_000,
+    def __init__(self, staging_dir: str | os.PathLike[str], *, row_group_rows: int = 50_000,
                  row_group_bytes: int = 8 << 20, workers: int = 0) -> None:
         self.staging_dir = Path(staging_dir)
         self.staging_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.work_dir = self.staging_dir / f".incomplete-{uuid.uuid4().hex}"
         self.work_dir.mkdir(mode=0o700)
         # held while this writer lives: a work directory whose lock is free is a dead dump's
-        self._lock_fd = _hold_lock(self.work_dir)
+        self._lock_fd: Optional[int] = _hold_lock(self.work_dir)
         remove_stale_work_dirs(self.staging_dir)
         self.row_group_rows = row_group_rows
         self.row_group_bytes = row_group_bytes
         self.counters = Counters()
-        self.tables: dict[tuple, _TableStage] = {}
-        self.ddl: list[dict] = []
+        self.tables: dict[_Key, _TableStage] = {}
+        self.ddl: list[dict[str, Any]] = []
         self.published: Optional[Manifest] = None
         self._rows = 0
-        self._pool = None
+        self._pool: Optional[WorkerPool] = None
         #: what the staging workers reported when closed (:class:`.parallel.PoolResult`)
-        self.workers_result = None
+        self.workers_result: Optional[PoolResult] = None
         self._local = _Stager(self.work_dir, self.counters, row_group_rows=row_group_rows,
                               row_group_bytes=row_group_bytes)
         if workers and multiprocessing.current_process().daemon:
@@ -484,7 +504,7 @@ class StagingWriter:
         stage.counts[event.kind] += n
         self._rows += n
 
-    def add_snapshot_rows(self, table_map: TableMap, rows, *, binlog_file: str, position: int,
+    def add_snapshot_rows(self, table_map: TableMap, rows: Iterable[Sequence[Any]], *, binlog_file: str, position: int,
                           gtid: Optional[str], taken_at: dt.datetime, first_index: int) -> int:
         """Stage rows read by an initial snapshot as inserts at the snapshot's position.
 
@@ -504,10 +524,10 @@ class StagingWriter:
         self._rows += len(rows)
         return len(rows)
 
-    def add_ddl(self, record: dict) -> None:
+    def add_ddl(self, record: dict[str, Any]) -> None:
         self.ddl.append(record)
 
-    def _close_files(self) -> dict[tuple, list[dict]]:
+    def _close_files(self) -> dict[_Key, list[_FileDesc]]:
         """Close every part file (the workers' too); the files of each table, in order."""
         placed = {key: [(generation, 0, f) for generation, f in files]
                   for key, files in self._local.close().items()}
@@ -523,19 +543,19 @@ class StagingWriter:
         # generation order (the merge follows layouts in file order), then by process
         return {key: [f for *_, f in sorted(files, key=lambda t: t[:2])] for key, files in placed.items()}
 
-    def publish(self, *, dump_id: str, start: dict, end: dict, server: dict,
-                extra: Optional[dict] = None) -> Manifest:
+    def publish(self, *, dump_id: str, start: dict[str, Any], end: dict[str, Any], server: dict[str, Any],
+                extra: Optional[dict[str, Any]] = None) -> Manifest:
         """Close the files, write the manifest, and move the batch to ``<staging_dir>/<dump_id>``."""
         files_of = self._close_files()
         tables = []
         for key, stage in sorted(self.tables.items()):
-            cols = column_descriptions(stage.table_map.columns)
+            cols = column_descriptions(cast(TableMap, stage.table_map).columns)
             tables.append({
                 "schema": stage.schema, "table": stage.table, "rows": dict(stage.counts),
                 "columns": cols, "primary_key": [c["name"] for c in cols if c["primary_key"]],
                 "fingerprint": stage.fingerprint, "files": files_of.get(key, []),
             })
-        manifest = {
+        manifest: dict[str, Any] = {
             "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "dump_id": dump_id,
             "created_at": dt.datetime.now(UTC).isoformat(), "server": server,
             "start": start, "end": end, "tables": tables, "ddl": self.ddl,
@@ -583,7 +603,7 @@ class StagingWriter:
 _LOCK_NAME = ".lock"
 
 
-def _same_batch(directory: Path, manifest: dict) -> bool:
+def _same_batch(directory: Path, manifest: dict[str, Any]) -> bool:
     """``directory`` holds a complete, intact dump of the same range and tables."""
     try:
         existing = load_manifest(directory, verify=True).data
@@ -602,11 +622,11 @@ def _hold_lock(directory: Path) -> int:
     return fd
 
 
-def remove_stale_work_dirs(staging_dir) -> list[str]:
+def remove_stale_work_dirs(staging_dir: str | os.PathLike[str]) -> list[str]:
     """Remove the work directories of dumps that died before publishing (``.incomplete-*``
     whose lock no live process holds) and the leftovers of interrupted replacements
     (``.replaced-*``); returns their names."""
-    removed = []
+    removed: list[str] = []
     for path in Path(staging_dir).iterdir():
         if path.name.startswith(".replaced-"):
             shutil.rmtree(path, ignore_errors=True)

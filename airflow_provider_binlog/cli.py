@@ -187,7 +187,7 @@ def quickstart_command(args) -> int:
     if args.rows < 1 or args.rounds < 0:
         print("error: --rows must be at least 1 and --rounds not negative", file=sys.stderr)
         return 2
-    from .quickstart import command
+    from .local.quickstart import command
     return command(args)
 
 

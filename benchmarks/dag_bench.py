@@ -6,9 +6,9 @@ Run from the repository root::
         [--poke-interval S] [--sensor-timeout S] [--keep DIR]
 
 The script sets up what ``python -m airflow_provider_binlog quickstart`` sets up, with the
-quickstart's own functions (``airflow_provider_binlog/quickstart.py``): a private Airflow
+quickstart's own functions (``airflow_provider_binlog/local/quickstart.py``): a private Airflow
 (AIRFLOW_HOME with an SQLite metadata database, ``airflow db migrate``) in a work directory,
-a private MariaDB server (``airflow_provider_binlog/local_mariadb.py``; CRC32 checksums, FULL
+a private MariaDB server (``airflow_provider_binlog/local/mariadb.py``; CRC32 checksums, FULL
 row images and row metadata), the ``mysql_binlog`` and ``spark`` (``local[2]``) connections,
 a file checkpoint store, a staging directory and an Iceberg warehouse on disk.  The DAG file
 in the dags folder makes the DAGs with :func:`airflow_provider_binlog.dags.make_cdc_dags`, as
@@ -65,7 +65,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 # no Airflow import before the environment is set: the quickstart module imports it lazily
-from airflow_provider_binlog import quickstart as qs  # noqa: E402
+from airflow_provider_binlog.local import quickstart as qs  # noqa: E402
 
 SOURCE_ID = "bench"
 TABLE = "bench.items"
@@ -303,7 +303,7 @@ def run(args, workdir: pathlib.Path, log_path: pathlib.Path, t_start: float) -> 
     for path in (staging, warehouse, checkpoints):
         path.mkdir()
 
-    from airflow_provider_binlog.local_mariadb import MariaDBServer
+    from airflow_provider_binlog.local.mariadb import MariaDBServer
     from airflow_provider_binlog.spark import SparkRuntimeError, find_java17_home, iceberg_runtime_jars
 
     try:

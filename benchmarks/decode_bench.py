@@ -6,7 +6,7 @@ Run from the repository root::
         [--keep FILE | --binlog FILE]
 
 Without ``--binlog`` the script starts a private MariaDB server
-(``airflow_provider_binlog/local_mariadb.py``; needs ``mariadbd`` and ``mariadb-install-db``),
+(``airflow_provider_binlog/local/mariadb.py``; needs ``mariadbd`` and ``mariadb-install-db``),
 creates a table with mixed column types (INT and BIGINT, DECIMAL(12,2),
 DATETIME(6), utf8mb4 VARCHAR with non-ASCII text, ENUM, JSON and a nullable
 VARCHAR), inserts ``--rows`` rows in multi-row INSERTs, one transaction per
@@ -108,7 +108,7 @@ def _rows(n: int, seed: int = 20240601):
 
 def generate_binlog(n_rows: int, dest_dir: pathlib.Path) -> pathlib.Path:
     """Fill a private server's binlog with the benchmark workload; return a copy of it."""
-    from airflow_provider_binlog.local_mariadb import MariaDBServer
+    from airflow_provider_binlog.local.mariadb import MariaDBServer
 
     t0 = time.perf_counter()
     with MariaDBServer(SERVER_OPTIONS) as srv:

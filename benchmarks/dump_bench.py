@@ -4,7 +4,7 @@ Run from the repository root::
 
     .venv/bin/python benchmarks/dump_bench.py [--rows N] [--runs K] [--workers N] [--profile N]
 
-The script starts a private MariaDB server (``airflow_provider_binlog/local_mariadb.py``; needs
+The script starts a private MariaDB server (``airflow_provider_binlog/local/mariadb.py``; needs
 ``mariadbd`` and ``mariadb-install-db``) with CRC32 checksums, FULL row images
 and FULL row metadata, creates a table with mixed column types (INT and
 BIGINT, DECIMAL(12,2), DATETIME(6), utf8mb4 VARCHAR with non-ASCII text, ENUM,
@@ -409,7 +409,7 @@ def main(argv=None) -> int:
         return 2
     have_theirs = ensure_mysql_replication()
 
-    from airflow_provider_binlog.local_mariadb import MariaDBServer
+    from airflow_provider_binlog.local.mariadb import MariaDBServer
 
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dump-bench-") as tmp:

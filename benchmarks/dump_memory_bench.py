@@ -5,7 +5,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/dump_memory_bench.py [--rows N] [--row-bytes B] [--workers N]
         [--row-group-rows N] [--row-group-bytes B] [--tracemalloc N]
 
-The script starts a private MariaDB server (``airflow_provider_binlog/local_mariadb.py``; needs
+The script starts a private MariaDB server (``airflow_provider_binlog/local/mariadb.py``; needs
 ``mariadbd`` and ``mariadb-install-db``) with CRC32 checksums, FULL row images, FULL row
 metadata and ``max_binlog_size=1G``, creates a table with mixed column types (INT, BIGINT,
 DECIMAL(12,2), DOUBLE, DATETIME(6), DATE, utf8mb4 VARCHAR with non-ASCII text, ENUM, JSON,
@@ -350,7 +350,7 @@ def main(argv=None) -> int:
         env = {**os.environ, "BINLOG_DUMP_WORKERS": str(args.workers)}
     signal.signal(signal.SIGTERM, _terminate)
 
-    from airflow_provider_binlog.local_mariadb import MariaDBServer
+    from airflow_provider_binlog.local.mariadb import MariaDBServer
 
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dump-memory-bench-") as tmp:

@@ -1,7 +1,7 @@
 """Shared fixtures.
 
 ``mariadb_factory`` starts private MariaDB servers (see
-``airflow_provider_binlog/local_mariadb.py``), one per distinct set of options for the whole
+``airflow_provider_binlog/local/mariadb.py``), one per distinct set of options for the whole
 session; ``mariadb`` is the default one.  Tests that use either fixture get
 the ``mariadb`` marker, so ``-m "not mariadb"`` deselects them.
 
@@ -31,7 +31,7 @@ atexit.register(shutil.rmtree, _airflow_home, ignore_errors=True)
 os.environ["AIRFLOW_HOME"] = _airflow_home
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 
-from airflow_provider_binlog.local_mariadb import MariaDBServer, _normalize_options, mariadb_binaries
+from airflow_provider_binlog.local.mariadb import MariaDBServer, mariadb_binaries, normalize_options
 
 #: The configuration of the ``mariadb`` fixture; ``mariadb_factory(**opts)``
 #: applies ``opts`` on top of it.
@@ -95,7 +95,7 @@ def mariadb_factory() -> Iterator[MariaDBFactory]:
     servers: dict[frozenset, MariaDBServer] = {}
 
     def get(**options: Any) -> MariaDBServer:
-        merged = _normalize_options({**DEFAULT_OPTIONS, **_normalize_options(options)})
+        merged = normalize_options({**DEFAULT_OPTIONS, **normalize_options(options)})
         key = frozenset(merged.items())
         srv = servers.get(key)
         if srv is None or not srv.running:

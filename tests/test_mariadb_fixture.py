@@ -7,7 +7,7 @@ import os
 import pymysql
 import pytest
 
-from airflow_provider_binlog.local_mariadb import MariaDBServer
+from airflow_provider_binlog.local.mariadb import MariaDBServer
 
 pytestmark = pytest.mark.mariadb
 
@@ -132,3 +132,111 @@ def test_standalone_server_stops_and_cleans_up() -> None:
     assert not basedir.exists()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_halt_and_start_again_keep_data_and_port() -> None:
+    from tests.conftest import _require_mariadb
+
+    _require_mariadb()
+    with MariaDBServer() as srv:
+        srv.execute("CREATE TABLE test.kept (id INT PRIMARY KEY)")
+        srv.execute("INSERT INTO test.kept VALUES (1)")
+        port, basedir, files = srv.port, srv.basedir, srv.binlog_files()
+        for crash in (False, True):
+            pid = srv.pid
+            srv.halt(crash=crash)
+            assert not srv.running and srv.halted and srv.pid is None
+            assert not _alive(pid)
+            assert srv.binlog_path(files[0]).is_file()
+            srv.start()
+            assert srv.running and not srv.halted and srv.port == port and srv.basedir == basedir
+            assert srv.query("SELECT id FROM test.kept") == [(1,)]
+            assert srv.binlog_files()[:len(files)] == files
+        srv.halt()
+    assert not srv.halted and not basedir.exists()
+
+
+def test_normalize_options() -> None:
+    from airflow_provider_binlog.local.mariadb import normalize_options
+
+    assert normalize_options({"--Binlog-Checksum": "NONE", "log_bin_compress": True,
+                              "skip-slave-start": None, "max_connections": 20}) == {
+        "binlog_checksum": "NONE", "log_bin_compress": "ON",
+        "skip_slave_start": None, "max_connections": "20"}
+    assert normalize_options(None) == {}
+
+
+def _alive(pid: int) -> bool:
+    """A process that exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+_CHILD = """
+import atexit, sys, time
+import pymysql
+before = atexit._ncallbacks()
+from airflow_provider_binlog.local import mariadb
+assert atexit._ncallbacks() == before  # importing registers nothing
+if sys.argv[1] == "exit":
+    halted = mariadb.MariaDBServer()
+    halted.halt()
+    assert atexit._ncallbacks() == before + 1  # stop_all, on the first start only
+    running = mariadb.MariaDBServer()
+    assert atexit._ncallbacks() == before + 1
+    print(halted.basedir, running.basedir, running.pid, flush=True)
+    sys.exit(0)
+srv = mariadb.MariaDBServer()
+print(srv.basedir, srv.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _wait_gone(paths, pids, timeout: float = 60) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while any(os.path.exists(p) for p in paths) or any(_alive(p) for p in pids):
+        assert time.monotonic() < deadline, (
+            [p for p in paths if os.path.exists(p)], [p for p in pids if _alive(p)])
+        time.sleep(0.1)
+
+
+def test_servers_are_stopped_at_interpreter_exit() -> None:
+    """Importing the module registers nothing with atexit; the first server registers
+    ``stop_all``, which stops running and halted servers alike."""
+    import subprocess
+    import sys
+
+    from tests.conftest import _require_mariadb
+
+    _require_mariadb()
+    done = subprocess.run([sys.executable, "-c", _CHILD, "exit"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    halted, running, pid = done.stdout.split()
+    # stop_all ran before the interpreter exited: nothing left to wait for
+    assert not os.path.exists(halted) and not os.path.exists(running) and not _alive(int(pid))
+
+
+def test_watchdog_stops_the_server_of_a_killed_process() -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import _require_mariadb
+
+    _require_mariadb()
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, "kill"], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        basedir, pid = child.stdout.readline().split()
+        assert os.path.isdir(basedir) and _alive(int(pid))
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+    _wait_gone([basedir], [int(pid)])

@@ -352,22 +352,12 @@ def wait_group_gone(pgid: int, timeout: float = 60) -> None:
 def stop_server_keeping_data(server, *, crash: bool = False) -> None:
     """Stop ``server``'s mariadbd (SIGTERM, or SIGKILL with ``crash``) but keep its data
     directory, port and binlogs, unlike :meth:`MariaDBServer.stop`."""
-    if server._conn is not None:
-        try:
-            server._conn.close()
-        except Exception:
-            pass
-        server._conn = None
-    proc, server._proc = server._proc, None
-    if proc is not None and proc.poll() is None:
-        proc.send_signal(signal.SIGKILL if crash else signal.SIGTERM)
-        proc.wait(timeout=60)
-    server._disarm_watchdog()
+    server.halt(crash=crash, timeout=60)
 
 
 def start_server_again(server) -> None:
     """Start a server stopped by :func:`stop_server_keeping_data` on the same port and data."""
-    server._launch()
+    server.start()
 
 
 def restart_server(server, *, down_seconds: float = 0.0, crash: bool = False) -> None:

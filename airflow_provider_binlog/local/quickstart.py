@@ -1,8 +1,9 @@
 """``python -m airflow_provider_binlog quickstart``: the whole load, end to end, on one machine.
 
-It starts a private MariaDB (:class:`~airflow_provider_binlog.local_mariadb.MariaDBServer`),
+It starts a private MariaDB (:class:`~airflow_provider_binlog.local.mariadb.MariaDBServer`),
 creates a small ``shop`` schema with sample rows, and runs the example DAGs
-(``dags/binlog_cdc.py``, made by :func:`airflow_provider_binlog.dags.make_cdc_dags`) with
+(``dags/binlog_cdc.py`` of the source checkout, or :mod:`.quickstart_dag` of the installed
+package; made by :func:`airflow_provider_binlog.dags.make_cdc_dags`) with
 ``dag.test()`` on an SQLite metadata database: the backfill DAG in mode ``snapshot``, then
 rounds of random changes each followed by a run of the incremental DAG. The merges go through
 ``spark-submit`` with a local Spark into an Iceberg warehouse on disk. At the end it reads the
@@ -14,7 +15,7 @@ Everything lives under the work directory (``.work/quickstart`` by default): ``a
 ``checkpoints/`` and ``quickstart.log`` (the Airflow, Spark and server output). A rerun
 starts afresh. Airflow settings of the calling environment are not used.
 
-This module imports Airflow only once the environment is set up: call :func:`main` in a
+This module imports Airflow only once the environment is set up: call :func:`run` in a
 process that has not imported Airflow yet.
 """
 from __future__ import annotations
@@ -191,29 +192,20 @@ def isolated_environment(workdir: Path) -> dict:
     return env
 
 
+#: The DAG file of the installed package (see :func:`dag_file_source`).
+PACKAGED_DAG_FILE = Path(__file__).resolve().parent / "quickstart_dag.py"
+
+
 def example_dag_file() -> Optional[Path]:
     """``dags/binlog_cdc.py`` of the source checkout, when there is one."""
-    path = Path(__file__).resolve().parent.parent / "dags" / "binlog_cdc.py"
+    path = Path(__file__).resolve().parents[2] / "dags" / "binlog_cdc.py"
     return path if path.is_file() else None
 
 
-FALLBACK_DAG_FILE = '''"""The binlog CDC DAGs of the quickstart (airflow_provider_binlog.dags.make_cdc_dags)."""
-import os
-
-from airflow_provider_binlog.dags import make_cdc_dags
-
-SOURCE_ID = os.environ["BINLOG_SOURCE_ID"]
-binlog_cdc, binlog_backfill = make_cdc_dags(
-    SOURCE_ID,
-    binlog_conn_id=os.environ["BINLOG_CONN_ID"],
-    tables=os.environ["BINLOG_TABLES"].split(","),
-    staging_dir=os.environ["BINLOG_STAGING_DIR"],
-    namespace=f"{SOURCE_ID}_cdc",
-    catalog="lake",
-    spark_conn_id="spark_default",
-    warehouse=os.environ["BINLOG_WAREHOUSE"],
-)
-'''
+def dag_file_source() -> Path:
+    """The DAG file the quickstart copies into its dags folder: the source checkout's example,
+    or else :data:`PACKAGED_DAG_FILE`."""
+    return example_dag_file() or PACKAGED_DAG_FILE
 
 
 @contextlib.contextmanager
@@ -387,8 +379,8 @@ def run(workdir: Path, rows: int, rounds: int, seed: int) -> int:
     for path in (staging, warehouse, checkpoints):
         path.mkdir()
 
-    from .local_mariadb import MariaDBServer, mariadb_binaries
-    from .spark import SparkRuntimeError, find_java17_home, iceberg_runtime_jars
+    from ..spark import SparkRuntimeError, find_java17_home, iceberg_runtime_jars
+    from .mariadb import MariaDBServer, mariadb_binaries
 
     mariadbd, install_db = mariadb_binaries()
     if not (mariadbd and install_db):
@@ -434,12 +426,8 @@ def run(workdir: Path, rows: int, rounds: int, seed: int) -> int:
             t0 = time.monotonic()
             migrate_metadata_db(dict(os.environ), log_path)
             dag_file = home / "dags" / "binlog_cdc.py"
-            example = example_dag_file()
-            if example is not None:
-                shutil.copyfile(example, dag_file)
-            else:
-                dag_file.write_text(FALLBACK_DAG_FILE)
-            from .dags import backfill_dag_id, incremental_dag_id
+            shutil.copyfile(dag_file_source(), dag_file)
+            from ..dags import backfill_dag_id, incremental_dag_id
 
             def dag(dag_id):
                 # parsed afresh for every run, as a worker does: dag.test() runs the tasks in
@@ -468,13 +456,13 @@ def run(workdir: Path, rows: int, rounds: int, seed: int) -> int:
 
             import logging
 
-            from .spark import local_spark_session
+            from ..spark import local_spark_session
             logging.getLogger("py4j").setLevel(logging.WARNING)  # quiet at interpreter exit too
             spark = local_spark_session(str(warehouse), CATALOG, app_name="quickstart-verify",
                                         java_home=java_home)
             console.write("\nIceberg tables vs MariaDB tables:\n")
             problems = []
-            from .tables import iceberg_table_name
+            from ..tables import iceberg_table_name
             for source in TABLES:
                 schema, _, table = source.partition(".")
                 name = f"{CATALOG}.{NAMESPACE}.{iceberg_table_name(schema, table)}"

@@ -23,10 +23,16 @@ The root user has an empty password over TCP.  A user ``repl`` (password
 everything, and a database ``test`` exists.  This setup is done with
 ``sql_log_bin=0``, so the binlog holds only what the tests themselves do.
 
-A watchdog process per server stops ``mariadbd`` and removes its temporary
-directory if the Python process that started it dies without calling
-:meth:`MariaDBServer.stop` (even after SIGKILL); an ``atexit`` hook stops
-the servers still running at a normal interpreter exit.
+A watchdog process per server (:mod:`airflow_provider_binlog.local.watchdog`)
+stops ``mariadbd`` and removes its temporary directory if the Python process
+that started it dies without calling :meth:`MariaDBServer.stop` (even after
+SIGKILL).  The first server a process starts registers :func:`stop_all` with
+:mod:`atexit`, which stops the servers still running at a normal interpreter
+exit; importing this module registers nothing.
+
+:meth:`MariaDBServer.halt` stops ``mariadbd`` but keeps its data directory,
+port and binlogs (a clean shutdown, or a crash with ``crash=True``);
+:meth:`MariaDBServer.start` then starts it again on them.
 
 Binaries are looked up on ``PATH`` and in ``/usr/sbin`` and ``/usr/bin``;
 the environment variables ``MARIADBD`` and ``MARIADB_INSTALL_DB`` override
@@ -57,6 +63,8 @@ __all__ = [
     "MariaDBServerError",
     "find_binary",
     "mariadb_binaries",
+    "normalize_options",
+    "stop_all",
 ]
 
 #: Options every server gets unless the caller overrides them: small
@@ -83,6 +91,7 @@ _SEARCH_DIRS = ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin")
 _server_ids = itertools.count(101)
 _live: set["MariaDBServer"] = set()
 _live_lock = threading.Lock()
+_atexit_registered = False
 
 
 class MariaDBServerError(RuntimeError):
@@ -112,7 +121,11 @@ def mariadb_binaries() -> tuple[str | None, str | None]:
     )
 
 
-def _normalize_options(options: Mapping[str, Any] | None) -> dict[str, str | None]:
+def normalize_options(options: Mapping[str, Any] | None) -> dict[str, str | None]:
+    """Server options as :class:`MariaDBServer` keeps them in ``options``: names in
+    lower case with underscores and no leading dashes (``--Binlog-Checksum`` becomes
+    ``binlog_checksum``), values as strings, ``True``/``False`` as ``ON``/``OFF``,
+    ``None`` (a bare flag) kept.  Equal dicts start equally configured servers."""
     out: dict[str, str | None] = {}
     for key, value in (options or {}).items():
         name = key.strip().lstrip("-").replace("-", "_").lower()
@@ -148,54 +161,13 @@ def _tail(path: pathlib.Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:]) or "(error log is empty)"
 
 
-# Runs in a separate Python process.  It blocks on stdin; "disarm" means the
-# parent stopped the server itself.  EOF without it means the parent died:
-# stop mariadbd (if it is still the same process) and remove its directory.
-_WATCHDOG = r"""
-import os, shutil, signal, sys, time
-pid, basedir = int(sys.argv[1]), sys.argv[2]
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-signal.signal(signal.SIGHUP, signal.SIG_IGN)
-data = b""
-try:
-    while True:
-        chunk = os.read(0, 64)
-        if not chunk:
-            break
-        data += chunk
-except OSError:
-    pass
-if b"disarm" in data:
-    sys.exit(0)
-def ours():
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            return basedir.encode() in f.read()
-    except OSError:
-        return False
-if ours():
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except OSError:
-        pass
-    deadline = time.monotonic() + 30
-    while ours() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if ours():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        time.sleep(0.2)
-shutil.rmtree(basedir, ignore_errors=True)
-"""
-
-
 class MariaDBServer:
     """A private ``mariadbd`` with its own datadir, port, socket and binlog.
 
     The server starts in the constructor (pass ``start=False`` to call
-    :meth:`start` later) and runs until :meth:`stop`.  Connections made by
+    :meth:`start` later) and runs until :meth:`stop`; :meth:`halt` and
+    :meth:`start` take it down and up again on the same data and port
+    (a server restart, or a crash and recovery).  Connections made by
     :meth:`execute` and :meth:`query` share one cached root connection and
     are not thread-safe; use :meth:`connect` for anything else.
     """
@@ -215,7 +187,7 @@ class MariaDBServer:
         startup_timeout: float = 60.0,
         start: bool = True,
     ) -> None:
-        opts = _normalize_options(options)
+        opts = normalize_options(options)
         if "server_id" in opts:
             given = opts.pop("server_id")
             if server_id is None and given is not None:
@@ -236,9 +208,10 @@ class MariaDBServer:
         self.pid_file: pathlib.Path | None = None
         self.error_log: pathlib.Path | None = None
         self.startup_seconds: float = 0.0
-        self._proc: subprocess.Popen | None = None
-        self._watchdog: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._watchdog: subprocess.Popen[bytes] | None = None
         self._conn: pymysql.connections.Connection | None = None
+        self._halted = False
         if start:
             self.start()
 
@@ -246,11 +219,17 @@ class MariaDBServer:
 
     @property
     def pid(self) -> int | None:
+        """The process id of ``mariadbd``; None when it is not running."""
         return self._proc.pid if self._proc is not None else None
 
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def halted(self) -> bool:
+        """True after :meth:`halt`, until :meth:`start` or :meth:`stop`."""
+        return self._halted
 
     def server_args(self) -> list[str]:
         """The full ``mariadbd`` command line (after :meth:`start`)."""
@@ -277,8 +256,12 @@ class MariaDBServer:
         return args + _option_args(merged)
 
     def start(self) -> "MariaDBServer":
+        """Start the server: in a new temporary directory, or after :meth:`halt` again on
+        its data directory and port.  Does nothing when it is running."""
         if self.running:
             return self
+        if self._halted:
+            return self._resume()
         mariadbd, install_db = mariadb_binaries()
         if not mariadbd or not install_db:
             raise MariaDBServerError(
@@ -287,7 +270,9 @@ class MariaDBServer:
             )
         t0 = time.monotonic()
         self._make_dirs()
+        self._register()
         try:
+            self._arm_watchdog()
             self._install_db(install_db)
             attempts = 1 if self._requested_port else 5
             for attempt in range(attempts):
@@ -306,6 +291,31 @@ class MariaDBServer:
             raise
         self.startup_seconds = time.monotonic() - t0
         return self
+
+    def _resume(self) -> "MariaDBServer":
+        t0 = time.monotonic()
+        try:
+            self._launch()
+        except _PortInUse:
+            self.halt()
+            raise MariaDBServerError(
+                f"port {self.port} is taken: cannot start the server again on it\n"
+                f"{_tail(self.error_log)}"
+            ) from None
+        except BaseException:
+            self.halt()
+            raise
+        self._halted = False
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def _register(self) -> None:
+        global _atexit_registered
+        with _live_lock:
+            _live.add(self)
+            if not _atexit_registered:
+                atexit.register(stop_all)
+                _atexit_registered = True
 
     def _make_dirs(self) -> None:
         base = tempfile.mkdtemp(prefix="mariadb-test-")
@@ -362,16 +372,12 @@ class MariaDBServer:
                 args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self._arm_watchdog()
-        with _live_lock:
-            _live.add(self)
         deadline = time.monotonic() + self.startup_timeout
         last_error: Exception | None = None
         while True:
             rc = self._proc.poll()
             if rc is not None:
                 log = _tail(self.error_log)
-                self._disarm_watchdog()
                 self._proc = None
                 if "Address already in use" in log or "Bind on TCP/IP port" in log:
                     raise _PortInUse()
@@ -398,11 +404,17 @@ class MariaDBServer:
             time.sleep(0.05)
 
     def _arm_watchdog(self) -> None:
-        assert self._proc is not None
+        """Start the watchdog of :attr:`basedir`; it lives until :meth:`stop`, halts and
+        restarts included (it finds the server by its command line)."""
+        assert self.basedir is not None
+        env = dict(os.environ)
+        # this very package, whatever the caller's sys.path and working directory
+        root = str(pathlib.Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         self._watchdog = subprocess.Popen(
-            [sys.executable, "-c", _WATCHDOG, str(self._proc.pid), str(self.basedir)],
+            [sys.executable, "-m", "airflow_provider_binlog.local.watchdog", str(self.basedir)],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=True, env=env,
         )
 
     def _disarm_watchdog(self) -> None:
@@ -441,23 +453,47 @@ class MariaDBServer:
         finally:
             conn.close()
 
+    def _close_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+    def _end_process(self, timeout: float, crash: bool = False) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        if crash:
+            proc.kill()
+            proc.wait()
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def halt(self, *, crash: bool = False, timeout: float = 60.0) -> None:
+        """Stop ``mariadbd`` but keep its data directory, port and binlogs, unlike
+        :meth:`stop`; :meth:`start` starts it again on them.  A clean shutdown (SIGKILL
+        after ``timeout``), or with ``crash`` a SIGKILL right away: InnoDB recovers and
+        the binlog is checked at the next start.  The watchdog stays, and :meth:`stop`
+        (or :func:`stop_all`, or the watchdog) still removes the directory."""
+        if self.datadir is None or not self.datadir.is_dir():
+            raise MariaDBServerError("halt() needs a started server")
+        self._close_connection()
+        self._halted = True
+        self._end_process(timeout, crash=crash)
+
     def stop(self, timeout: float = 30.0) -> None:
         """Shut the server down cleanly (SIGKILL after ``timeout``) and
         remove its temporary directory.  Safe to call more than once."""
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except Exception:
-                pass
-            self._conn = None
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        self._close_connection()
+        self._end_process(timeout)
+        self._halted = False
         self._disarm_watchdog()
         with _live_lock:
             _live.discard(self)
@@ -555,12 +591,14 @@ class _PortInUse(Exception):
     pass
 
 
-@atexit.register
-def _stop_all() -> None:
+def stop_all(timeout: float = 10.0) -> None:
+    """Stop every server this process started and has not stopped yet, halted ones
+    included (:meth:`MariaDBServer.stop`, each with ``timeout``).  Registered with
+    :mod:`atexit` when the first server starts."""
     with _live_lock:
         servers = list(_live)
     for srv in servers:
         try:
-            srv.stop(timeout=10)
+            srv.stop(timeout=timeout)
         except Exception:
             pass

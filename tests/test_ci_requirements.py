@@ -61,5 +61,6 @@ def test_what_counts_as_ci(monkeypatch, value, in_ci):
 def test_the_ci_script_runs_pytest_with_ci_set():
     lines = (ROOT / ".ci" / "run").read_text().splitlines()
     exported = [i for i, line in enumerate(lines) if re.fullmatch(r'\s*export CI="\$\{CI:-true\}"\s*', line)]
-    runs = [i for i, line in enumerate(lines) if re.search(r"-m pytest\b", line) and not line.lstrip().startswith(("#", "log"))]
+    runs = [i for i, line in enumerate(lines)
+            if re.search(r"-m pytest\b", line) and not line.lstrip().startswith(("#", "log"))]
     assert exported and runs and exported[0] < runs[0], (exported, runs)

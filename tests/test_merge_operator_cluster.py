@@ -119,7 +119,8 @@ def test_embedded_configuration_puts_the_catalog_and_jars_in_the_conf(submitted,
     command = call["command"]
     conf = _conf_args(command)
     # the embedded catalog, on the warehouse; packages go into the conf, not to the hook
-    assert conf["spark.sql.catalog.lake.type"] == "hadoop" and conf["spark.sql.catalog.lake.warehouse"].endswith(warehouse)
+    assert conf["spark.sql.catalog.lake.type"] == "hadoop"
+    assert conf["spark.sql.catalog.lake.warehouse"].endswith(warehouse)
     assert conf["spark.jars.packages"] == ICEBERG_PACKAGE and conf["spark.executor.memory"] == "2g"
     assert "--packages" not in command and "--jars" not in command
     assert _value(command, "--warehouse") == warehouse

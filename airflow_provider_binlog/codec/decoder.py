@@ -10,14 +10,14 @@ from __future__ import annotations
 import re
 import uuid as _uuid
 import zlib
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from . import constants as C
-from ._bytes import F64, HEADER, I64, U16, U32, U64, read_packed
+from ._bytes import F64, HEADER, I64, U16, U32, U64, Buffer, read_packed
 from .errors import (BinlogError, ChecksumMismatchError, CompressionError, CorruptEventError,
                      EncryptedBinlogError, MissingTableMapError, UnknownEventError,
                      UnsupportedBinlogVersionError)
-from .events import (ABSENT, AnnotateRowsEvent, BinlogCheckpointEvent, EventHeader,
+from .events import (ABSENT, AnnotateRowsEvent, BinlogCheckpointEvent, Event, EventHeader,
                      ExecuteLoadQueryEvent, FormatDescriptionEvent, GtidEvent, HeartbeatEvent,
                      IncidentEvent, IntvarEvent, JsonDiffs, LoadDataBlockEvent, MariadbGtidEvent,
                      MariadbGtidListEvent, PreviousGtidsEvent, QueryEvent, QueryStatus, RandEvent,
@@ -58,7 +58,7 @@ def _server_supports_checksum(version: str) -> bool:
     return v >= (5, 6, 1)
 
 
-def _uncompress_mariadb(buf, p: int, end: int) -> bytes:
+def _uncompress_mariadb(buf: Buffer, p: int, end: int) -> bytes:
     """MariaDB log_bin_compress payload: header byte 0x8L (L = length-of-length), big-endian
     uncompressed length, then a zlib stream."""
     head = buf[p]
@@ -110,10 +110,10 @@ class EventDecoder:
         self.flavor: Optional[str] = None
         self.table_maps: dict[int, TableMap] = {}
         self._excluded: set[int] = set()
-        self._row_decoders: dict = {}
+        self._row_decoders: dict[Any, Callable[..., Any]] = {}
         self._post_header = dict(_DEFAULT_POST_HEADER)
         self._type_map: dict[int, int] = {}
-        self._handlers = {
+        self._handlers: dict[int, Callable[[EventHeader, int, Buffer, int, int], Event]] = {
             C.FORMAT_DESCRIPTION_EVENT: self._format_description,
             C.START_EVENT_V3: self._start_v3,
             C.QUERY_EVENT: self._query,
@@ -157,7 +157,7 @@ class EventDecoder:
             self._handlers[code] = self._raw
 
     # ------------------------------------------------------------------ entry point
-    def decode(self, data: bytes, pos: int, *, has_checksum: Optional[bool] = None):
+    def decode(self, data: bytes, pos: int, *, has_checksum: Optional[bool] = None) -> Event:
         """Decode one complete event (header included). ``pos`` is its start offset."""
         if len(data) < C.HEADER_LEN:
             raise CorruptEventError(f"event of {len(data)} bytes is shorter than the 19-byte header",
@@ -193,7 +193,7 @@ class EventDecoder:
                 f"malformed {header.type_name} event ({size} bytes): {exc}",
                 source=self.source, offset=pos) from None
 
-    def _check_crc(self, data, pos: int, type_code: int) -> None:
+    def _check_crc(self, data: Buffer, pos: int, type_code: int) -> None:
         stored = U32(data, len(data) - 4)[0]
         if type_code == C.FORMAT_DESCRIPTION_EVENT and data[17] & C.LOG_EVENT_BINLOG_IN_USE_F:
             # The server sets "binlog in use" after computing the FDE's checksum.
@@ -209,7 +209,7 @@ class EventDecoder:
         return self._post_header.get(type_code, 0)
 
     # ------------------------------------------------------------------ control events
-    def _format_description(self, h, pos, data, p, end):
+    def _format_description(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         version = U16(data, p)[0]
         if version != 4:
             raise UnsupportedBinlogVersionError(f"binlog format version {version}")
@@ -242,15 +242,15 @@ class EventDecoder:
         self.fde = fde
         return fde
 
-    def _start_v3(self, h, pos, data, p, end):
+    def _start_v3(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         version = U16(data, p)[0]
         raise UnsupportedBinlogVersionError(
             f"binlog format version {version} (START_EVENT_V3: MySQL 3.23/4.x); only v4 is supported")
 
-    def _stop(self, h, pos, data, p, end):
+    def _stop(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         return StopEvent(h, pos)
 
-    def _rotate(self, h, pos, data, p, end):
+    def _rotate(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         if self._post(C.ROTATE_EVENT) >= 8 or self.fde is None:
             position = U64(data, p)[0]
             p += 8
@@ -258,16 +258,16 @@ class EventDecoder:
             position = 4
         return RotateEvent(h, pos, position, bytes(data[p:end]).decode("utf-8", "replace"))
 
-    def _xid(self, h, pos, data, p, end):
+    def _xid(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         return XidEvent(h, pos, U64(data, p)[0])
 
-    def _intvar(self, h, pos, data, p, end):
+    def _intvar(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         return IntvarEvent(h, pos, data[p], U64(data, p + 1)[0])
 
-    def _rand(self, h, pos, data, p, end):
+    def _rand(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         return RandEvent(h, pos, U64(data, p)[0], U64(data, p + 8)[0])
 
-    def _user_var(self, h, pos, data, p, end):
+    def _user_var(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         n = U32(data, p)[0]
         name = bytes(data[p + 4:p + 4 + n]).decode("utf-8", "replace")
         p += 4 + n
@@ -299,24 +299,24 @@ class EventDecoder:
             value = raw.decode(codec) if codec else raw
         return UserVarEvent(h, pos, name, False, vtype, charset, value, flags)
 
-    def _incident(self, h, pos, data, p, end):
+    def _incident(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         kind = U16(data, p)[0]
         n = data[p + 2] if p + 2 < end else 0
         return IncidentEvent(h, pos, kind, bytes(data[p + 3:p + 3 + n]).decode("utf-8", "replace"))
 
-    def _heartbeat(self, h, pos, data, p, end):
+    def _heartbeat(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         return HeartbeatEvent(h, pos, bytes(data[p:end]).decode("utf-8", "replace"), h.log_pos, 1)
 
-    def _heartbeat_v2(self, h, pos, data, p, end):
+    def _heartbeat_v2(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         fields = self._tlv_fields(data, p, end)
         name = fields.get(1, b"").decode("utf-8", "replace")
         position = read_packed(fields[2], 0)[0] if 2 in fields else h.log_pos
         return HeartbeatEvent(h, pos, name, position, 2)
 
     @staticmethod
-    def _tlv_fields(data, p: int, end: int) -> dict:
+    def _tlv_fields(data: Buffer, p: int, end: int) -> dict[int, Any]:
         """Type-length-value fields (packed ints) ending with type 0, as in TRANSACTION_PAYLOAD."""
-        fields = {}
+        fields: dict[int, Any] = {}
         while p < end:
             ftype, p = read_packed(data, p)
             if ftype == 0:
@@ -331,7 +331,7 @@ class EventDecoder:
 
     # ------------------------------------------------------------------ statements
     def _query_status(self, raw: bytes) -> QueryStatus:
-        kw: dict = {}
+        kw: dict[str, Any] = {}
         p, n = 0, len(raw)
         while p < n:
             code = raw[p]
@@ -398,7 +398,8 @@ class EventDecoder:
                 raise ValueError("QUERY status variables overrun their block")
         return QueryStatus(**kw)
 
-    def _query_common(self, h, data, p, end, post_len):
+    def _query_common(self, h: EventHeader, data: Buffer, p: int, end: int,
+                      post_len: int) -> tuple[int, int, str, int, QueryStatus, int]:
         thread_id = U32(data, p)[0]
         exec_time = U32(data, p + 4)[0]
         db_len = data[p + 8]
@@ -413,7 +414,7 @@ class EventDecoder:
             raise ValueError("QUERY event is shorter than its header fields")
         return thread_id, exec_time, schema, error_code, status, q
 
-    def _query(self, h, pos, data, p, end):
+    def _query(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         post_len = self._post(C.QUERY_EVENT) or 13
         thread_id, exec_time, schema, error_code, status, q = self._query_common(h, data, p, end, post_len)
         compressed = h.type_code == C.MARIA_QUERY_COMPRESSED_EVENT
@@ -421,7 +422,7 @@ class EventDecoder:
         return QueryEvent(h, pos, thread_id, exec_time, schema, error_code, status,
                           raw.decode("utf-8", "surrogateescape"), compressed)
 
-    def _execute_load_query(self, h, pos, data, p, end):
+    def _execute_load_query(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         thread_id, exec_time, schema, error_code, status, q = self._query_common(
             h, data, p, end, self._post(C.EXECUTE_LOAD_QUERY_EVENT) or 26)
         file_id, start_pos, end_pos = U32(data, p + 13)[0], U32(data, p + 17)[0], U32(data, p + 21)[0]
@@ -429,31 +430,31 @@ class EventDecoder:
                                      bytes(data[q:end]).decode("utf-8", "surrogateescape"),
                                      file_id, start_pos, end_pos, data[p + 25])
 
-    def _load_block(self, h, pos, data, p, end):
+    def _load_block(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         return LoadDataBlockEvent(h, pos, U32(data, p)[0], bytes(data[p + 4:end]))
 
-    def _rows_query(self, h, pos, data, p, end):
+    def _rows_query(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         return RowsQueryEvent(h, pos, bytes(data[p + 1:end]).decode("utf-8", "surrogateescape"))
 
-    def _annotate_rows(self, h, pos, data, p, end):
+    def _annotate_rows(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         return AnnotateRowsEvent(h, pos, bytes(data[p:end]).decode("utf-8", "surrogateescape"))
 
-    def _raw(self, h, pos, data, p, end):
+    def _raw(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         return RawEvent(h, pos, bytes(data[p:end]))
 
-    def _xa_prepare(self, h, pos, data, p, end):
+    def _xa_prepare(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         one_phase = bool(data[p])
         fmt, gl, bl = U32(data, p + 1)[0], U32(data, p + 5)[0], U32(data, p + 9)[0]
         q = p + 13
         return XaPrepareEvent(h, pos, one_phase, fmt, bytes(data[q:q + gl]), bytes(data[q + gl:q + gl + bl]))
 
     # ------------------------------------------------------------------ GTIDs
-    def _gtid(self, h, pos, data, p, end):
+    def _gtid(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         commit_flag = data[p]
         sid = bytes(data[p + 1:p + 17])
         gno = I64(data, p + 17)[0]
         p += 25
-        kw: dict = {}
+        kw: dict[str, Any] = {}
         if p < end and data[p] == 2:
             kw["last_committed"] = I64(data, p + 1)[0]
             kw["sequence_number"] = I64(data, p + 9)[0]
@@ -487,7 +488,7 @@ class EventDecoder:
         anonymous = h.type_code == C.ANONYMOUS_GTID_LOG_EVENT
         return GtidEvent(h, pos, str(_uuid.UUID(bytes=sid)), gno, None, anonymous, commit_flag, **kw)
 
-    def _gtid_tagged(self, h, pos, data, p, end):
+    def _gtid_tagged(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         from .gtid import decode_gtid_tagged_event_body
         f = decode_gtid_tagged_event_body(bytes(data[p:end]))
         return GtidEvent(
@@ -500,11 +501,11 @@ class EventDecoder:
             original_server_version=f.get("original_server_version"),
             commit_group_ticket=f.get("commit_group_ticket"))
 
-    def _previous_gtids(self, h, pos, data, p, end):
+    def _previous_gtids(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         from .gtid import MysqlGtidSet
         return PreviousGtidsEvent(h, pos, MysqlGtidSet.decode(bytes(data[p:end])))
 
-    def _mariadb_gtid(self, h, pos, data, p, end):
+    def _mariadb_gtid(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         seq_no = U64(data, p)[0]
         domain_id = U32(data, p + 8)[0]
         flags = data[p + 12]
@@ -518,22 +519,22 @@ class EventDecoder:
             xid = bytes(data[q:q + 6 + gl + bl])
         return MariadbGtidEvent(h, pos, domain_id, seq_no, flags, commit_id, xid)
 
-    def _mariadb_gtid_list(self, h, pos, data, p, end):
+    def _mariadb_gtid_list(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         from .gtid import decode_gtid_list
         decoded = decode_gtid_list(bytes(data[p:end]))
         return MariadbGtidListEvent(h, pos, decoded.gtids, decoded.flags)
 
-    def _binlog_checkpoint(self, h, pos, data, p, end):
+    def _binlog_checkpoint(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         n = U32(data, p)[0]
         return BinlogCheckpointEvent(h, pos, bytes(data[p + 4:p + 4 + n]).decode("utf-8", "replace"))
 
-    def _start_encryption(self, h, pos, data, p, end):
+    def _start_encryption(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         if not self.from_stream:
             raise EncryptedBinlogError("START_ENCRYPTION event: the rest of this binlog is encrypted")
         return StartEncryptionEvent(h, pos, data[p], U32(data, p + 1)[0], bytes(data[p + 5:p + 17]))
 
     # ------------------------------------------------------------------ tables and rows
-    def _table_map(self, h, pos, data, p, end):
+    def _table_map(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         id_len = 4 if self._post(C.TABLE_MAP_EVENT) == 6 else 6
         tm = parse_table_map(data, p, end, id_len, schemas=self.schemas, flavor=self.flavor)
         old = self.table_maps.get(tm.table_id)
@@ -546,7 +547,7 @@ class EventDecoder:
             self._excluded.discard(tm.table_id)
         return TableMapEvent(h, pos, tm)
 
-    def _image_decoder(self, tm: TableMap, present: int, partial: bool = False):
+    def _image_decoder(self, tm: TableMap, present: int, partial: bool = False) -> Callable[..., Any]:
         key = (tm.table_id, present, partial)
         fn = self._row_decoders.get(key)
         if fn is None:
@@ -554,7 +555,7 @@ class EventDecoder:
             self._row_decoders[key] = fn
         return fn
 
-    def _rows_decoder(self, tm: TableMap, present: int, present_after: Optional[int]):
+    def _rows_decoder(self, tm: TableMap, present: int, present_after: Optional[int]) -> Callable[..., Any]:
         key = (tm.table_id, "rows", present, present_after)
         fn = self._row_decoders.get(key)
         if fn is None:
@@ -562,7 +563,7 @@ class EventDecoder:
             self._row_decoders[key] = fn
         return fn
 
-    def _rows(self, h, pos, data, p, end):
+    def _rows(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         kind, version, compressed = C.ROWS_EVENT_TYPES[h.type_code]
         post_len = self._post(h.type_code)
         id_len = 4 if post_len == 6 else 6
@@ -617,13 +618,15 @@ class EventDecoder:
         rows = self._decode_rows(tm, kind, data, p, end, present, present_after, partial)
         return RowsEvent(h, pos, kind, table_id, tm, flags, rows, extra, False, version, compressed, partial)
 
-    def _decode_rows(self, tm, kind, data, p, end, present, present_after, partial):
+    def _decode_rows(self, tm: TableMap, kind: str, data: bytes, p: int, end: int, present: int,
+                     present_after: int, partial: bool) -> tuple[Any, ...]:
         try:
             return self._decode_rows_unchecked(tm, kind, data, p, end, present, present_after, partial)
         except (CorruptEventError, *_STRUCT_ERRORS) as exc:
             raise row_data_error(tm, self.flavor, exc) from None
 
-    def _decode_rows_unchecked(self, tm, kind, data, p, end, present, present_after, partial):
+    def _decode_rows_unchecked(self, tm: TableMap, kind: str, data: bytes, p: int, end: int, present: int,
+                               present_after: int, partial: bool) -> tuple[Any, ...]:
         if kind != "update":
             rows, p = self._rows_decoder(tm, present, None)(data, p, end)
         elif not partial:
@@ -651,7 +654,7 @@ class EventDecoder:
         return tuple(rows)
 
     @staticmethod
-    def _apply_partial_json(before: tuple, after: tuple) -> tuple:
+    def _apply_partial_json(before: tuple[Any, ...], after: tuple[Any, ...]) -> tuple[Any, ...]:
         from .json_diff import apply_json_diffs
         out = list(after)
         for i, value in enumerate(after):
@@ -662,7 +665,7 @@ class EventDecoder:
         return tuple(out)
 
     # ------------------------------------------------------------------ compressed transactions
-    def _transaction_payload(self, h, pos, data, p, end):
+    def _transaction_payload(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         fields = self._tlv_fields(data, p, end)
         if 0 not in fields:
             raise ValueError("TRANSACTION_PAYLOAD header has no end mark")

@@ -10,14 +10,14 @@ from __future__ import annotations
 import struct
 from datetime import date as _date, datetime as _datetime, timedelta as _timedelta
 from decimal import MAX_PREC, Context, Decimal
-from typing import Callable
+from typing import Any, Callable, Optional, cast
 
 from . import constants as C
 from . import values as V
 from .charsets import decode_text as _charset_decode_text
 from ._bytes import F32, F64, I16, I32, I64, U16, U32, U64
 from .errors import CorruptEventError, UnsupportedColumnTypeError
-from .events import ABSENT, Column, JsonDiffs
+from .events import ABSENT, Column, JsonDiffs, TableMap
 
 _INT_READERS = {
     (C.MYSQL_TYPE_SHORT, False): ("I16", 2), (C.MYSQL_TYPE_SHORT, True): ("U16", 2),
@@ -30,15 +30,15 @@ _LEN_READERS = {1: "buf[p]", 2: "U16(buf, p)[0]", 3: "int.from_bytes(buf[p:p + 3
                 4: "U32(buf, p)[0]"}
 
 
-def _set_text(mask: int, labels: tuple) -> str:
+def _set_text(mask: int, labels: tuple[str, ...]) -> str:
     return ",".join(label for i, label in enumerate(labels) if mask >> i & 1)
 
 
-def _vector(data: bytes) -> tuple:
+def _vector(data: bytes) -> tuple[float, ...]:
     return struct.unpack("<%df" % (len(data) // 4), data[: len(data) // 4 * 4])
 
 
-def _decode_text(data: bytes, codec: str):
+def _decode_text(data: bytes, codec: str) -> str | bytes:
     # charsets.decode_text applies the server's table where it differs from Python's codec
     # (latin1 0x81/0x8D/0x8F/0x90/0x9D, ...); bytes when the value is not valid text.
     try:
@@ -47,20 +47,21 @@ def _decode_text(data: bytes, codec: str):
         return data
 
 
-def _json_value(data: bytes):
+def _json_value(data: bytes) -> Any:
     from .json_binary import decode_json_binary
     return decode_json_binary(data)
 
 
-def _json_diffs(data: bytes):
+def _json_diffs(data: bytes) -> JsonDiffs:
     from .json_diff import parse_json_diffs
     return JsonDiffs(tuple(parse_json_diffs(data)))
 
 
 _MISSING = object()
 
-_GLOBALS = {
-    "ABSENT": ABSENT, "MISSING": _MISSING, "DAY_MICROS": None, "DATE_DAYS": None, "I16": I16, "U16": U16, "I32": I32, "U32": U32, "I64": I64, "U64": U64,
+_GLOBALS: dict[str, Any] = {
+    "ABSENT": ABSENT, "MISSING": _MISSING, "DAY_MICROS": None, "DATE_DAYS": None,
+    "I16": I16, "U16": U16, "I32": I32, "U32": U32, "I64": I64, "U64": U64,
     "F32": F32, "F64": F64, "decode_decimal": V.decode_decimal, "decode_date": V.decode_date,
     "decode_datetime2": V.decode_datetime2, "decode_timestamp2": V.decode_timestamp2,
     "decode_time2": V.decode_time2, "decode_time_v1": V.decode_time_v1,
@@ -76,7 +77,7 @@ _GLOBALS = {
 }
 
 
-def _text_lines(col: Column, v: str, consts: dict, numeric: bool = False) -> list[str]:
+def _text_lines(col: Column, v: str, consts: dict[str, Any], numeric: bool = False) -> list[str]:
     """Turn raw bytes in ``s`` into the column value (numeric form: UTF-8 text stays bytes)."""
     if col.text is False or col.codec is None or (numeric and col.codec == "utf-8"):
         return [f"{v} = s"]
@@ -101,7 +102,7 @@ def _read_be(size: int) -> str:
     return f"int.from_bytes(buf[p:p + {size}], 'big')"
 
 
-def _decimal_lines(v: str, precision: int, scale: int, consts: dict,
+def _decimal_lines(v: str, precision: int, scale: int, consts: dict[str, Any],
                    numeric: bool = False) -> list[str]:
     call = f"{v}, p = decode_decimal(buf, p, {precision}, {scale})"
     if not (1 <= precision <= 18 and 0 <= scale <= precision):
@@ -207,30 +208,28 @@ def _datetime2_lines(v: str, fsp: int, numeric: bool = False) -> list[str]:
             f"    {v}, p = {fallback}"]
 
 
-def _day_micros(key: int):
+def _day_micros(key: int) -> Optional[int]:
     """Microseconds from 1970-01-01 to the day packed as DATETIME2 packs it
     ((year * 13 + month) << 5 | day), or None for a day ``datetime`` rejects."""
     ym = key >> 5
     try:
-        days = _date(ym // 13, ym % 13, key & 31).toordinal() - _EPOCH_ORDINAL
+        days: Optional[int] = (_date(ym // 13, ym % 13, key & 31).toordinal() - _EPOCH_ORDINAL) * 86_400_000_000
     except ValueError:
         days = None
-    else:
-        days *= 86_400_000_000
     return _remember(_DAY_MICROS, key, days)
 
 
-def _date_days(packed: int):
+def _date_days(packed: int) -> Optional[int]:
     """Days from 1970-01-01 to a DATE packed as the binlog packs it (day, month, year in
     5, 4 and 15 bits), or None for a date ``date`` rejects."""
     try:
-        days = _date(packed >> 9, (packed >> 5) & 15, packed & 31).toordinal() - _EPOCH_ORDINAL
+        days: Optional[int] = _date(packed >> 9, (packed >> 5) & 15, packed & 31).toordinal() - _EPOCH_ORDINAL
     except ValueError:
         days = None
     return _remember(_DATE_DAYS, packed, days)
 
 
-def _remember(cache: dict, key: int, value):
+def _remember(cache: dict[int, Optional[int]], key: int, value: Optional[int]) -> Optional[int]:
     """Store ``value`` in one of the day caches, which are emptied past 100,000 entries."""
     if len(cache) > 100_000:
         cache.clear()
@@ -239,8 +238,8 @@ def _remember(cache: dict, key: int, value):
 
 
 _EPOCH_ORDINAL = _date(1970, 1, 1).toordinal()
-_DAY_MICROS: dict = {}
-_DATE_DAYS: dict = {}
+_DAY_MICROS: dict[int, Optional[int]] = {}
+_DATE_DAYS: dict[int, Optional[int]] = {}
 
 
 def _date_numeric_lines(v: str) -> list[str]:
@@ -274,7 +273,7 @@ def _timestamp2_lines(v: str, fsp: int, numeric: bool = False) -> list[str]:
             f"    {v}, p = {fallback}"]
 
 
-def _value_lines(col: Column, v: str, consts: dict, partial_bit: int | None,
+def _value_lines(col: Column, v: str, consts: dict[str, Any], partial_bit: int | None,
                  numeric: bool = False) -> list[str]:
     t, meta = col.type, col.meta
     if col.hires_fsp:
@@ -357,8 +356,8 @@ def _value_lines(col: Column, v: str, consts: dict, partial_bit: int | None,
         f"column {col.name} has type {col.type_name} ({t}), which row events cannot be decoded for")
 
 
-def _image_lines(columns: tuple, present: int, partial_json: bool, prefix: str,
-                 consts: dict, numeric: bool = False) -> tuple[list[str], str]:
+def _image_lines(columns: tuple[Column, ...], present: int, partial_json: bool, prefix: str,
+                 consts: dict[str, Any], numeric: bool = False) -> tuple[list[str], str]:
     """Statements that decode one row image at ``p`` (values in ``<prefix><column index>``),
     and the expression of its values tuple."""
     n_present = bin(present).count("1")
@@ -405,24 +404,25 @@ def _image_lines(columns: tuple, present: int, partial_json: bool, prefix: str,
     return lines, f"({', '.join(out)}{',' if len(out) == 1 else ''})"
 
 
-def _compile(lines: list[str], consts: dict, name: str) -> Callable:
+def _compile(lines: list[str], consts: dict[str, Any], name: str) -> Callable[..., Any]:
     source = "\n".join(lines)
     namespace = dict(_GLOBALS)
     namespace.update(consts)
     exec(compile(source, "<row decoder>", "exec"), namespace)
     fn = namespace[name]
     fn.source = source  # kept for debugging
-    return fn
+    return cast("Callable[..., Any]", fn)
 
 
-def compile_image_decoder(columns: tuple, present: int, *, partial_json: bool = False) -> Callable:
+def compile_image_decoder(columns: tuple[Column, ...], present: int, *,
+                          partial_json: bool = False) -> Callable[..., Any]:
     """Build ``decode(buf, p[, pj]) -> (values_tuple, new_p)`` for one row image.
 
     ``present`` is the columns-present bitmap as an int (bit i = column i). ``pj`` is the
     partial-JSON bitmap of a PARTIAL_UPDATE_ROWS after image: one bit per JSON column of the
     table, in column order.
     """
-    consts: dict = {}
+    consts: dict[str, Any] = {}
     body, row = _image_lines(columns, present, partial_json, "v", consts)
     args = "buf, p, pj" if partial_json else "buf, p"
     lines = [f"def decode({args}):", "    blen = len(buf)"]
@@ -431,15 +431,15 @@ def compile_image_decoder(columns: tuple, present: int, *, partial_json: bool = 
     return _compile(lines, consts, "decode")
 
 
-def compile_rows_decoder(columns: tuple, present: int,
-                         present_after: int | None = None) -> Callable:
+def compile_rows_decoder(columns: tuple[Column, ...], present: int,
+                         present_after: int | None = None) -> Callable[..., Any]:
     """Build ``decode_rows(buf, p, end) -> (rows_list, new_p)`` for the rows of one event.
 
     It decodes row images from ``p`` while ``p < end``: one values tuple per row, or with
     ``present_after`` (UPDATE_ROWS) a ``(before, after)`` pair of them. Same values as
     :func:`compile_image_decoder`, without a function call per image.
     """
-    consts: dict = {}
+    consts: dict[str, Any] = {}
     body, row = _image_lines(columns, present, False, "v" if present_after is None else "b", consts)
     if present_after is not None:
         after, after_row = _image_lines(columns, present_after, False, "a", consts)
@@ -452,8 +452,8 @@ def compile_rows_decoder(columns: tuple, present: int,
     return _compile(lines, consts, "decode_rows")
 
 
-def compile_columns_decoder(columns: tuple, present: int,
-                            present_after: int | None = None) -> Callable:
+def compile_columns_decoder(columns: tuple[Column, ...], present: int,
+                            present_after: int | None = None) -> Callable[..., Any]:
     """Build ``decode_columns(buf, p, end, before, after) -> (row_count, new_p)``.
 
     It decodes the rows of one event like :func:`compile_rows_decoder`, but appends each value
@@ -470,7 +470,7 @@ def compile_columns_decoder(columns: tuple, present: int,
     where the bytes hold a valid value. Every other value (other types, zero or invalid dates,
     legacy temporal formats) is what the row decoders return, so a column may mix both forms.
     """
-    consts: dict = {}
+    consts: dict[str, Any] = {}
     body, _ = _image_lines(columns, present, False, "b", consts, numeric=True)
     sinks = [f"b{c.index}" for c in columns if (present >> c.index) & 1]
     body += [f"{s}_append({s})" for s in sinks]
@@ -491,7 +491,7 @@ def compile_columns_decoder(columns: tuple, present: int,
     return _compile(lines, consts, "decode_columns")
 
 
-def rows_end_mismatch(tm, p: int, end: int) -> str:
+def rows_end_mismatch(tm: TableMap, p: int, end: int) -> str:
     return (f"row data of {tm.qualified_name} ends at {p} but the event ends at {end}: the "
             f"event does not match its TABLE_MAP")
 
@@ -501,7 +501,7 @@ DECODE_ERRORS = (IndexError, struct.error, ValueError, UnicodeDecodeError, Overf
                  KeyError, TypeError)
 
 
-def row_data_error(tm, flavor, exc: Exception) -> CorruptEventError:
+def row_data_error(tm: TableMap, flavor: Optional[str], exc: Exception) -> CorruptEventError:
     """The error for row data that cannot be decoded with the table's TABLE_MAP."""
     legacy = [c.name for c in tm.columns if c.type in (7, 11, 12) and not c.hires_fsp]
     if flavor == "mariadb" and legacy:
@@ -529,15 +529,17 @@ class DeferredRows:
     __slots__ = ("table_map", "data", "start", "end", "present", "present_after", "flavor",
                  "source", "pos", "_decode")
 
-    def __init__(self, table_map, data: bytes, start: int, end: int, present: int,
-                 present_after, flavor, source, pos: int, decode: Callable) -> None:
+    def __init__(self, table_map: TableMap, data: bytes, start: int, end: int, present: int,
+                 present_after: Optional[int], flavor: Optional[str], source: Optional[str], pos: int,
+                 decode: Callable[..., tuple[int, int]]) -> None:
         self.table_map, self.data, self.start, self.end = table_map, data, start, end
         self.present, self.present_after = present, present_after
         self.flavor, self.source, self.pos, self._decode = flavor, source, pos, decode
 
     @classmethod
-    def rebuild(cls, table_map, data: bytes, start: int, end: int, present: int, present_after,
-                flavor, source, pos: int, cache: dict) -> "DeferredRows":
+    def rebuild(cls, table_map: TableMap, data: bytes, start: int, end: int, present: int,
+                present_after: Optional[int], flavor: Optional[str], source: Optional[str], pos: int,
+                cache: dict[Any, Any]) -> "DeferredRows":
         """Deferred rows with the column decoder from ``cache`` (keyed by table map)."""
         key = (id(table_map), present, present_after)
         hit = cache.get(key)
@@ -546,7 +548,7 @@ class DeferredRows:
                                                                    present_after))
         return cls(table_map, data, start, end, present, present_after, flavor, source, pos, hit[1])
 
-    def decode_into(self, before: list, after=None) -> int:
+    def decode_into(self, before: list[list[Any]], after: Optional[list[list[Any]]] = None) -> int:
         try:
             n, p = self._decode(self.data, self.start, self.end, before, after)
             if p != self.end:

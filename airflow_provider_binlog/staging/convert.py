@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import MAX_PREC, Context, Decimal
-from typing import Callable, Optional
+from typing import Any, Callable, NoReturn, Optional
 
 import pyarrow as pa
 
@@ -42,7 +42,7 @@ class Counters:
         self.replaced_text = 0
 
 
-def _types(*types: type) -> frozenset:
+def _types(*types: type) -> frozenset[type]:
     return frozenset((_NONE,) + types)
 
 
@@ -60,13 +60,13 @@ class ColumnStager:
         self.column = column
         self.arrow = arrow_type_for(column)
         self.storage: pa.DataType = self.arrow
-        self.finish: Optional[Callable] = None
-        self.numeric: frozenset = frozenset()
-        self.python: frozenset = frozenset()
-        self.convert: Callable = _refuse(column)
+        self.finish: Optional[Callable[[Any], Any]] = None
+        self.numeric: frozenset[type] = frozenset()
+        self.python: frozenset[type] = frozenset()
+        self.convert: Callable[[Any], Any] = _refuse(column)
         _configure(self, column, counters)
 
-    def array(self, values: list) -> pa.Array:
+    def array(self, values: list[Any]) -> pa.Array:
         types = set(map(type, values))
         if types <= self.numeric:
             try:
@@ -85,14 +85,14 @@ class ColumnStager:
         return array if self.finish is None else self.finish(array)
 
 
-def _refuse(column: Column) -> Callable:
-    def convert(v):
+def _refuse(column: Column) -> Callable[[Any], Any]:
+    def convert(v: Any) -> NoReturn:
         raise StagingValueError(f"column {column.name} ({column.type_name}): cannot stage a "
                                 f"{type(v).__name__} value")
     return convert
 
 
-def _view(arrow: pa.DataType) -> Callable:
+def _view(arrow: pa.DataType) -> Callable[[Any], Any]:
     return lambda array: array.view(arrow)
 
 
@@ -100,7 +100,7 @@ def _configure(s: ColumnStager, col: Column, counters: Counters) -> None:
     t = col.type
     arrow = s.arrow
 
-    def invalid_temporal(_v):
+    def invalid_temporal(_v: Any) -> None:
         counters.invalid_temporals += 1
         return None
 
@@ -130,7 +130,7 @@ def _configure(s: ColumnStager, col: Column, counters: Counters) -> None:
         s.storage, s.finish = pa.int32(), _view(arrow)
         s.numeric, s.python = _types(int), _types(dt.date)
 
-        def date_days(v):
+        def date_days(v: Any) -> Optional[int]:
             if isinstance(v, int):  # numeric form, in a column that also holds other values
                 return v
             if isinstance(v, dt.date):
@@ -142,7 +142,7 @@ def _configure(s: ColumnStager, col: Column, counters: Counters) -> None:
         s.storage, s.finish = pa.int64(), _view(arrow)
         s.numeric, s.python = _types(int), _types(dt.datetime)
 
-        def micros(v):
+        def micros(v: Any) -> Optional[int]:
             if isinstance(v, int):  # numeric form, in a column that also holds other values
                 return v
             if isinstance(v, dt.datetime):
@@ -166,7 +166,7 @@ def _configure(s: ColumnStager, col: Column, counters: Counters) -> None:
     elif t == C.MYSQL_TYPE_JSON:
         from ..codec.json_text import to_mysql_json_text
 
-        def json_text(v):  # every value: a JSON string scalar is text too, quoted
+        def json_text(v: Any) -> Any:  # every value: a JSON string scalar is text too, quoted
             if isinstance(v, JsonDiffs):
                 raise StagingValueError(
                     f"column {col.name}: a partial JSON update cannot be applied because the "
@@ -182,7 +182,7 @@ def _configure(s: ColumnStager, col: Column, counters: Counters) -> None:
         render = TEXT_FORMS[col.data_type]
         s.python = _types(str)
 
-        def fixed_text(v):
+        def fixed_text(v: Any) -> str:
             if isinstance(v, str):
                 return v
             try:
@@ -199,7 +199,7 @@ def _configure(s: ColumnStager, col: Column, counters: Counters) -> None:
         s.storage, s.finish = pa.binary(), (lambda a: a.cast(pa.string()))
         s.numeric, s.python = _types(bytes), _types(str)
 
-        def text(v):
+        def text(v: object) -> bytes:
             if isinstance(v, (bytes, bytearray)):
                 try:
                     v = bytes(v).decode("utf-8")

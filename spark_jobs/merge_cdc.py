@@ -76,7 +76,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.storagelevel import StorageLevel
 
-from airflow_provider_binlog.checkpoint import (ABSENT, Checkpoint, CheckpointLockedError, CheckpointStore, open_checkpoint_store)
+from airflow_provider_binlog.checkpoint import (ABSENT, Checkpoint, CheckpointLockedError, CheckpointStore,
+                                                open_checkpoint_store)
 from airflow_provider_binlog.merge.batches import Batch, binlog_point as _position, \
     checkpoint_text as _checkpoint_text, compare_checkpoints, plan_batches
 from airflow_provider_binlog.merge.ddl_plan import column_defaults as _column_defaults, \
@@ -580,7 +581,8 @@ def _collapse_chains(spark: SparkSession, flat: DataFrame, events: DataFrame, n_
 
     with_keys = fold.join(key_cols, fold["_ko"] == key_cols["_ro"]) \
         .select("_fid", "_op", "_oo", "_oside", "_src", *[pick("_kside", j).alias(f"k{j}") for j in range(n_keys)])
-    origin_cols = key_cols.select(F.col("_ro").alias("_ro2"), *[F.col(f"kb{j}").alias(f"okb{j}") for j in range(n_keys)],
+    origin_cols = key_cols.select(F.col("_ro").alias("_ro2"),
+                                  *[F.col(f"kb{j}").alias(f"okb{j}") for j in range(n_keys)],
                                   *[F.col(f"ka{j}").alias(f"oka{j}") for j in range(n_keys)])
     with_origin = with_keys.join(origin_cols, with_keys["_oo"] == origin_cols["_ro2"], "left").select(
         *with_keys.columns,

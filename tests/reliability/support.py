@@ -64,7 +64,8 @@ def _item(rng: random.Random, key: int) -> tuple:
     return (key, f"n{rng.randint(0, 999)}é", Decimal(rng.randint(-99999999, 99999999)) / 100,
             rng.randint(-2**63, 2**63 - 1), dt.datetime(2024, 1, 1) + dt.timedelta(
                 seconds=rng.randint(0, 10**8), microseconds=rng.randint(0, 999999)),
-            rng.choice([None, "", "x" * rng.randint(1, 300)]), bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 64))))
+            rng.choice([None, "", "x" * rng.randint(1, 300)]),
+            bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 64))))
 
 
 def workload(server, db: str, rng: random.Random, transactions: int, *, tables=("items", "pairs", "events"),
@@ -229,7 +230,6 @@ def iceberg_state(spark, namespace: str, db: str, tables: Iterable[str] = TABLES
         fields = [f.name for f in df.schema.fields]
         rows = [r.asDict() for r in df.collect()]
         if "_op" in fields:  # change log
-            cols = [f for f in fields if not f.startswith("_")]
             ordered = sorted(rows, key=lambda r: (r["_binlog_seq"], r["_binlog_pos"], r["_row"]))
             keys = [(r["_binlog_seq"], r["_binlog_pos"], r["_row"]) for r in ordered]
             assert len(keys) == len(set(keys)), f"{name}: a change is applied twice"

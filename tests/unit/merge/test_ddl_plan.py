@@ -65,6 +65,7 @@ def test_a_batch_that_goes_on_after_a_move_is_refused(tmp_path):
     move = {"op": "move", "from": ["s", "a"], "to": ["s", "b"]}
     ok = batch(manifest(tmp_path, 4, 900, ddl=[ddl(800, move)]))
     assert [op["op"] for _, _, op in moves(ok)] == ["move"]
-    later = batch(manifest(tmp_path / "l", 4, 900, ddl=[ddl(500, move), ddl(800, {"op": "reset", "table": ["s", "c"]})]))
+    later = batch(manifest(tmp_path / "l", 4, 900,
+                           ddl=[ddl(500, move), ddl(800, {"op": "reset", "table": ["s", "c"]})]))
     with pytest.raises(MergeJobError, match="goes on after a rename between captured tables"):
         moves(later)

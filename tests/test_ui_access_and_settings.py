@@ -189,10 +189,6 @@ def teams(simple_auth, monkeypatch):
         SimpleAuthManagerUser(username=name, role="OP", teams=[team]))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cdc_view.visible_status asks is_authorized_connection with ConnectionDetails(conn_id=...) "
-    "only, without the connection's team_name, so in multi-team mode an auth manager cannot "
-    "tell the teams' connections apart and every team sees every source"))
 def test_in_multi_team_mode_each_team_sees_only_the_sources_of_its_connections(teams, client):
     for user, team, own, other in (("alice", "team_a", "shop_db", "crm_db"), ("bob", "team_b", "crm_db", "shop_db")):
         data = client.get("/status.json", headers={"Authorization": f"Bearer {teams(user, team)}"})

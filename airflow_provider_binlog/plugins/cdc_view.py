@@ -108,6 +108,21 @@ def _auth_manager():
     return get_auth_manager()
 
 
+def _connection_teams(conn_ids: list) -> dict:
+    """The team of each connection, in Airflow's multi-team mode (as its own API looks them
+    up); empty otherwise, or when the metadata database cannot say."""
+    from airflow.configuration import conf
+
+    if not conn_ids or not conf.getboolean("core", "multi_team", fallback=False):
+        return {}
+    from airflow.models.connection import Connection
+
+    try:
+        return Connection.get_conn_id_to_team_name_mapping(list(conn_ids))
+    except Exception:  # no metadata database: connections from the environment have no team
+        return {}
+
+
 def visible_status(data: dict, user: Any) -> dict:
     """``data`` with only the sources whose connection ``user`` may read; 403 when the user
     may read no connection at all."""
@@ -118,9 +133,10 @@ def visible_status(data: dict, user: Any) -> dict:
     manager = _auth_manager()
     if not manager.is_authorized_connection(method="GET", user=user):
         raise HTTPException(403, "Forbidden: the Binlog CDC view needs read access to connections")
+    teams = _connection_teams([s.get("conn_id") for s in data.get("sources", []) if s.get("conn_id")])
     sources = [s for s in data.get("sources", [])
-               if manager.is_authorized_connection(method="GET", user=user,
-                                                   details=ConnectionDetails(conn_id=s.get("conn_id")))]
+               if manager.is_authorized_connection(method="GET", user=user, details=ConnectionDetails(
+                   conn_id=s.get("conn_id"), team_name=teams.get(s.get("conn_id"))))]
     hidden = len(data.get("sources", [])) - len(sources)
     out = {**data, "sources": sources}
     if hidden:

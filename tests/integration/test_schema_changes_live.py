@@ -365,3 +365,76 @@ def test_create_table_select_is_followed_from_the_columns_the_server_logs(mariad
     history = load_manifest(result["manifest"]).data["schema_history"]
     (copy,) = [t for t in history["tables"] if t["name"] == "copy"]
     assert [c["name"] for c in copy["columns"]] == ["extra", "id", "v"]
+
+
+ALL_TYPES = (
+    "id INT PRIMARY KEY, ti TINYINT, su SMALLINT UNSIGNED, mi MEDIUMINT, iu INT UNSIGNED, bi BIGINT, "
+    "bu BIGINT UNSIGNED, f FLOAT, d DOUBLE, de DECIMAL(20,6), da DATE, dt DATETIME(6), tm TIME(2), y YEAR, "
+    "c CHAR(4), vc VARCHAR(30), bn BINARY(3), vb VARBINARY(10), tx TEXT, bl BLOB, e ENUM('a','b','c'), "
+    "st SET('x','y','z'), bt BIT(10), b64 BIT(64), j JSON, u UUID, ip INET6")
+
+
+def _all_types_row(i: int) -> tuple:
+    import datetime as dt
+    from decimal import Decimal
+    return (i, -i, 65535 - i, -8388608 + i, 4294967295 - i, -(2 ** 63) + i, 2 ** 64 - 1 - i, 1.25 * i, 2.5e300 / (i + 1),
+            Decimal("-99999999999999.999999") + i, dt.date(1000, 1, 1) + dt.timedelta(days=i),
+            dt.datetime(9999, 12, 31, 23, 59, 59, 999999) - dt.timedelta(days=i), dt.timedelta(hours=-838 + i),
+            1901 + i, f"c{i}", f"vé{i}", bytes([i, 0, 255]), bytes([0, i]), "tëxt" * i, bytes(range(i)),
+            "abc"[i % 3], "x,z" if i % 2 else "y", i * 3, 2 ** 63 + i, '{"k": [1, "two"]}',
+            f"123e4567-e89b-12d3-a456-4266554400{i:02d}", f"::ffff:1.2.3.{i}")
+
+
+def _normalize(value):
+    import datetime as dt
+    from decimal import Decimal
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    if isinstance(value, dt.timedelta):
+        return round(value.total_seconds() * 1_000_000)
+    if isinstance(value, Decimal) and value == value.to_integral_value() and value.as_tuple().exponent == 0:
+        return int(value)
+    if isinstance(value, set):
+        return ",".join(sorted(value))
+    return value
+
+
+def test_every_type_survives_alters_under_each_binlog_configuration(server, spark, monkeypatch, tmp_path):
+    db = _db(server)
+    server.execute(f"CREATE TABLE {db}.a ({ALL_TYPES})")
+    insert = f"INSERT INTO {db}.a VALUES ({', '.join(['%s'] * len(_all_types_row(1)))})"
+    for i in (1, 2, 3):
+        server.execute(insert, _all_types_row(i))
+    load = Load(server, spark, monkeypatch, tmp_path, db, ["a"])
+    load.snapshot()
+
+    def check():
+        columns = [r[0] for r in server.query(f"SHOW COLUMNS FROM `{db}`.a")]
+        bits = {r[0] for r in server.query(f"SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE "
+                                           f"TABLE_SCHEMA = '{db}' AND DATA_TYPE = 'bit'")}
+        select = ", ".join(f"CAST(`{c}` AS UNSIGNED)" if c in bits else f"`{c}`" for c in columns)
+        source = [tuple(_normalize(v) for v in r) for r in server.query(f"SELECT {select} FROM `{db}`.a ORDER BY id")]
+        name = f"lake.{load.namespace}.{iceberg_table_name(db, 'a')}"
+        spark.sql(f"REFRESH TABLE {name}")
+        table = spark.table(name)
+        assert table.columns == columns
+        got = [tuple(_normalize(v) for v in r) for r in table.orderBy("id").collect()]
+        for want_row, got_row in zip(source, got):
+            assert dict(zip(columns, got_row)) == dict(zip(columns, want_row))
+        assert len(got) == len(source)
+
+    check()
+    server.execute(insert, _all_types_row(4))
+    server.execute(f"UPDATE {db}.a SET tx = 'changed', bl = NULL, st = 'x,y,z', ip = '::1' WHERE id = 2")
+    server.execute(f"ALTER TABLE {db}.a ADD COLUMN added DECIMAL(5,2) NOT NULL DEFAULT 1.50 AFTER ti, DROP COLUMN f")
+    server.execute(f"UPDATE {db}.a SET added = 9.99, e = 'c' WHERE id = 3")
+    server.execute(f"DELETE FROM {db}.a WHERE id = 1")
+    load.round()
+    check()
+    server.execute(f"ALTER TABLE {db}.a MODIFY COLUMN mi INT, ADD COLUMN note VARCHAR(10) DEFAULT 'n'")
+    load.round()
+    check()
+    server.execute(f"INSERT INTO {db}.a (id, ti, added, vc, note) VALUES (9, 1, 2.25, 'only a few', 'x')")
+    server.execute(f"UPDATE {db}.a SET mi = 2147483647 WHERE id = 4")
+    load.round()
+    check()

@@ -502,11 +502,13 @@ def _fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
-SUPPORTED_STORE_SCHEMES = ("file",)
+SUPPORTED_STORE_SCHEMES = ("file", "postgresql", "sqlite")
 
 
 def open_checkpoint_store(uri: str | os.PathLike[str], **options: Any) -> CheckpointStore:
-    """Open a store from a plain path or a ``file://`` URI; ``options`` go to
+    """Open a store from a plain path or a ``file://`` URI (files, the default), or from a
+    SQLAlchemy URL, ``postgresql[+driver]://...`` or ``sqlite:///path`` (a
+    :class:`~airflow_provider_binlog.checkpoint_sql.SqlCheckpointStore`); ``options`` go to
     the store's constructor (e.g. ``history_limit``)."""
     text = os.fspath(uri)
     if not text:
@@ -515,8 +517,12 @@ def open_checkpoint_store(uri: str | os.PathLike[str], **options: Any) -> Checkp
     if m is None:
         return FileCheckpointStore(text, **options)
     scheme = m.group(1).lower()
+    if scheme.split("+", 1)[0] in ("postgresql", "sqlite"):
+        from airflow_provider_binlog.checkpoint_sql import SqlCheckpointStore
+
+        return SqlCheckpointStore(text, **options)
     if scheme != "file":
-        raise ValueError(f"unsupported checkpoint store scheme {scheme!r} in {text!r}; supported: "
+        raise ValueError(f"unsupported checkpoint store scheme {scheme!r}; supported: "
                          f"a plain directory path or {', '.join(s + '://' for s in SUPPORTED_STORE_SCHEMES)}")
     parts = urlsplit(text)
     if parts.netloc not in ("", "localhost"):

@@ -2,7 +2,11 @@
 through the backfill DAG, three rounds of random changes each loaded by a run of the
 incremental DAG, then Iceberg equals MariaDB (every row and column; the table without a
 primary key through its change log), the asset events carry the counts, and reruns change
-nothing.
+nothing. Schema changes run inside a round's batch (columns added with defaults, the
+same-type drop and add, a widening), alone between two runs (an added column, a column
+rename), and as an online schema change cut-over (a shadow swapped in by RENAME). All of it
+under two server configurations: FULL row metadata, and the MINIMAL row metadata and row
+image defaults with compressed events and no checksums.
 
 Airflow runs on an SQLite metadata database in the test session's private AIRFLOW_HOME
 (``airflow db migrate`` once); the DAG file, made with the factory, sits in its dags folder.
@@ -27,16 +31,17 @@ import pytest
 pytest.importorskip("airflow")
 
 from airflow_provider_binlog.checkpoint import Checkpoint, FileCheckpointStore  # noqa: E402
-from airflow_provider_binlog.quickstart import asset_events, run_results, task_states  # noqa: E402
+from airflow_provider_binlog.local.quickstart import asset_events, run_results, task_states  # noqa: E402
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
+from tests.all_types import ALL_TYPES, ALL_TYPES_COLUMNS, all_types_row, normalize  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 SOURCE_ID = "e2e"
 CONN_ID = "binlog_e2e"
 NAMESPACE = "e2e_cdc"
-KEYED = {"customers": ("id",), "order_lines": ("order_id", "line_no")}
-TABLES = ["shop.customers", "shop.order_lines", "shop.events"]
+KEYED = {"customers": ("id",), "order_lines": ("order_id", "line_no"), "all_types": ("id",)}
+TABLES = ["shop.customers", "shop.order_lines", "shop.events", "shop.all_types"]
 SCHEMA = (
     "CREATE DATABASE shop",
     "CREATE TABLE shop.customers (id INT PRIMARY KEY, name VARCHAR(60) NOT NULL, email VARCHAR(100), "
@@ -48,6 +53,8 @@ SCHEMA = (
     # no primary key: an append-only change log in Iceberg
     "CREATE TABLE shop.events (kind VARCHAR(20) NOT NULL, ref INT, payload VARCHAR(100), at DATETIME(6) NOT NULL) "
     "DEFAULT CHARSET=utf8mb4",
+    # every column type, near each type's limits
+    f"CREATE TABLE shop.all_types ({ALL_TYPES}) DEFAULT CHARSET=utf8mb4",
 )
 
 
@@ -67,10 +74,21 @@ def dags_folder() -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def server(mariadb_factory):
+#: The binlog settings the load runs under: the tool's recommended ones, and a server's
+#: defaults of the other kind (no column names, minimal row images) with compressed events
+#: and no checksums.
+SERVER_CONFIGS = {
+    "full-metadata": {"binlog_row_metadata": "FULL"},
+    "minimal-metadata-minimal-image-compressed": {
+        "binlog_row_metadata": "MINIMAL", "binlog_row_image": "MINIMAL", "binlog_checksum": "NONE",
+        "log_bin_compress": "ON", "log_bin_compress_min_len": "10"},
+}
+
+
+@pytest.fixture(scope="module", params=sorted(SERVER_CONFIGS))
+def server(request, mariadb_factory):
     """A server of its own (nothing else writes to its binlog)."""
-    srv = mariadb_factory(binlog_row_metadata="FULL", max_allowed_packet="33554432")
+    srv = mariadb_factory(max_allowed_packet="33554432", **SERVER_CONFIGS[request.param])
     for statement in SCHEMA:
         srv.execute(statement)
     create_user(srv)
@@ -115,6 +133,8 @@ class Workload:
         self.server = server
         self.rng = random.Random(seed)
         self.next_id = 0
+        self.note = "note"  # the column's name (a test renames it)
+        self.all_types_ids = iter(range(1, 100))
 
     def keys(self, table: str) -> list[tuple]:
         return self.server.query(f"SELECT {', '.join(KEYED[table])} FROM shop.{table}")
@@ -130,12 +150,14 @@ class Workload:
                 rng.choice(["bronze", "silver", "gold"]), Decimal(rng.randint(-10**6, 10**6)) / 100,
                 None if rng.random() < 0.1 else dt.datetime(2024, 1, 1) + dt.timedelta(
                     seconds=rng.randint(0, 10**7), microseconds=rng.randint(0, 999_999)),
-                None if rng.random() < 0.2 else json.dumps({"n": rng.randint(0, 99), "tags": ["a", "b"][:rng.randint(0, 2)]}),
+                None if rng.random() < 0.2 else json.dumps({"n": rng.randint(0, 99),
+                                                            "tags": ["a", "b"][:rng.randint(0, 2)]}),
                 None if rng.random() < 0.5 else "note " * rng.randint(1, 5))
 
     def line(self, order_id: int, line_no: int) -> tuple:
         rng = self.rng
-        return (order_id, line_no, f"sku-{rng.randint(1, 50)}", rng.randint(1, 9), Decimal(rng.randint(1, 99_999)) / 100,
+        return (order_id, line_no, f"sku-{rng.randint(1, 50)}", rng.randint(1, 9),
+                Decimal(rng.randint(1, 99_999)) / 100,
                 None if rng.random() < 0.5 else dt.datetime(2024, 6, 1) + dt.timedelta(seconds=rng.randint(0, 10**7)))
 
     def event(self) -> tuple:
@@ -157,20 +179,22 @@ class Workload:
                     customers, lines = [k[0] for k in self.keys("customers")], self.keys("order_lines")
                     pick = rng.random()
                     if pick < 0.2 or not customers:
-                        do("customers", "insert", "INSERT INTO shop.customers VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                        do("customers", "insert", "INSERT INTO shop.customers (id, name, email, tier, balance, "
+                           f"signed_up, profile, {self.note}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                            [self.customer() for _ in range(rng.randint(1, 3))], many=True)
                     elif pick < 0.35:
                         # an order: its lines and the customer's balance, in one transaction
                         cur.execute("BEGIN")
                         order_id = self.new_id()
-                        do("order_lines", "insert", "INSERT INTO shop.order_lines VALUES (%s, %s, %s, %s, %s, %s)",
+                        do("order_lines", "insert", "INSERT INTO shop.order_lines (order_id, line_no, sku, qty, "
+                           "price, shipped) VALUES (%s, %s, %s, %s, %s, %s)",
                            [self.line(order_id, i) for i in range(1, rng.randint(2, 5))], many=True)
                         do("customers", "update", "UPDATE shop.customers SET balance = balance - 10 WHERE id = %s",
                            (rng.choice(customers),))
                         cur.execute("COMMIT")
                     elif pick < 0.5:
                         do("customers", "update", "UPDATE shop.customers SET balance = balance + 1.25, tier = %s, "
-                           "profile = JSON_OBJECT('v', %s), note = NULL WHERE id = %s",
+                           f"profile = JSON_OBJECT('v', %s), {self.note} = NULL WHERE id = %s",
                            (rng.choice(["bronze", "silver", "gold"]), rng.randint(100, 999), rng.choice(customers)))
                     elif pick < 0.6 and lines:
                         do("order_lines", "update", "UPDATE shop.order_lines SET qty = qty + 1, shipped = NOW() "
@@ -191,6 +215,17 @@ class Workload:
                         # one of possibly identical rows of the table without a key
                         do("events", "delete", "DELETE FROM shop.events WHERE kind = %s LIMIT 1",
                            (rng.choice(["login", "view", "buy"]),))
+                # every column type: inserts, an update of several types, a delete
+                columns = ", ".join(ALL_TYPES_COLUMNS)
+                for _ in range(2):
+                    do("all_types", "insert", f"INSERT INTO shop.all_types ({columns}) VALUES "
+                       f"({', '.join(['%s'] * len(ALL_TYPES_COLUMNS))})", all_types_row(next(self.all_types_ids)))
+                present = [r[0] for r in self.server.query("SELECT id FROM shop.all_types ORDER BY id")]
+                do("all_types", "update", "UPDATE shop.all_types SET tx = %s, bl = %s, st = 'x,y,z', bt = 1, "
+                   "dt = '1000-01-01 00:00:00', tm = '-838:59:59', u = UUID() WHERE id = %s",
+                   (f"round {rng.random()}", bytes([rng.randint(0, 255)]), rng.choice(present)))
+                if len(present) > 3:
+                    do("all_types", "delete", "DELETE FROM shop.all_types WHERE id = %s", (present[0],))
         finally:
             conn.close()
         return {t: {"inserted": c["insert"], "updated": c["update"], "deleted": c["delete"]} for t, c in counts.items()}
@@ -210,10 +245,15 @@ def columns(server, table: str) -> list[str]:
 def assert_iceberg_equals_mariadb(spark, server) -> None:
     for table in KEYED:
         cols = columns(server, table)
-        select = ", ".join(cols)
-        expected = sorted((tuple(r) for r in server.query(f"SELECT {select} FROM shop.{table}")), key=repr)
+        bits = {r[0] for r in server.query("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE "
+                                           "TABLE_SCHEMA = 'shop' AND TABLE_NAME = %s AND DATA_TYPE = 'bit'", (table,))}
+        source = ", ".join(f"CAST(`{c}` AS UNSIGNED)" if c in bits else f"`{c}`" for c in cols)
+        expected = sorted((tuple(normalize(v) for v in r) for r in server.query(f"SELECT {source} FROM shop.{table}")),
+                          key=repr)
         spark.sql(f"REFRESH TABLE {iceberg(table)}")
-        got = sorted((tuple(r) for r in spark.sql(f"SELECT {select} FROM {iceberg(table)}").collect()), key=repr)
+        select = ", ".join(f"`{c}`" for c in cols)
+        rows = spark.sql(f"SELECT {select} FROM {iceberg(table)}").collect()
+        got = sorted((tuple(normalize(v) for v in r) for r in rows), key=repr)
         assert got == expected, f"shop.{table} differs"
     # the table without a primary key: its change log replayed in binlog order
     cols = columns(server, "events")
@@ -258,6 +298,10 @@ def events_by_table(dag_run) -> dict:
 def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, server, spark, spark_warehouse):
     load, store = dags
     incremental, backfill = "binlog_cdc", "binlog_backfill"
+    # the tables of a load under another server configuration go first
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS lake.{NAMESPACE}")
+    for row in spark.sql(f"SHOW TABLES IN lake.{NAMESPACE}").collect():
+        spark.sql(f"DROP TABLE lake.{NAMESPACE}.{row.tableName}")
     work = Workload(server, seed=20240611)
     work.run(60)                                       # the tables' content before the snapshot
 
@@ -278,11 +322,35 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
         assert Checkpoint.from_json(events[table]["end_checkpoint"]) == snapshot_end
     assert_iceberg_equals_mariadb(spark, server)
 
-    # 2. three rounds of changes, each loaded by the incremental DAG
+    # 2. three rounds of changes, each loaded by the incremental DAG; schema changes inside the
+    # second round's batch (columns added with defaults, the same-type drop and add, a widening)
     last_dump = None
     totals = {t: Counter() for t in TABLES}
     for round_no in range(3):
         expected = work.run(40)
+        if round_no == 0:
+            server.execute("ALTER TABLE shop.order_lines ADD COLUMN c1 INT")
+        if round_no == 1:
+            server.execute("ALTER TABLE shop.customers ADD COLUMN loyalty INT NOT NULL DEFAULT 5 AFTER tier, "
+                           "ADD COLUMN code VARCHAR(8) NOT NULL DEFAULT 'n/a'")
+            server.execute("ALTER TABLE shop.order_lines DROP COLUMN c1, ADD COLUMN c2 INT DEFAULT 2")
+            server.execute("ALTER TABLE shop.order_lines MODIFY COLUMN price DECIMAL(12,2) NOT NULL")
+            server.execute("ALTER TABLE shop.all_types ADD COLUMN added DECIMAL(5,2) NOT NULL DEFAULT 1.50 AFTER ti, "
+                           "MODIFY COLUMN mi INT")
+            more = work.run(40)
+            for table, counts in more.items():
+                for k, v in counts.items():
+                    expected[table][k] += v
+        if round_no == 2:
+            # an online schema change cut-over (gh-ost style): a shadow created LIKE the table,
+            # altered, filled by INSERT ... SELECT, swapped in by one RENAME, the old table dropped
+            server.execute("CREATE TABLE shop._order_lines_gho LIKE shop.order_lines")
+            server.execute("ALTER TABLE shop._order_lines_gho ADD COLUMN gift TINYINT NOT NULL DEFAULT 0")
+            server.execute("INSERT INTO shop._order_lines_gho (order_id, line_no, sku, qty, price, shipped, c2) "
+                           "SELECT order_id, line_no, sku, qty, price, shipped, c2 FROM shop.order_lines")
+            server.execute("RENAME TABLE shop.order_lines TO shop._order_lines_del, "
+                           "shop._order_lines_gho TO shop.order_lines")
+            server.execute("DROP TABLE shop._order_lines_del")
         for table, counts in expected.items():
             totals[table].update(counts)
         dag_run, state, states = run(load, incremental)
@@ -300,6 +368,14 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
             assert Checkpoint.from_json(events[table]["end_checkpoint"]) == end
             assert results["merge"]["tables"].get(table, {}).get("inserted", 0) == expected[table]["inserted"]
         assert_iceberg_equals_mariadb(spark, server)
+        if round_no == 1:
+            # a schema change alone between two runs: the rows there get the default at once
+            server.execute("ALTER TABLE shop.customers ADD COLUMN region CHAR(2) NOT NULL DEFAULT 'eu', "
+                           "RENAME COLUMN note TO remark")
+            work.note = "remark"
+            dag_run, state, states = run(load, incremental)
+            assert state == "success" and states["merge"] == "success", states
+            assert_iceberg_equals_mariadb(spark, server)
     for table in TABLES:  # the workload did every kind of change
         kinds = ("inserted", "deleted") if table == "shop.events" else ("inserted", "updated", "deleted")
         assert all(totals[table][k] > 0 for k in kinds), (table, totals[table])

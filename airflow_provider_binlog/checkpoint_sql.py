@@ -362,11 +362,12 @@ class SqlCheckpointStore(CheckpointStore):
             try:
                 yield
             finally:
-                try:
+                with contextlib.suppress(sa_exc.SQLAlchemyError):
                     conn.execute(text("SELECT pg_advisory_unlock(hashtext(:k))"), {"k": key})
-                except sa_exc.SQLAlchemyError:
-                    conn.invalidate()  # closing the session releases the lock
         finally:
+            # never back to the pool: the session ends, and with it any lock it still holds
+            with contextlib.suppress(sa_exc.SQLAlchemyError):
+                conn.invalidate()
             conn.close()
 
     @contextlib.contextmanager

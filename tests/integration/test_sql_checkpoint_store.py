@@ -326,6 +326,13 @@ def test_exclusive_held_by_one_process_refuses_another_at_once(store, store_url)
         with pytest.raises(CheckpointLockedError):
             with store.exclusive("orders"):
                 pass
+    # released at the exit of the block, while this process (and its connection pool) lives on
+    held, release, results = ctx.Event(), ctx.Event(), ctx.Queue()
+    release.set()
+    other = ctx.Process(target=_hold_lock, args=(url, prefix, "orders", held, release, results))
+    other.start()
+    other.join(60)
+    assert results.get(timeout=10) == "released"
 
 
 @pytest.mark.postgres
@@ -406,6 +413,8 @@ def test_the_password_appears_in_no_message(tmp_path):
             action()
         assert "hunter2" not in str(info.value) and "s3cr" not in str(info.value)
         assert "***" in str(info.value)
+    driver_error = Exception("FATAL: password authentication failed (s3cr@t-hunter2)")  # a driver's message
+    assert "hunter2" not in str(s._error("connect", driver_error))
     assert mask_url("postgresql://u:p%40ss@h:1/d") == "postgresql://u:***@h:1/d"
     with pytest.raises(ValueError) as info:
         SqlCheckpointStore("postgresql://u:hunter2@h:notaport/d")

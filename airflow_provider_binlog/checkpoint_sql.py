@@ -89,7 +89,9 @@ class SqlCheckpointStore(CheckpointStore):
     """Checkpoints in the tables of a SQL database given by a SQLAlchemy URL.
 
     ``postgresql://user:password@host:5432/db`` (the driver is psycopg 3, the ``sql`` extra;
-    ``postgresql+psycopg://`` names it explicitly) or ``sqlite:////absolute/path.db``.
+    ``postgresql+psycopg://`` names it explicitly) or ``sqlite:////absolute/path.db``.  The URL's
+    query parameters ``checkpoint_schema`` and ``checkpoint_table_prefix`` set ``schema`` and
+    ``table_prefix`` (for a location given as one string); the others go to the driver.
 
     Compare-and-set is one conditional ``UPDATE`` (``expected`` a checkpoint) or one
     ``INSERT`` (``expected=ABSENT``; a duplicate key is a conflict); the current row, its
@@ -125,6 +127,11 @@ class SqlCheckpointStore(CheckpointStore):
                              f"{', '.join(d + '://' for d in SQL_STORE_DIALECTS)}")
         if backend == "postgresql" and parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
+        # the URL may carry the options (a connection's extra holds one string): not the driver's
+        query = dict(parsed.query)
+        schema = _single(query.pop("checkpoint_schema", None)) or schema
+        table_prefix = _single(query.pop("checkpoint_table_prefix", None)) or table_prefix
+        parsed = parsed.set(query=query)
         self.url = parsed
         self.dialect = backend
         self.history_limit = history_limit
@@ -408,6 +415,10 @@ def _begin_immediate(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _single(value: str | tuple[str, ...] | None) -> str | None:
+    return value[-1] if isinstance(value, tuple) else value
 
 
 def _encode(checkpoint: Checkpoint) -> str:

@@ -150,6 +150,26 @@ def test_gtid_checkpoints_and_odd_keys(store):
         store.save("", g)
 
 
+def test_schema_and_prefix_from_the_url(store_url):
+    url, _ = store_url
+    sep = "&" if "?" in url else "?"
+    prefix = f"q{uuid.uuid4().hex[:8]}_"
+    s = open_checkpoint_store(f"{url}{sep}checkpoint_table_prefix={prefix}")
+    assert s.checkpoints.name == f"{prefix}binlog_checkpoints" and "checkpoint_" not in str(s.url)
+    s.save("k", A)
+    assert SqlCheckpointStore(url, table_prefix=prefix).load("k") == A
+    assert SqlCheckpointStore(url).load("k") is None
+    s.dispose()
+    if url.startswith("postgresql"):
+        with sa.create_engine(url).begin() as conn:
+            conn.execute(sa.text("CREATE SCHEMA IF NOT EXISTS binlog"))
+        s = open_checkpoint_store(f"{url}?checkpoint_schema=binlog")
+        s.save("k", B)
+        assert sa.inspect(s._get_engine()).has_table("binlog_checkpoints", schema="binlog")
+        assert SqlCheckpointStore(url, schema="binlog").load("k") == B
+        s.dispose()
+
+
 def test_tables_have_the_documented_names(store_url):
     url, _ = store_url
     s = SqlCheckpointStore(url)

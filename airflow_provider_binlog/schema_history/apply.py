@@ -282,8 +282,8 @@ class HistoryFollower:
                 ops.append(self._layout_change(new, old_def, h.get(*new), swap_from=src))
             else:
                 ops.append({"op": "refuse", "table": list(new), "reason": (
-                    f"{what} renames {src[0]}.{src[1]}, which is not captured, to the captured table "
-                    f"{new[0]}.{new[1]}: the rows it brings are not in the binlog")})
+                    f"{what} renames {src[0]}.{src[1]} to the captured table {new[0]}.{new[1]}; "
+                    f"{src[0]}.{src[1]} is not captured, so the rows it brings are not in the binlog")})
         for src in moved_away:
             if self.captured(*src) and src not in origin and not any(
                     o.get("table") == list(src) for o in ops) and not any(
@@ -442,6 +442,6 @@ def statement_ops(stmt: ddl.Statement, default_schema: str, captured: Captured) 
             ops.append({"op": "move", "from": list(src), "to": list(new)})
         elif captured(*new):
             ops.append({"op": "refuse", "table": list(new), "reason": (
-                f"the statement renames {src[0]}.{src[1]}, which is not captured, to the captured "
-                f"table {new[0]}.{new[1]}: the rows it brings are not in the binlog")})
+                f"the statement renames {src[0]}.{src[1]} to the captured table {new[0]}.{new[1]}; "
+                f"{src[0]}.{src[1]} is not captured, so the rows it brings are not in the binlog")})
     return ops

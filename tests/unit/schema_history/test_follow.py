@@ -75,7 +75,7 @@ def test_a_rename_of_an_unrelated_table_onto_a_captured_name_is_refused():
     _follow(h, "CREATE TABLE other (id INT PRIMARY KEY)")
     ops = _follow(h, "RENAME TABLE t TO t_gone, other TO t")
     assert [(o["op"], o["table"]) for o in ops] == [("refuse", ["s", "t"])]
-    assert "renames s.other, which is not captured, to the captured table s.t" in ops[0]["reason"]
+    assert "renames s.other to the captured table s.t; s.other is not captured" in ops[0]["reason"]
 
 
 def test_a_captured_table_renamed_away_is_reset():

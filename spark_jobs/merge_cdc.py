@@ -1374,7 +1374,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", required=True,
                    help="target namespace; tables are named <schema>__<table>")
     p.add_argument("--checkpoint-store", metavar="URI",
-                   help="checkpoint store (directory or file:// URI) to advance after each batch")
+                   help="checkpoint store to advance after each batch: a directory or file:// URI, or a "
+                        "SQLAlchemy URL (postgresql://..., sqlite:///...; see docs/checkpoint-stores.md)")
     p.add_argument("--checkpoint-key", metavar="KEY", help="key in the checkpoint store")
     p.add_argument("--stream", metavar="NAME",
                    help="name of the binlog stream in the namespace's ledger (default: the "

@@ -11,8 +11,9 @@ The connection (type ``mysql_binlog``) holds host, port, login and password; its
 ``flavor``
     ``auto`` (default), ``mysql`` or ``mariadb``.
 ``checkpoint_store_uri``
-    Where loads keep their checkpoint (a directory path or ``file:///path``); the hook's
-    ``checkpoint_store_uri`` argument overrides it.
+    Where loads keep their checkpoint: a directory path or ``file:///path``, or a SQLAlchemy
+    URL of a database (``postgresql://...``, ``sqlite:///...``; see docs/checkpoint-stores.md);
+    the hook's ``checkpoint_store_uri`` argument overrides it.
 ``heartbeat_seconds``
     Heartbeat period the server uses on an idle replication stream (default 30).
 ``connect_timeout``

@@ -10,17 +10,16 @@ from __future__ import annotations
 import abc
 import contextlib
 import datetime as dt
-import errno
 import fcntl
 import hashlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import unquote, urlsplit
 
+from airflow_provider_binlog.atomic_file import write_atomically
 from airflow_provider_binlog.codec.gtid import MariadbGtidPosition, MysqlGtidSet
 from airflow_provider_binlog.codec.positions import position_key, split_binlog_file_name
 
@@ -475,31 +474,8 @@ class FileCheckpointStore(CheckpointStore):
                     os.unlink(os.path.join(self.root, name))
 
     def _write_atomically(self, path: str, text: str) -> None:
-        directory = os.path.dirname(path)
         stem = os.path.basename(path)[:-len(".json")]
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{stem}.json~", suffix=".tmp")  # mode 0600
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        _fsync_directory(directory)
-
-
-def _fsync_directory(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:  # some file systems cannot fsync a directory
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
-            raise
-    finally:
-        os.close(fd)
+        write_atomically(path, text, temp_prefix=f".{stem}.json~")
 
 
 SUPPORTED_STORE_SCHEMES = ("file", "postgresql", "sqlite")

@@ -41,8 +41,11 @@ class TableFilter:
         return hit
 
     def schemas_possibly_included(self, schema: str) -> bool:
+        """Whether some table of ``schema`` may be captured (a schema name may hold dots: every
+        split of a pattern at a dot is tried)."""
         return schema.lower() not in SYSTEM_SCHEMAS and (
-            not self._inc or any(fnmatch.fnmatch(schema, p.split(".", 1)[0]) for p in self.include))
+            not self._inc or any(fnmatch.fnmatchcase(schema, p[:i]) for p in self.include
+                                 for i, c in enumerate(p) if c == "."))
 
     def to_json(self) -> dict:
         return {"include": list(self.include), "exclude": list(self.exclude)}

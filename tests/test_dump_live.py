@@ -168,8 +168,8 @@ def test_killed_dump_publishes_nothing_and_a_rerun_succeeds(mariadb, table, tmp_
         import sys, time
         sys.path.insert(0, {os.getcwd()!r})
         from airflow_provider_binlog import staging
-        from airflow_provider_binlog.staging import writer
-        original = writer._PartFile.append_event
+        from airflow_provider_binlog.staging import parts
+        original = parts.PartFile.append_event
         count = [0]
         def slow(self, *a, **kw):
             result = original(self, *a, **kw)
@@ -180,7 +180,7 @@ def test_killed_dump_publishes_nothing_and_a_rerun_succeeds(mariadb, table, tmp_
                 sys.stdout.flush()
                 time.sleep(60)
             return result
-        writer._PartFile.append_event = slow
+        parts.PartFile.append_event = slow
         from airflow_provider_binlog.checkpoint import Checkpoint
         from airflow_provider_binlog.dump import run_dump
         from airflow_provider_binlog.replica import ReplicaConnection

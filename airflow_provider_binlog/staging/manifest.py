@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from ..atomic_file import write_atomically
 from .contract import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION
 
 
@@ -138,10 +139,6 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 
 
 def write_json_atomically(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True, default=str)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Write ``data`` as JSON to ``path`` atomically (see
+    :func:`~airflow_provider_binlog.atomic_file.write_atomically`)."""
+    write_atomically(path, json.dumps(data, indent=1, sort_keys=True, default=str))

@@ -28,6 +28,7 @@ from typing import Any, Optional, Sequence, cast
 from ..codec.events import TableMap
 from ..codec.rows import DeferredRows
 from .convert import Counters
+from .parts import Stager
 
 #: (schema, table)
 _Key = tuple[str, str]
@@ -95,11 +96,10 @@ def _work(conn: Connection, close_in_child: Sequence[Any], work_dir: str, index:
                 os.close(fd)
         except OSError:
             pass
-    from .writer import _Stager
 
     _use_returning_allocator()
     counters = Counters()
-    stager = _Stager(Path(work_dir), counters, row_group_rows=row_group_rows,
+    stager = Stager(Path(work_dir), counters, row_group_rows=row_group_rows,
                      row_group_bytes=row_group_bytes, suffix=f"-{index}")
     table_maps: dict[_Key, TableMap] = {}
     decoders: dict[Any, Any] = {}

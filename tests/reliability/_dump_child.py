@@ -42,7 +42,7 @@ def die() -> None:
 def install(kill: dict) -> None:
     from airflow_provider_binlog import dump as dump_mod
     from airflow_provider_binlog.codec.events import RowsEvent
-    from airflow_provider_binlog.staging import writer
+    from airflow_provider_binlog.staging import parts, writer
 
     point = kill.get("point")
     after = int(kill.get("after", 1))
@@ -67,7 +67,7 @@ def install(kill: dict) -> None:
                     die()
         dump_mod.BoundedDump._handle = handle
     elif point == "mid_parquet_write":
-        original = writer._PartFile.flush
+        original = parts.PartFile.flush
 
         def flush(self):
             wrote = bool(self.count)
@@ -76,7 +76,7 @@ def install(kill: dict) -> None:
                 count[0] += 1
                 if count[0] >= after:
                     die()
-        writer._PartFile.flush = flush
+        parts.PartFile.flush = flush
     elif point in ("before_manifest", "after_manifest"):
         original = writer.write_json_atomically
 

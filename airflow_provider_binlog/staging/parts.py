@@ -1,0 +1,399 @@
+"""Part files: the Parquet files a stager writes per table and layout generation, a row group
+at a time on a background thread. Used by the staging writer in the dump's own process and by
+its worker processes (:mod:`.parallel`)."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import queue
+import threading
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, cast
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..codec.events import ABSENT, TableMap
+from .contract import schema_fingerprint, staging_schema
+from .convert import ColumnStager, Counters
+from .manifest import file_sha256
+
+if TYPE_CHECKING:
+    from ..codec.rows import DeferredRows
+
+_Absent = type(ABSENT)
+
+#: (schema, table)
+_Key = tuple[str, str]
+#: the envelope of one rows event: (file, seq, pos, gtid, commit_ts, txn)
+_Envelope = tuple[str, int, int, Optional[str], dt.datetime, str]
+#: the description of one part file, as the manifest lists it
+_FileDesc = dict[str, Any]
+#: the absent column names of each row (None: none absent)
+_Absents = list[Optional[list[str]]]
+
+
+def safe_name(name: str) -> str:
+    return quote(name, safe="")
+
+
+_EVENT_COLUMNS = ("_op", "_binlog_file", "_binlog_seq", "_binlog_pos", "_gtid", "_commit_ts", "_txn")
+_ENVELOPE_DICTIONARY = ["_op", "_binlog_file", "_gtid", "_txn"]
+_ENVELOPE_STATISTICS = ["_op", "_binlog_file", "_binlog_seq", "_binlog_pos", "_row", "_gtid",
+                        "_commit_ts", "_txn"]
+
+
+class BackgroundWriter:
+    """Writes row groups on one thread while the caller decodes the next rows.
+
+    Parquet encoding and compression release the GIL, so they run on the second core. At
+    most ``depth`` row groups wait (memory stays bounded); the first write error is raised
+    by the next :meth:`submit` or :meth:`drain`."""
+
+    def __init__(self, depth: int = 2) -> None:
+        self._jobs: queue.Queue[Optional[Callable[[], object]]] = queue.Queue(maxsize=depth)
+        self._error: Optional[BaseException] = None
+        self._thread: Optional[threading.Thread] = None
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                if job is None:
+                    return
+                if self._error is None:
+                    job()
+            except BaseException as exc:  # reported to the dump's thread
+                self._error = exc
+            finally:
+                self._jobs.task_done()
+
+    def submit(self, job: Callable[[], object]) -> None:
+        self._raise()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="staging-writer", daemon=True)
+            self._thread.start()
+        self._jobs.put(job)
+
+    def drain(self) -> None:
+        """Wait for every submitted write; raise the first error."""
+        if self._thread is not None:
+            self._jobs.join()
+        self._raise()
+
+    def stop(self, *, discard: bool = False) -> None:
+        """End the thread after the submitted writes (skipped with ``discard``)."""
+        if self._thread is not None:
+            if discard and self._error is None:
+                self._error = RuntimeError("the staging writer was aborted")
+            self._jobs.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+
+class PartFile:
+    """One Parquet file of one table with one column layout.
+
+    Rows are buffered column by column (envelope columns, and one list per table column and
+    image) and written as a row group when :meth:`flush` is called."""
+
+    def __init__(self, path: Path, relpath: str, table_map: TableMap, counters: Counters,
+                 row_group_rows: int, background: BackgroundWriter) -> None:
+        self.path = path
+        self.key = (table_map.schema, table_map.table)
+        self.generation = 0
+        self.background = background
+        self.relpath = relpath
+        self.columns = table_map.columns
+        self.names = [c.name for c in self.columns]
+        self.schema = staging_schema(self.columns)
+        self.image_fields = list(self.schema.field("_before").type)
+        self.stagers = [ColumnStager(c, counters) for c in self.columns]
+        self.fingerprint = schema_fingerprint(self.columns)
+        self.row_group_rows = row_group_rows
+        self.rows = 0
+        self._absent_names: dict[int, tuple[int, ...]] = {}
+        # dictionaries and statistics for the envelope (few distinct values; positions are
+        # what readers filter on), not for the row images, where they cost more than they give
+        self.writer = pq.ParquetWriter(str(path), self.schema, compression="zstd",
+                                       use_dictionary=_ENVELOPE_DICTIONARY,
+                                       write_statistics=_ENVELOPE_STATISTICS)
+        os.chmod(path, 0o600)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.buffered_bytes = 0  # binlog bytes of the rows buffered (see StagingWriter)
+        self.count = 0
+        # envelope columns, then per image: a list per table column, a null flag per row
+        # (True: no such image for the row's op) and the absent column names per row
+        # the envelope is the same for every row of an event: one entry per event in
+        # ``events``, the event of each row in ``event_of_row``, the row index in ``indexes``
+        self.events: list[tuple[Any, ...]] = []
+        self.event_of_row: list[int] = []
+        self.indexes: list[int] = []
+        width = len(self.columns)
+        self.before: list[list[Any]] = [[] for _ in range(width)]
+        self.after: list[list[Any]] = [[] for _ in range(width)]
+        self.before_null: list[bool] = []
+        self.after_null: list[bool] = []
+        self.before_absent: _Absents = []
+        self.after_absent: _Absents = []
+
+    def _envelope(self, op: str, file: str, seq: int, pos: int, gtid: Optional[str],
+                  commit_ts: dt.datetime, txn: str,
+                  n: int, first_index: int) -> None:
+        self.event_of_row += [len(self.events)] * n
+        self.events.append((op, file, seq, pos, gtid, commit_ts, txn))
+        self.indexes += range(first_index, first_index + n)
+        self.count += n
+        self.rows += n
+
+    def _pad(self, image: list[list[Any]], nulls: list[bool], absent: _Absents, present: Optional[int],
+             n: int) -> None:
+        """Complete an image after ``n`` rows were decoded into the columns in ``present``
+        (None: the op has no such image)."""
+        if present is None:
+            padding = [None] * n
+            for values in image:
+                values += padding
+            nulls += [True] * n
+            absent += padding
+            return
+        nulls += [False] * n
+        names = self._absent_names.get(present)
+        if names is None:
+            names = self._absent_names[present] = tuple(
+                i for i in range(len(image)) if not (present >> i) & 1)
+        if names:
+            padding = [None] * n
+            for i in names:
+                image[i] += padding
+            absent += [[self.names[i] for i in names]] * n
+        else:
+            absent += [None] * n
+
+    def append_event(self, op: str, file: str, seq: int, pos: int, gtid: Optional[str],
+                     commit_ts: dt.datetime, txn: str, deferred: DeferredRows) -> int:
+        """Decode the rows of one event (:class:`~..codec.events.DeferredRows`) into the
+        buffers; returns the number of rows."""
+        n: int
+        try:
+            if op == "update":
+                n = deferred.decode_into(self.before, self.after)
+                self._pad(self.before, self.before_null, self.before_absent, deferred.present, n)
+                self._pad(self.after, self.after_null, self.after_absent, deferred.present_after, n)
+            elif op == "insert":
+                n = deferred.decode_into(self.after)
+                self._pad(self.before, self.before_null, self.before_absent, None, n)
+                self._pad(self.after, self.after_null, self.after_absent, deferred.present, n)
+            else:
+                n = deferred.decode_into(self.before)
+                self._pad(self.before, self.before_null, self.before_absent, deferred.present, n)
+                self._pad(self.after, self.after_null, self.after_absent, None, n)
+        except BaseException:
+            self._truncate()  # the event's rows are not staged: leave the buffers as they were
+            raise
+        self._envelope(op, file, seq, pos, gtid, commit_ts, txn, n, 0)
+        if self.count >= self.row_group_rows:
+            self.flush()
+        return n
+
+    def _truncate(self) -> None:
+        for image in (self.before, self.after):
+            for values in image:
+                del values[self.count:]
+        for flags in (self.before_null, self.after_null, self.before_absent, self.after_absent):
+            del flags[self.count:]
+
+    def append_rows(self, op: str, file: str, seq: int, pos: int, gtid: Optional[str],
+                    commit_ts: dt.datetime, txn: str, befores: Optional[Sequence[Sequence[Any]]],
+                    afters: Optional[Sequence[Sequence[Any]]], first_index: int = 0) -> None:
+        """Stage decoded rows: ``befores``/``afters`` are sequences of row images (tuples in
+        table order, ``ABSENT`` for columns not in the image), or None when that image does
+        not exist for ``op`` (inserts have no before image)."""
+        n = len(cast("Sequence[Sequence[Any]]", befores if befores is not None else afters))
+        if not n:
+            return
+        try:
+            self._add_images(self.before, self.before_null, self.before_absent, befores, n)
+            self._add_images(self.after, self.after_null, self.after_absent, afters, n)
+        except BaseException:
+            self._truncate()
+            raise
+        self._envelope(op, file, seq, pos, gtid, commit_ts, txn, n, first_index)
+        if self.count >= self.row_group_rows:
+            self.flush()
+
+    def _add_images(self, image: list[list[Any]], nulls: list[bool], absent: _Absents,
+                    rows: Optional[Sequence[Sequence[Any]]], n: int) -> None:
+        if rows is None:
+            self._pad(image, nulls, absent, None, n)
+            return
+        columns = list(zip(*rows))
+        if len(columns) < len(image):
+            raise ValueError(f"{self.relpath}: a row image does not have the "
+                             f"{len(image)} columns of the table map")
+        names: _Absents = [None] * n
+        values: Sequence[Any]
+        for i, values in enumerate(columns):
+            if _Absent in set(map(type, values)):  # not in the image (MINIMAL or NOBLOB)
+                for r, value in enumerate(values):
+                    if value is ABSENT:
+                        row_names = names[r]
+                        if row_names is None:
+                            row_names = names[r] = []
+                        row_names.append(self.names[i])
+                values = [None if v is ABSENT else v for v in values]
+            image[i] += values
+        nulls += [False] * n
+        absent += names
+
+    def _image(self, image: list[list[Any]], nulls: list[bool]) -> pa.StructArray:
+        """The struct array of one image column."""
+        n = len(nulls)
+        if True not in nulls:
+            mask = None
+        else:
+            mask = pa.array(nulls, type=pa.bool_())
+        if False not in nulls:  # the before images of inserts, the after images of deletes
+            children = [pa.nulls(n, type=f.type) for f in self.image_fields]
+        else:
+            children = [stager.array(values) for stager, values in zip(self.stagers, image)]
+        return pa.StructArray.from_arrays(children, fields=self.image_fields, mask=mask)
+
+    def flush(self) -> None:
+        if not self.count:
+            return
+        per_event = dict(zip(_EVENT_COLUMNS, zip(*self.events)))
+        rows_event = pa.array(self.event_of_row, type=pa.int32())
+        arrays = []
+        for field in self.schema:
+            name = field.name
+            if name == "_before":
+                arrays.append(self._image(self.before, self.before_null))
+            elif name == "_after":
+                arrays.append(self._image(self.after, self.after_null))
+            elif name == "_row":
+                arrays.append(pa.array(self.indexes, type=field.type))
+            elif name in per_event:
+                arrays.append(pa.array(per_event[name], type=field.type).take(rows_event))
+            else:  # the absent columns of each row: mostly none at all
+                absent = self.before_absent if name == "_before_absent" else self.after_absent
+                arrays.append(pa.array(absent, type=field.type) if any(absent)
+                              else pa.nulls(self.count, type=field.type))
+        table = pa.Table.from_arrays(arrays, schema=self.schema)
+        self._reset()
+        self.background.submit(partial(self.writer.write_table, table))
+
+    def close(self) -> _FileDesc:
+        self.flush()
+        self.background.drain()
+        self.writer.close()
+        return {"path": self.relpath, "rows": self.rows, "bytes": self.path.stat().st_size,
+                "fingerprint": self.fingerprint, "sha256": file_sha256(self.path)}
+
+
+class Stager:
+    """The part files of the tables one process stages, and its memory budget.
+
+    Each table has one open part file per layout generation (decided by the caller: a new
+    generation when the table's column layout changes), named ``part-<generation><suffix>``.
+    Rows are buffered until a part has ``row_group_rows`` of them, or the rows events
+    buffered for all tables reach ``row_group_bytes`` (binlog size): memory stays bounded by
+    that plus the largest single event, whatever the transaction size."""
+
+    def __init__(self, work_dir: Path, counters: Counters, *, row_group_rows: int,
+                 row_group_bytes: int, suffix: str = "") -> None:
+        self.work_dir = work_dir
+        self.counters = counters
+        self.row_group_rows = row_group_rows
+        self.row_group_bytes = row_group_bytes
+        self.suffix = suffix
+        self.background = BackgroundWriter()
+        self.open: dict[_Key, PartFile] = {}
+        self.closed: dict[_Key, list[tuple[int, _FileDesc]]] = {}  # (generation, file) per table
+        self.counts: dict[_Key, dict[str, int]] = {}
+        self.buffered_bytes = 0
+
+    def part(self, table_map: TableMap, generation: int) -> PartFile:
+        key = (table_map.schema, table_map.table)
+        part = self.open.get(key)
+        if part is not None and part.generation == generation:
+            part.columns = table_map.columns  # same layout (maybe a new table id or flags)
+            return part
+        if part is not None:
+            self.closed.setdefault(key, []).append((part.generation, part.close()))
+        folder = self.work_dir / "tables" / f"{safe_name(table_map.schema)}.{safe_name(table_map.table)}"
+        folder.parent.mkdir(exist_ok=True, mode=0o700)
+        folder.mkdir(exist_ok=True, mode=0o700)
+        name = f"part-{generation:05d}{self.suffix}.parquet"
+        part = PartFile(folder / name, f"tables/{folder.name}/{name}", table_map, self.counters,
+                         self.row_group_rows, self.background)
+        part.generation = generation
+        self.open[key] = part
+        return part
+
+    def add(self, table_map: TableMap, generation: int, kind: str, size: int, envelope: _Envelope,
+            deferred: Optional[DeferredRows] = None, rows: Any = None) -> int:
+        """Stage the rows of one event (``deferred``, or decoded ``rows`` tuples) of
+        ``size`` binlog bytes; ``envelope`` is (file, seq, pos, gtid, commit_ts, txn)."""
+        part = self.part(table_map, generation)
+        part.buffered_bytes += size
+        self.buffered_bytes += size
+        if deferred is not None:
+            n = part.append_event(kind, *envelope, deferred)
+        else:
+            if kind == "insert":
+                part.append_rows(kind, *envelope, None, rows)
+            elif kind == "delete":
+                part.append_rows(kind, *envelope, rows, None)
+            else:
+                part.append_rows(kind, *envelope, [r[0] for r in rows], [r[1] for r in rows])
+            n = len(rows)
+        counts = self.counts.get(part.key)
+        if counts is None:
+            counts = self.counts[part.key] = {"insert": 0, "update": 0, "delete": 0}
+        counts[kind] += n
+        if self.buffered_bytes >= self.row_group_bytes:
+            self._flush_buffers()
+        return n
+
+    def _flush_buffers(self) -> None:
+        """Write the largest buffers as row groups until half the budget is left (multi-MB
+        rows: a few rows per group rather than all of them in memory)."""
+        parts = list(self.open.values())
+        total = sum(p.buffered_bytes for p in parts)
+        for part in sorted(parts, key=lambda p: p.buffered_bytes, reverse=True):
+            if total < self.row_group_bytes // 2:
+                break
+            total -= part.buffered_bytes
+            part.flush()
+        self.buffered_bytes = total
+
+    def close(self) -> dict[_Key, list[tuple[int, _FileDesc]]]:
+        """Close every part file; returns the (generation, file) of each table."""
+        try:
+            for key, part in self.open.items():
+                self.closed.setdefault(key, []).append((part.generation, part.close()))
+            self.open = {}
+        finally:
+            self.background.stop()
+        return self.closed
+
+    def abort(self) -> None:
+        self.background.stop(discard=True)
+        for part in self.open.values():
+            try:
+                part.writer.close()
+            except Exception:
+                pass
+        self.open = {}
+
+
+__all__ = ["BackgroundWriter", "PartFile", "Stager", "safe_name"]

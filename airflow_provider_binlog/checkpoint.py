@@ -97,6 +97,14 @@ class Checkpoint:
     def file_index(self) -> int | None:
         return None if self.file is None else split_binlog_file_name(self.file)[1]
 
+    @property
+    def point(self) -> tuple[str, ...]:
+        """The place in the binlog this checkpoint names, hashable: its coordinates when it has
+        them, else its GTID state (the server identity and flavor left out)."""
+        if self.file is not None:
+            return ("pos", self.file, str(self.position))
+        return ("gtid", str(self.gtid))
+
     def compare(self, other: "Checkpoint") -> int:
         """-1, 0 or 1 as this checkpoint is before, at or after ``other``: by binlog
         coordinates when both have them (one series), else by GTID state (one kind, one

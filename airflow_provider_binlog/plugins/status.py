@@ -148,9 +148,7 @@ def checkpoint_point(value: Any) -> Optional[tuple]:
             cp = Checkpoint.parse(str(value))
     except (TypeError, ValueError):
         return None
-    if cp.has_coordinates:
-        return ("pos", cp.file, cp.position)
-    return ("gtid", str(cp.gtid))
+    return cp.point
 
 
 def _int(value: Any) -> int:

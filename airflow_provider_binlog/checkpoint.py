@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlsplit
 from airflow_provider_binlog.atomic_file import write_atomically
 from airflow_provider_binlog.codec.gtid import MariadbGtidPosition, MysqlGtidSet
 from airflow_provider_binlog.codec.positions import position_key, split_binlog_file_name
+from airflow_provider_binlog.errors import ProviderError
 
 FLAVOR_MYSQL = "mysql"
 FLAVOR_MARIADB = "mariadb"
@@ -240,12 +241,12 @@ def _parse_gtid_state(text: str, flavor: str | None) -> MysqlGtidSet | MariadbGt
 # Stores
 # --------------------------------------------------------------------------
 
-class CheckpointOrderError(ValueError):
+class CheckpointOrderError(ProviderError, ValueError):
     """Two checkpoints that cannot be ordered (different binlog series, or GTID states of
     which neither contains the other)."""
 
 
-class CheckpointStoreError(Exception):
+class CheckpointStoreError(ProviderError):
     """The store cannot be read or written."""
 
 
@@ -256,6 +257,9 @@ class CheckpointConflictError(CheckpointStoreError):
         self.key, self.expected, self.actual = key, expected, actual
         super().__init__(f"checkpoint {key!r} changed concurrently: expected {_describe(expected)}, "
                          f"found {_describe(actual)}; another run may be loading the same source")
+
+    def __reduce__(self):
+        return type(self), (self.key, self.expected, self.actual)
 
 
 class CheckpointLockedError(CheckpointStoreError):

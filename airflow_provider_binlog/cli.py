@@ -12,8 +12,16 @@ from typing import Iterable, Optional
 from .codec import read_binlog_file
 from .codec.decoder import EventDecoder
 from .codec.errors import BinlogError
-from .codec.events import (ABSENT, FormatDescriptionEvent, GtidEvent, MariadbGtidEvent, QueryEvent, RowsEvent, TableMapEvent,
-                           TransactionPayloadEvent)
+from .codec.events import (
+    ABSENT,
+    FormatDescriptionEvent,
+    GtidEvent,
+    MariadbGtidEvent,
+    QueryEvent,
+    RowsEvent,
+    TableMapEvent,
+    TransactionPayloadEvent,
+)
 from .codec.render import JsonlRenderer, sql_literal
 
 

@@ -50,6 +50,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 from airflow.sdk import DAG, Asset, Param, TriggerRule, task
 
 from .checkpoint import Checkpoint
+from .errors import ProviderError
 from .hooks.binlog import BinlogHook
 from .operators.dump import BinlogDumpOperator
 from .operators.merge import BinlogMergeOperator, iceberg_asset_uri
@@ -64,7 +65,7 @@ _SOURCE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _WILDCARDS = ("*", "?", "[")
 
 
-class BackfillParamsError(ValueError):
+class BackfillParamsError(ProviderError, ValueError):
     """The parameters of a backfill run do not make a valid load; the message says why."""
 
 

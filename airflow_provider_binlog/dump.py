@@ -15,16 +15,35 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from .checkpoint import Checkpoint, CheckpointStore
-from .codec.positions import position_key
-from .codec.events import (BinlogCheckpointEvent, FormatDescriptionEvent, GtidEvent,
-                           IncidentEvent, MariadbGtidEvent, MariadbGtidListEvent,
-                           PreviousGtidsEvent, QueryEvent, RotateEvent, RowsEvent, StopEvent,
-                           TransactionPayloadEvent, XaPrepareEvent, XidEvent)
 from .codec.errors import SchemaMismatchError
+from .codec.events import (
+    BinlogCheckpointEvent,
+    FormatDescriptionEvent,
+    GtidEvent,
+    IncidentEvent,
+    MariadbGtidEvent,
+    MariadbGtidListEvent,
+    PreviousGtidsEvent,
+    QueryEvent,
+    RotateEvent,
+    RowsEvent,
+    StopEvent,
+    TransactionPayloadEvent,
+    XaPrepareEvent,
+    XidEvent,
+)
 from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from .codec.positions import position_key
+from .errors import ProviderError
 from .replica import ReplicaConnection, ReplicationConnectionLost
-from .schema_history import (DdlSyntaxError, HistoryFollower, SchemaDivergenceError, SchemaHistory,
-                             SeedConflictError, check_table_map)
+from .schema_history import (
+    DdlSyntaxError,
+    HistoryFollower,
+    SchemaDivergenceError,
+    SchemaHistory,
+    SeedConflictError,
+    check_table_map,
+)
 from .schema_history.apply import statement_ops
 from .schema_history.ddl import named_tables, parse_ddl, statement_kind, tokenize
 from .staging import Manifest, StagingWriter
@@ -32,7 +51,7 @@ from .tables import TableFilter
 
 log = logging.getLogger(__name__)
 
-class DumpError(Exception):
+class DumpError(ProviderError):
     """A dump that cannot run as asked; the message says what to change."""
 
 

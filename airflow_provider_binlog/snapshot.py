@@ -21,6 +21,7 @@ from .checkpoint import Checkpoint
 from .codec import constants as C
 from .codec.events import Column, TableMap
 from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from .errors import ProviderError
 from .schema_history import seed_history
 from .staging import Manifest, StagingWriter
 from .tables import TableFilter
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 UTC = dt.timezone.utc
 
 
-class SnapshotError(Exception):
+class SnapshotError(ProviderError):
     """A snapshot that cannot be taken; the message says what to change."""
 
 

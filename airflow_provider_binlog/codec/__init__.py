@@ -4,10 +4,20 @@ No sockets, databases, Airflow or Spark here: the same code decodes a binlog fil
 events from a replication stream.
 """
 from .decoder import EventDecoder
-from .errors import (BinlogError, ChecksumMismatchError, CompressionError, CorruptEventError,
-                     EncryptedBinlogError, MissingTableMapError, NotABinlogError,
-                     SchemaMismatchError, TruncatedEventError, UnknownEventError,
-                     UnsupportedBinlogVersionError, UnsupportedColumnTypeError)
+from .errors import (
+                     BinlogError,
+                     ChecksumMismatchError,
+                     CompressionError,
+                     CorruptEventError,
+                     EncryptedBinlogError,
+                     MissingTableMapError,
+                     NotABinlogError,
+                     SchemaMismatchError,
+                     TruncatedEventError,
+                     UnknownEventError,
+                     UnsupportedBinlogVersionError,
+                     UnsupportedColumnTypeError,
+)
 from .events import ABSENT, Column, Event, RowsEvent, TableMap
 from .schema import ColumnSchema, TableSchema
 from .stream import BinlogStreamDecoder, read_binlog_file

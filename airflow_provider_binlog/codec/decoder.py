@@ -14,21 +14,61 @@ from typing import Any, Callable, Optional
 
 from . import constants as C
 from ._bytes import F64, HEADER, I64, U16, U32, U64, Buffer, read_packed
-from .errors import (BinlogError, ChecksumMismatchError, CompressionError, CorruptEventError,
-                     EncryptedBinlogError, MissingTableMapError, UnknownEventError,
-                     UnsupportedBinlogVersionError)
-from .events import (ABSENT, AnnotateRowsEvent, BinlogCheckpointEvent, Event, EventHeader,
-                     ExecuteLoadQueryEvent, FormatDescriptionEvent, GtidEvent, HeartbeatEvent,
-                     IncidentEvent, IntvarEvent, JsonDiffs, LoadDataBlockEvent, MariadbGtidEvent,
-                     MariadbGtidListEvent, PreviousGtidsEvent, QueryEvent, QueryStatus, RandEvent,
-                     RawEvent, RotateEvent, RowsEvent, RowsQueryEvent, StartEncryptionEvent,
-                     StopEvent, TableMap, TableMapEvent, TransactionPayloadEvent, UserVarEvent,
-                     XaPrepareEvent, XidEvent)
-from .rows import (DECODE_ERRORS, DeferredRows, compile_columns_decoder, compile_image_decoder,
-                   compile_rows_decoder, row_data_error, rows_end_mismatch)
+from .binary_decimal import decode_binary_decimal as decode_decimal
+from .errors import (
+    BinlogError,
+    ChecksumMismatchError,
+    CompressionError,
+    CorruptEventError,
+    EncryptedBinlogError,
+    MissingTableMapError,
+    UnknownEventError,
+    UnsupportedBinlogVersionError,
+)
+from .events import (
+    ABSENT,
+    AnnotateRowsEvent,
+    BinlogCheckpointEvent,
+    Event,
+    EventHeader,
+    ExecuteLoadQueryEvent,
+    FormatDescriptionEvent,
+    GtidEvent,
+    HeartbeatEvent,
+    IncidentEvent,
+    IntvarEvent,
+    JsonDiffs,
+    LoadDataBlockEvent,
+    MariadbGtidEvent,
+    MariadbGtidListEvent,
+    PreviousGtidsEvent,
+    QueryEvent,
+    QueryStatus,
+    RandEvent,
+    RawEvent,
+    RotateEvent,
+    RowsEvent,
+    RowsQueryEvent,
+    StartEncryptionEvent,
+    StopEvent,
+    TableMap,
+    TableMapEvent,
+    TransactionPayloadEvent,
+    UserVarEvent,
+    XaPrepareEvent,
+    XidEvent,
+)
+from .rows import (
+    DECODE_ERRORS,
+    DeferredRows,
+    compile_columns_decoder,
+    compile_image_decoder,
+    compile_rows_decoder,
+    row_data_error,
+    rows_end_mismatch,
+)
 from .schema import SchemaSource
 from .table_map import parse_table_map
-from .binary_decimal import decode_binary_decimal as decode_decimal
 
 # Post-header lengths used before any FORMAT_DESCRIPTION is seen (MySQL 5.6+/MariaDB defaults).
 _DEFAULT_POST_HEADER = {

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..errors import ProviderError
+
 
 def _rebuild(cls: type[BinlogError], message: str, source: str | None, offset: int | None,
              hint: str | None) -> BinlogError:
     return cls(message, source=source, offset=offset, hint=hint)
 
 
-class BinlogError(Exception):
-    """Base class for every error the codec raises."""
+class BinlogError(ProviderError):
+    """Base class for every error the codec raises (its position: ``source`` and ``offset``)."""
 
     default_hint = ""
 
@@ -25,7 +27,13 @@ class BinlogError(Exception):
         self.source = source
         self.offset = offset
         self.hint = self.default_hint if hint is None else hint
-        super().__init__(self._render())
+        self.position = self._where()
+        Exception.__init__(self, self._render())
+
+    def _where(self) -> str | None:
+        if self.source is None and self.offset is None:
+            return None
+        return f"{self.source or '<stream>'}" + (f" at offset {self.offset}" if self.offset is not None else "")
 
     def _render(self) -> str:
         where = ""
@@ -49,6 +57,7 @@ class BinlogError(Exception):
             self.source = source
         if self.offset is None:
             self.offset = offset
+        self.position = self._where()
         self.args = (self._render(),)
         return self
 

@@ -50,8 +50,13 @@ from typing import Any, Callable, Optional, Union
 
 from ._bytes import F64, I16, I32, I64, U16, U32, U64
 from .binary_decimal import check_decimal_shape, decimal_binary_size, decode_binary_decimal
-from .constants import (MYSQL_TYPE_DATE, MYSQL_TYPE_DATETIME, MYSQL_TYPE_NEWDECIMAL, MYSQL_TYPE_TIME,
-                        MYSQL_TYPE_TIMESTAMP)
+from .constants import (
+    MYSQL_TYPE_DATE,
+    MYSQL_TYPE_DATETIME,
+    MYSQL_TYPE_NEWDECIMAL,
+    MYSQL_TYPE_TIME,
+    MYSQL_TYPE_TIMESTAMP,
+)
 from .errors import CorruptEventError
 
 __all__ = [

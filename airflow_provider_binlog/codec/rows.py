@@ -8,14 +8,16 @@ readers, plain ``bytes`` slicing.
 from __future__ import annotations
 
 import struct
-from datetime import date as _date, datetime as _datetime, timedelta as _timedelta
+from datetime import date as _date
+from datetime import datetime as _datetime
+from datetime import timedelta as _timedelta
 from decimal import MAX_PREC, Context, Decimal
 from typing import Any, Callable, Optional, cast
 
 from . import constants as C
 from . import values as V
-from .charsets import decode_text as _charset_decode_text
 from ._bytes import F32, F64, I16, I32, I64, U16, U32, U64
+from .charsets import decode_text as _charset_decode_text
 from .errors import CorruptEventError, UnsupportedColumnTypeError
 from .events import ABSENT, Column, JsonDiffs, TableMap
 

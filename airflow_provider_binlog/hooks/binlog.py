@@ -30,6 +30,7 @@ from airflow.sdk import BaseHook
 
 from ..checkpoint import Checkpoint, CheckpointStore, open_checkpoint_store
 from ..dump import run_dump
+from ..errors import ProviderError
 from ..position import PositionCheck, check_position
 from ..replica import ReplicaConnection
 from ..replica.preflight import PreflightReport, preflight
@@ -43,7 +44,7 @@ _FALSE = ("0", "false", "no", "off", "n", "f", "")
 CheckpointLike = Union[Checkpoint, Mapping[str, Any], str]
 
 
-class BinlogConnectionError(ValueError):
+class BinlogConnectionError(ProviderError, ValueError):
     """The Airflow connection is incomplete or has an invalid extra."""
 
 

@@ -126,9 +126,8 @@ def _connection_teams(conn_ids: list) -> dict:
 def visible_status(data: dict, user: Any) -> dict:
     """``data`` with only the sources whose connection ``user`` may read; 403 when the user
     may read no connection at all."""
-    from fastapi import HTTPException
-
     from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
+    from fastapi import HTTPException
 
     manager = _auth_manager()
     if not manager.is_authorized_connection(method="GET", user=user):
@@ -146,10 +145,9 @@ def visible_status(data: dict, user: Any) -> dict:
 
 def create_app():
     """The FastAPI app: ``/`` (the page), ``/status.json`` and ``/icon.svg``."""
+    from airflow.api_fastapi.core_api.security import get_user
     from fastapi import Depends, FastAPI
     from fastapi.responses import HTMLResponse, JSONResponse, Response
-
-    from airflow.api_fastapi.core_api.security import get_user
 
     from .page import render_page
 

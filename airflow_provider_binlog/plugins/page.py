@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Mapping, Optional
 
-from .charts import OP_COLOURS, esc, human_bytes, human_count, lag_chart, legend, rows_chart, MERGE_COLOUR
+from .charts import MERGE_COLOUR, OP_COLOURS, esc, human_bytes, human_count, lag_chart, legend, rows_chart
 from .status import OPS, RED_STATES
 
 STATE_LABELS = {

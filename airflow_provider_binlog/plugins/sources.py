@@ -21,6 +21,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
+from ..errors import ProviderError
+
 log = logging.getLogger(__name__)
 
 CONN_TYPE = "mysql_binlog"
@@ -33,7 +35,7 @@ _SOURCE_KEYS = frozenset({"conn_id", "checkpoint_key", "staging_dir", "staging_d
                           "stall_after_seconds"})
 
 
-class SourceConfigError(ValueError):
+class SourceConfigError(ProviderError, ValueError):
     """``BINLOG_UI_SOURCES`` / the Variable ``binlog_ui_sources`` is not valid."""
 
 
@@ -171,10 +173,9 @@ def env_connections(environ: Optional[Mapping[str, str]] = None) -> tuple[dict[s
 
 def db_connections() -> dict[str, Any]:
     """Connections of type ``mysql_binlog`` in the metadata database (detached)."""
-    from sqlalchemy import select
-
     from airflow.models.connection import Connection
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     with create_session() as session:
         conns = list(session.scalars(select(Connection).where(Connection.conn_type == CONN_TYPE)))

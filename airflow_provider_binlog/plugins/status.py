@@ -519,11 +519,10 @@ def airflow_task_runs(limit: int = 200, days: float = 14) -> list[dict]:
     end checkpoint (a save of the source's checkpoint store), a dump run by its dump id."""
     from types import SimpleNamespace
 
-    from sqlalchemy import and_, select
-
     from airflow.models.taskinstance import TaskInstance as TI
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
+    from sqlalchemy import and_, select
 
     since = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=days)
     kinds = {"BinlogMergeOperator": "merge", "BinlogDumpOperator": "dump", "BinlogSnapshotOperator": "dump"}

@@ -1,7 +1,12 @@
 """Replica client: connects with pymysql and reads binlog events like a replica does."""
 from .client import ReplicaConnection, ServerInfo
-from .errors import (BinlogAccessDeniedError, BinlogPurgedError, ReplicaError,
-                     ReplicationConnectionLost, ServerUnavailableError)
+from .errors import (
+                     BinlogAccessDeniedError,
+                     BinlogPurgedError,
+                     ReplicaError,
+                     ReplicationConnectionLost,
+                     ServerUnavailableError,
+)
 
 __all__ = ["BinlogAccessDeniedError", "BinlogPurgedError", "ReplicaConnection", "ReplicaError",
            "ReplicationConnectionLost", "ServerInfo", "ServerUnavailableError"]

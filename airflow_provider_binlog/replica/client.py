@@ -15,8 +15,13 @@ import pymysql
 from ..codec import BinlogError, EventDecoder
 from ..codec.events import Event, RotateEvent
 from . import _pymysql, protocol
-from .errors import (BinlogAccessDeniedError, BinlogPurgedError, ReplicaError,
-                     ReplicationConnectionLost, ServerUnavailableError)
+from .errors import (
+    BinlogAccessDeniedError,
+    BinlogPurgedError,
+    ReplicaError,
+    ReplicationConnectionLost,
+    ServerUnavailableError,
+)
 
 ER_ACCESS_DENIED = 1045
 ER_SPECIFIC_ACCESS_DENIED = 1227

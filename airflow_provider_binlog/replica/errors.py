@@ -1,14 +1,17 @@
 """Errors of the replica client, each with what to do next."""
 from __future__ import annotations
 
+from ..errors import ProviderError
 
-class ReplicaError(Exception):
+
+class ReplicaError(ProviderError):
     """Base class: ``hint`` says what to do next."""
 
     def __init__(self, message: str, hint: str = "") -> None:
-        self.message = message
-        self.hint = hint
-        super().__init__(f"{message} ({hint})" if hint else message)
+        super().__init__(message, hint=hint)
+
+    def __reduce__(self):
+        return type(self), (self.message, self.hint)
 
 
 class BinlogPurgedError(ReplicaError):

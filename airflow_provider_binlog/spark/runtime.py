@@ -37,6 +37,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from airflow_provider_binlog.spark.relocate import relocate_jars
 
+from ..errors import ProviderError
+
 T = TypeVar("T")
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -64,7 +66,7 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _build_lock = threading.Lock()
 
 
-class SparkRuntimeError(RuntimeError):
+class SparkRuntimeError(ProviderError, RuntimeError):
     """Something the embedded Spark runtime needs is missing."""
 
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 from ..codec import constants as C
 from ..codec.events import Column, JsonDiffs
 from ..codec.mariadb_text import TEXT_FORMS
+from ..errors import ProviderError
 from .contract import arrow_type_for
 
 _MICROSECOND = dt.timedelta(microseconds=1)
@@ -30,7 +31,7 @@ _NONE = type(None)
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError)
 
 
-class StagingValueError(ValueError):
+class StagingValueError(ProviderError, ValueError):
     """A decoded value that the staging layout cannot hold; the message says what to change."""
 
 

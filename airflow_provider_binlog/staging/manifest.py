@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..atomic_file import write_atomically
+from ..errors import ProviderError
 from .contract import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION
 
 
-class ManifestError(ValueError):
+class ManifestError(ProviderError, ValueError):
     """A manifest that is missing, malformed or points at files that are not there."""
 
 

@@ -20,13 +20,14 @@ import gc
 import multiprocessing
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import Any, Optional, Sequence, cast
 
 from ..codec.events import TableMap
 from ..codec.rows import DeferredRows
+from ..errors import ProviderError
 from .convert import Counters
 from .parts import Stager
 
@@ -40,7 +41,7 @@ _RawRows = tuple[bytes, int, int, int, Optional[int], Optional[str], Optional[st
 _Item = tuple[_Key, int, Optional[TableMap], str, int, tuple[Any, ...], Optional[_RawRows], Any]
 
 
-class StagingWorkerError(RuntimeError):
+class StagingWorkerError(ProviderError, RuntimeError):
     """A staging worker process ended without reporting its files."""
 
 

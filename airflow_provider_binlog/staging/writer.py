@@ -18,11 +18,9 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, cast
 
-
-from ..codec.positions import binlog_sequence
 from ..codec.events import ABSENT, RowsEvent, TableMap
-from .contract import (MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, column_descriptions,
-                       schema_fingerprint)
+from ..codec.positions import binlog_sequence
+from .contract import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, column_descriptions, schema_fingerprint
 from .convert import Counters
 from .manifest import Manifest, ManifestError, load_manifest, write_json_atomically
 from .parts import Stager, safe_name

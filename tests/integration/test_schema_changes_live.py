@@ -85,6 +85,20 @@ def server(request, mariadb_factory):
     return mariadb_factory(**CONFIGS[request.param])
 
 
+def _minimal_db(mariadb_factory, table: str):
+    """A server with MINIMAL row metadata (the default of MySQL 8 and MariaDB), a new database
+    and one table in it (``table``: its name and definition)."""
+    server = mariadb_factory(binlog_row_metadata="MINIMAL")
+    db = _db(server)
+    server.execute(f"CREATE TABLE {db}.{table}")
+    return server, db
+
+
+def _hook(server, monkeypatch, **extra) -> BinlogHook:
+    create_user(server)
+    return BinlogHook(set_connection(monkeypatch, server, **extra))
+
+
 def _db(server) -> str:
     name = f"sch_{next(_names)}"
     server.execute(f"CREATE DATABASE {name}")
@@ -132,12 +146,8 @@ def test_alters_inside_a_batch_and_between_runs_keep_iceberg_equal_to_the_source
 
 def test_a_history_read_after_a_same_type_drop_and_add_is_detected_not_mislabelled(
         mariadb_factory, monkeypatch, tmp_path):
-    server = mariadb_factory(binlog_row_metadata="MINIMAL")
-    db = _db(server)
-    server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT, b INT)")
-    create_user(server)
-    conn_id = set_connection(monkeypatch, server)
-    hook = BinlogHook(conn_id)
+    server, db = _minimal_db(mariadb_factory, "t (id INT PRIMARY KEY, a INT, b INT)")
+    hook = _hook(server, monkeypatch)
     start = hook.current_position()
     server.execute(f"INSERT INTO {db}.t VALUES (1, 10, 100)")
     server.execute(f"ALTER TABLE {db}.t DROP COLUMN a, ADD COLUMN c INT")  # same types, new names
@@ -148,9 +158,7 @@ def test_a_history_read_after_a_same_type_drop_and_add_is_detected_not_mislabell
 
 
 def test_gh_ost_style_cut_over_carries_the_table_on(mariadb_factory, spark, monkeypatch, tmp_path):
-    server = mariadb_factory(binlog_row_metadata="MINIMAL")
-    db = _db(server)
-    server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT, note VARCHAR(10))")
+    server, db = _minimal_db(mariadb_factory, "t (id INT PRIMARY KEY, a INT, note VARCHAR(10))")
     server.execute(f"INSERT INTO {db}.t VALUES (1, 1, 'a'), (2, 2, 'b'), (3, 3, 'c')")
     load = Load(server, spark, monkeypatch, tmp_path, db, ["t"])
     load.snapshot()
@@ -170,9 +178,7 @@ def test_gh_ost_style_cut_over_carries_the_table_on(mariadb_factory, spark, monk
 @pytest.mark.skipif(shutil.which("pt-online-schema-change") is None,
                     reason="pt-online-schema-change not installed (Debian package percona-toolkit)")
 def test_pt_online_schema_change_with_a_writer_running(mariadb_factory, spark, monkeypatch, tmp_path):
-    server = mariadb_factory(binlog_row_metadata="MINIMAL")
-    db = _db(server)
-    server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT NOT NULL, note VARCHAR(20))")
+    server, db = _minimal_db(mariadb_factory, "t (id INT PRIMARY KEY, a INT NOT NULL, note VARCHAR(20))")
     for i in range(1, 201):
         server.execute(f"INSERT INTO {db}.t VALUES (%s, %s, %s)", (i, i, f"n{i}"))
     load = Load(server, spark, monkeypatch, tmp_path, db, ["t"])
@@ -212,9 +218,7 @@ def test_pt_online_schema_change_with_a_writer_running(mariadb_factory, spark, m
 
 
 def test_renames_between_captured_tables_carry_their_iceberg_tables(mariadb_factory, spark, monkeypatch, tmp_path):
-    server = mariadb_factory(binlog_row_metadata="MINIMAL")
-    db = _db(server)
-    server.execute(f"CREATE TABLE {db}.a (id INT PRIMARY KEY, v VARCHAR(10))")
+    server, db = _minimal_db(mariadb_factory, "a (id INT PRIMARY KEY, v VARCHAR(10))")
     server.execute(f"CREATE TABLE {db}.b (id INT PRIMARY KEY, w INT, x INT)")
     server.execute(f"INSERT INTO {db}.a VALUES (1, 'a1'), (2, 'a2')")
     server.execute(f"INSERT INTO {db}.b VALUES (10, 1, 2), (11, 3, 4), (12, 5, 6)")
@@ -250,9 +254,7 @@ def test_a_swap_interrupted_between_its_two_moves_completes_on_the_rerun(mariadb
                                                                           tmp_path):
     import spark_jobs.merge_cdc as job
 
-    server = mariadb_factory(binlog_row_metadata="MINIMAL")
-    db = _db(server)
-    server.execute(f"CREATE TABLE {db}.a (id INT PRIMARY KEY, v VARCHAR(10))")
+    server, db = _minimal_db(mariadb_factory, "a (id INT PRIMARY KEY, v VARCHAR(10))")
     server.execute(f"CREATE TABLE {db}.b (id INT PRIMARY KEY, w INT)")
     server.execute(f"INSERT INTO {db}.a VALUES (1, 'a1'), (2, 'a2')")
     server.execute(f"INSERT INTO {db}.b VALUES (10, 1)")
@@ -287,12 +289,9 @@ def test_a_schema_change_missing_from_the_binlog_is_a_divergence_with_both_colum
         mariadb_factory, monkeypatch, tmp_path):
     from airflow_provider_binlog.schema_history import SchemaDivergenceError
 
-    server = mariadb_factory(binlog_row_metadata="MINIMAL")
-    db = _db(server)
-    server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT)")
-    create_user(server)
+    server, db = _minimal_db(mariadb_factory, "t (id INT PRIMARY KEY, a INT)")
     store = FileCheckpointStore(tmp_path / "store")
-    hook = BinlogHook(set_connection(monkeypatch, server, extra={"checkpoint_store_uri": str(tmp_path / "store")}))
+    hook = _hook(server, monkeypatch, extra={"checkpoint_store_uri": str(tmp_path / "store")})
     first = hook.dump(staging_dir=tmp_path / "staging", start=hook.current_position(), tables=[f"{db}.t"])
     # what the merge does: the checkpoint advances with the history at the dump's end
     store.save(hook.binlog_conn_id, Checkpoint.from_json(first["end"]),
@@ -321,8 +320,7 @@ def test_mariadb_uuid_and_inet6_are_staged_as_text_with_full_row_metadata(mariad
     server = mariadb_factory(binlog_row_metadata="FULL")
     db = _db(server)
     server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, u UUID, ip INET6)")
-    create_user(server)
-    hook = BinlogHook(set_connection(monkeypatch, server))
+    hook = _hook(server, monkeypatch)
     start = hook.current_position()
     server.execute(f"INSERT INTO {db}.t VALUES (1, '123e4567-e89b-12d3-a456-426655440000', '::ffff:1.2.3.4')")
     result = hook.dump(staging_dir=tmp_path, start=start, tables=[f"{db}.t"])
@@ -336,11 +334,8 @@ def test_a_schema_statement_the_history_cannot_follow_stops_the_dump_with_positi
         mariadb_factory, monkeypatch, tmp_path):
     from airflow_provider_binlog.schema_history import DdlSyntaxError
 
-    server = mariadb_factory(binlog_row_metadata="MINIMAL")
-    db = _db(server)
-    server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT)")
-    create_user(server)
-    hook = BinlogHook(set_connection(monkeypatch, server))
+    server, db = _minimal_db(mariadb_factory, "t (id INT PRIMARY KEY, a INT)")
+    hook = _hook(server, monkeypatch)
     start = hook.current_position()
     server.execute(f"ALTER TABLE {db}.t ADD SYSTEM VERSIONING")
     server.execute(f"INSERT INTO {db}.t VALUES (1, 2)")
@@ -354,12 +349,9 @@ def test_a_schema_statement_the_history_cannot_follow_stops_the_dump_with_positi
 
 
 def test_create_table_select_is_followed_from_the_columns_the_server_logs(mariadb_factory, monkeypatch, tmp_path):
-    server = mariadb_factory(binlog_row_metadata="MINIMAL")
-    db = _db(server)
-    server.execute(f"CREATE TABLE {db}.src (id INT PRIMARY KEY, v VARCHAR(5))")
+    server, db = _minimal_db(mariadb_factory, "src (id INT PRIMARY KEY, v VARCHAR(5))")
     server.execute(f"INSERT INTO {db}.src VALUES (1, 'a'), (2, 'b')")
-    create_user(server)
-    hook = BinlogHook(set_connection(monkeypatch, server))
+    hook = _hook(server, monkeypatch)
     start = hook.current_position()
     server.execute(f"CREATE TABLE {db}.copy (extra INT DEFAULT 3) SELECT id, v FROM {db}.src")
     result = hook.dump(staging_dir=tmp_path, start=start, tables=[f"{db}.copy"])

@@ -122,7 +122,8 @@ def _write_text(out, name: str, events) -> None:
                     for col, value in zip(cols, values):
                         if value is ABSENT:
                             continue
-                        out.write(f"###   @{col.index + 1}={sql_literal(value, col)} /* {col.name} {col.type_name} */\n")
+                        literal = sql_literal(value, col)
+                        out.write(f"###   @{col.index + 1}={literal} /* {col.name} {col.type_name} */\n")
 
 
 def decode_command(args) -> int:

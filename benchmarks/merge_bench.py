@@ -12,9 +12,9 @@ warehouse, and creates two Iceberg tables of the same source table ``bench.items
 ``name VARCHAR``, nullable ``note VARCHAR``) in the namespaces ``bench_small`` and
 ``bench_large``, holding ``--small`` and ``--large`` rows (default 1,000,000 and 10,000,000;
 even ids ``0, 2, 4, ...``).  They are created with the merge job's own statements
-(``merge_cdc.create_table_statements``), so they have its default layout: format version 2,
+(``merge.spark.schema.create_table_statements``), so they have its default layout: format version 2,
 ``WRITE ORDERED BY id``, merge-on-read MERGE/UPDATE/DELETE with one position delete file per
-write task and partition (``merge_cdc.DEFAULT_TABLE_PROPERTIES``), plus the ``binlog.*``
+write task and partition (``merge.iceberg_contract.DEFAULT_TABLE_PROPERTIES``), plus the ``binlog.*``
 table properties.  They are loaded from ``spark.range`` with the rows sorted by id (one file
 per 250,000 rows, each a sorted run of ids), and their load commit carries the
 ``binlog.checkpoint`` the batch starts at, so the batch applies without a gap.
@@ -158,24 +158,26 @@ def create_table(spark, namespace: str, manifest, start: Checkpoint, rows: int,
     """The Iceberg table of ``bench.items`` in ``namespace``, as the merge job creates it,
     loaded with ``rows`` rows sorted by id; the load commit holds ``start``."""
     from airflow_provider_binlog.spark.runtime import run_with_commit_properties
-    from spark_jobs import merge_cdc
+    from airflow_provider_binlog.merge import iceberg_contract as contract
+    from airflow_provider_binlog.merge.spark.collapse import read_staged
+    from airflow_provider_binlog.merge.spark.column_types import iceberg_type_for_spark
+    from airflow_provider_binlog.merge.spark.schema import create_table_statements
 
     name = f"{CATALOG}.{namespace}.{iceberg_table_name(*SOURCE)}"
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{namespace}")
     # the columns the merge job derives from the staged files
-    staged = merge_cdc.read_staged(spark, str(manifest.files(manifest.tables[0])[0])).schema
-    columns = [(f.name, merge_cdc.iceberg_type_for_spark(f.dataType))
+    staged = read_staged(spark, str(manifest.files(manifest.tables[0])[0])).schema
+    columns = [(f.name, iceberg_type_for_spark(f.dataType))
                for f in staged["_after"].dataType.fields]
-    for sql in merge_cdc.create_table_statements(name, SOURCE, columns, merge_cdc.MODE_MERGE, ["id"],
-                                                 extra_properties):
+    for sql in create_table_statements(name, SOURCE, columns, contract.MODE_MERGE, ["id"], extra_properties):
         spark.sql(sql)
     partitions = max(1, rows // 250_000)
     data = spark.range(0, 2 * rows, 2, numPartitions=partitions).selectExpr(*ROW_SQL)
     data = data.select(*[data[n].cast(t).alias(n) for n, t in columns])
     # spark.range is already ordered by id across its partitions: keep that split (no
     # shuffle), one sorted run of ids per file
-    summary = {merge_cdc.SUMMARY_CHECKPOINT: checkpoint_text(start),
-               merge_cdc.SUMMARY_BATCH: "bench-load", merge_cdc.SUMMARY_STREAM: merge_cdc.DEFAULT_STREAM,
+    summary = {contract.SUMMARY_CHECKPOINT: checkpoint_text(start),
+               contract.SUMMARY_BATCH: "bench-load", contract.SUMMARY_STREAM: contract.DEFAULT_STREAM,
                "binlog.source": ".".join(SOURCE)}
     run_with_commit_properties(spark, summary, lambda: data.sortWithinPartitions("id").writeTo(name)
                                .option("distribution-mode", "none").append())
@@ -203,7 +205,7 @@ def rollback(spark, name: str, snapshot_id: int) -> None:
 
 
 def timed_merge(spark, manifest, namespace: str, stream: str = "default") -> float:
-    from spark_jobs.merge_cdc import apply_manifests
+    from airflow_provider_binlog.merge.spark.batch import apply_manifests
 
     t0 = time.perf_counter()
     result = apply_manifests(spark, [manifest], CATALOG, namespace, stream=stream)

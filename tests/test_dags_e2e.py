@@ -389,12 +389,12 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
     assert heads(spark) == before and store.load(SOURCE_ID) == checkpoint
 
     # 4. the last merge run again with the same manifest: already applied, nothing changes
-    from spark_jobs import merge_cdc
+    from airflow_provider_binlog.merge.spark import job as merge_job
     out = Path(spark_warehouse).parent / "e2e-rerun.json"
     argv = ["--warehouse", spark_warehouse, "--catalog", "lake", "--namespace", NAMESPACE,
             "--checkpoint-store", store.root,
             "--checkpoint-key", SOURCE_ID, "--manifest", last_dump["manifest"], "--output-json", str(out)]
-    assert merge_cdc.main(argv) == 0
+    assert merge_job.main(argv) == 0
     assert [b["status"] for b in json.loads(out.read_text())["batches"]] == ["already-applied"]
     assert heads(spark) == before and store.load(SOURCE_ID) == checkpoint
 

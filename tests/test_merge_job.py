@@ -1,4 +1,5 @@
-"""The merge job (spark_jobs/merge_cdc.py): staged batches applied to Iceberg with MERGE, exactly
+"""The merge job (airflow_provider_binlog.merge, run by spark_jobs/merge_cdc.py): staged batches
+applied to Iceberg with MERGE, exactly
 once, compared value by value with a model of the source table (and with a live MariaDB)."""
 from __future__ import annotations
 
@@ -19,10 +20,16 @@ from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.codec.events import (ABSENT, Column, EventHeader,  # noqa: E402
                                                   RowsEvent, TableMap)
 from airflow_provider_binlog.staging import StagingWriter  # noqa: E402
-from spark_jobs import merge_cdc  # noqa: E402
-from spark_jobs.merge_cdc import (BatchGapError, SchemaEvolutionError,  # noqa: E402
-                                  apply_manifests, iceberg_schema_for,
-                                  iceberg_table_name, plan_batches)
+from airflow_provider_binlog.merge.batches import plan_batches  # noqa: E402
+from airflow_provider_binlog.merge.errors import BatchGapError, SchemaEvolutionError  # noqa: E402
+from airflow_provider_binlog.merge.spark import apply as merge_apply  # noqa: E402
+from airflow_provider_binlog.merge.spark import batch as merge_batch  # noqa: E402
+from airflow_provider_binlog.merge.spark import job as merge_job  # noqa: E402
+from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from airflow_provider_binlog.merge.spark.catalog import applied_state, read_table_properties  # noqa: E402
+from airflow_provider_binlog.merge.spark.column_types import iceberg_schema_for  # noqa: E402
+from airflow_provider_binlog.merge.spark.maintenance import run_maintenance  # noqa: E402
+from airflow_provider_binlog.tables import iceberg_table_name  # noqa: E402
 
 UTC = dt.timezone.utc
 
@@ -410,7 +417,7 @@ def test_table_without_primary_key_becomes_a_change_log(spark, tmp_path, monkeyp
         raise RuntimeError("killed")
 
     with monkeypatch.context() as m:
-        m.setattr(merge_cdc, "_apply_merge_table", killed)
+        m.setattr(merge_batch, "apply_merge_table", killed)
         with pytest.raises(RuntimeError, match="killed"):
             apply_manifests(spark, [manifest], "lake", "mj_nopk", store, "nopk")
     assert store.load("nopk") is None
@@ -487,7 +494,7 @@ def test_created_tables_are_merge_on_read_v2_and_sorted_by_key(spark, tmp_path):
     log = Binlog(tmp_path).begin()
     log.rows(LAYOUT_MAP, "insert", [(1, 10, "r1")])
     apply_manifests(spark, [log.publish()], "lake", "mj_layout")
-    props = merge_cdc._table_properties(spark, "lake.mj_layout.s__mor")
+    props = read_table_properties(spark, "lake.mj_layout.s__mor")
     assert props["format-version"] == "2"
     assert (props["write.merge.mode"], props["write.update.mode"], props["write.delete.mode"]) == \
         ("merge-on-read",) * 3
@@ -516,7 +523,7 @@ def test_table_properties_given_override_the_merge_on_read_default(spark, tmp_pa
     log = Binlog(tmp_path)
     cow = {"write.merge.mode": "copy-on-write"}
     name = two_file_table(spark, log, "mj_cow", table_properties=cow)
-    assert merge_cdc._table_properties(spark, name)["write.merge.mode"] == "copy-on-write"
+    assert read_table_properties(spark, name)["write.merge.mode"] == "copy-on-write"
     before = data_files(spark, name)
     apply_manifests(spark, [few_changes(log)], "lake", "mj_cow")
     s = summary(spark, name)
@@ -545,7 +552,7 @@ def test_maintenance_folds_the_delete_files_into_the_data_files(spark, tmp_path)
     assert done["expire"]["deleted_data_files_count"] == 0
     assert done["expire"]["deleted_position_delete_files_count"] == 0
     # the applied position survives, and the next batch merges (and reruns) as before
-    state = merge_cdc.applied_state(spark, name)
+    state = applied_state(spark, name)
     assert state.checkpoint == log.here() and state.batch_id == changes.dump_id
     log.begin().rows(LAYOUT_MAP, "delete", [(1, 10, "r1")])
     following = log.publish()
@@ -561,24 +568,24 @@ def test_maintenance_folds_the_delete_files_into_the_data_files(spark, tmp_path)
     every = {(r[0], r[1]) for r in spark.sql(f"SELECT content, file_path FROM {name}.all_files").collect()}
     gone = {content: {p for c, p in every if c == content and p not in kept} for content in (0, 1)}
     assert len(gone[0]) == 3 and len(gone[1]) == 1 and before < gone[0], gone
-    (second,) = merge_cdc.run_maintenance(spark, "lake", "mj_maint", [name], older_than_days=0, retain_last=1)
+    (second,) = run_maintenance(spark, "lake", "mj_maint", [name], older_than_days=0, retain_last=1)
     assert second["expire"]["deleted_data_files_count"] == 3
     assert second["expire"]["deleted_position_delete_files_count"] == 1
     assert not [p for p in gone[0] | gone[1] if os.path.exists(p.removeprefix("file:"))]
     assert all(os.path.exists(p.removeprefix("file:")) for p in kept)
-    assert merge_cdc.applied_state(spark, name).checkpoint == log.here()
+    assert applied_state(spark, name).checkpoint == log.here()
     assert sorted(table_rows(spark, name))[:2] == [2, 3]
 
 
 def test_merge_reads_target_columns_only_when_an_image_lacks_columns(spark, tmp_path, monkeypatch):
     statements = []
-    build = merge_cdc._merge_statement
+    build = merge_apply.merge_statement
 
     def recording(*args, **kwargs):
         statements.append(build(*args, **kwargs))
         return statements[-1]
 
-    monkeypatch.setattr(merge_cdc, "_merge_statement", recording)
+    monkeypatch.setattr(merge_apply, "merge_statement", recording)
     log = Binlog(tmp_path)
     name = two_file_table(spark, log, "mj_proj")
     apply_manifests(spark, [few_changes(log)], "lake", "mj_proj")
@@ -598,7 +605,7 @@ def test_merge_reads_target_columns_only_when_an_image_lacks_columns(spark, tmp_
     (Decimal("-12345.60"), "decimal(9,2)"), (dt.date(1, 1, 1), "date"), (dt.date(2024, 2, 29), "date")])
 def test_key_filter_literals_round_trip(spark, value, data_type):
     from pyspark.sql.types import _parse_datatype_string
-    literal = merge_cdc._sql_literal(value, _parse_datatype_string(data_type))
+    literal = merge_apply.sql_literal(value, _parse_datatype_string(data_type))
     row = spark.sql(f"SELECT {literal} AS v, typeof({literal}) AS t").collect()[0]
     assert row["v"] == value and row["t"] == data_type
 
@@ -694,7 +701,7 @@ def test_live_dumps_merged_by_the_command_line(mariadb, spark, spark_warehouse, 
             "--checkpoint-store", str(tmp_path / "store"), "--checkpoint-key", "live",
             "--output-json", str(out), "--maintenance", "--retain-last", "1",
             "--expire-older-than-days", "0"]
-    assert merge_cdc.main(argv) == 0
+    assert merge_job.main(argv) == 0
     result = json.loads(out.read_text())
     assert [b["batch_id"] for b in result["batches"]] == [first.manifest.dump_id, second.manifest.dump_id]
     assert store.load("live") == second.end
@@ -703,10 +710,10 @@ def test_live_dumps_merged_by_the_command_line(mariadb, spark, spark_warehouse, 
     # expiry keeps the snapshot holding the applied checkpoint (and what follows it)
     expired = {m["table"]: m["expire"]["deleted_manifest_lists_count"] for m in result["maintenance"]}
     assert expired["lake.mj_live.dumpdb__merged"] >= 1
-    state = merge_cdc.applied_state(spark, "lake.mj_live.dumpdb__merged")
+    state = applied_state(spark, "lake.mj_live.dumpdb__merged")
     assert state.checkpoint == Checkpoint.from_json(second.manifest.end)
     assert state.batch_id == second.manifest.dump_id
-    assert merge_cdc.main(argv) == 0      # a rerun is a no-op
+    assert merge_job.main(argv) == 0      # a rerun is a no-op
     assert json.loads(out.read_text())["batches"][0]["status"] == "already-applied"
 
 

@@ -19,8 +19,12 @@ from airflow_provider_binlog.checkpoint import Checkpoint, FileCheckpointStore  
 from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.codec.events import ABSENT, Column, EventHeader, RowsEvent, TableMap  # noqa: E402
 from airflow_provider_binlog.staging import StagingWriter  # noqa: E402
-from spark_jobs import merge_cdc  # noqa: E402
-from spark_jobs.merge_cdc import MergeJobError, apply_manifests, plan_batches  # noqa: E402
+from airflow_provider_binlog.merge.spark import apply as merge_apply  # noqa: E402
+from airflow_provider_binlog.merge.spark import batch as merge_batch  # noqa: E402
+from airflow_provider_binlog.merge.spark import job as merge_job  # noqa: E402
+from airflow_provider_binlog.merge.errors import MergeJobError  # noqa: E402
+from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from airflow_provider_binlog.merge.batches import plan_batches  # noqa: E402
 
 UTC = dt.timezone.utc
 
@@ -162,12 +166,12 @@ def test_max_key_change_rows_exceeded_fails_the_job_and_commits_nothing(spark, s
                 "--manifest", str(second.directory), "--max-key-change-rows", str(limit),
                 "--output-json", str(tmp_path / "out.json")]
 
-    assert merge_cdc.main(argv(5)) == 1
+    assert merge_job.main(argv(5)) == 1
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["error_type"] == "MergeJobError" and "limited to 5 (--max-key-change-rows)" in out["error"], out
     assert snapshots(spark, name) == before and store.load("k") == Checkpoint.from_json(first.end)
     # within the limit the same batch applies
-    assert merge_cdc.main(argv(1000)) == 0
+    assert merge_job.main(argv(1000)) == 0
     assert rows_of(spark, name) == {101: (10, "r1"), 102: (20, "r2"), 103: (30, "r3"), 4: (40, "r4"), 5: (50, "r5")}
 
 
@@ -175,15 +179,15 @@ def test_max_key_change_rows_exceeded_fails_the_job_and_commits_nothing(spark, s
 
 def test_the_key_filter_is_given_up_above_its_limit(spark, tmp_path, monkeypatch):
     statements = []
-    build = merge_cdc._merge_statement
+    build = merge_apply.merge_statement
 
     def recording(*args, **kwargs):
         statements.append(kwargs.get("key_filter"))
         return build(*args, **kwargs)
 
-    monkeypatch.setattr(merge_cdc, "_merge_statement", recording)
-    monkeypatch.setattr(merge_cdc, "_apply_merge_table",
-                        functools.partial(merge_cdc._apply_merge_table, max_filter_keys=3))
+    monkeypatch.setattr(merge_apply, "merge_statement", recording)
+    monkeypatch.setattr(merge_batch, "apply_merge_table",
+                        functools.partial(merge_apply.apply_merge_table, max_filter_keys=3))
     log = Binlog(tmp_path)
     apply_manifests(spark, [log.begin().rows(tmap("kf"), "insert", [(i, i, "r") for i in range(1, 11)]).publish()],
                     "lake", "mr_kf")

@@ -9,7 +9,7 @@ from airflow_provider_binlog.checkpoint import Checkpoint, FileCheckpointStore
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.snapshot import take_snapshot
 from airflow_provider_binlog.tables import TableFilter
-from spark_jobs import merge_cdc
+from airflow_provider_binlog.merge.spark import job as merge_job
 from tests.test_dump_live import COLUMNS, replica, source_rows, workload
 
 
@@ -29,7 +29,7 @@ def test_snapshot_overwrites_then_dumps_continue(mariadb, spark, spark_warehouse
     argv = ["--warehouse", spark_warehouse, "--catalog", "lake", "--namespace", "snap_ns",
             "--checkpoint-store", str(store_dir), "--checkpoint-key", "snap",
             "--output-json", str(tmp_path / "out.json")]
-    assert merge_cdc.main(argv + ["--manifest", str(snap.path)]) == 0
+    assert merge_job.main(argv + ["--manifest", str(snap.path)]) == 0
     target = "lake.snap_ns.dumpdb__snapped"
     got = {r[0]: tuple(r) for r in spark.sql(f"SELECT {', '.join(COLUMNS)} FROM {target}").collect()}
     assert got and len(got) == len(mariadb.query("SELECT id FROM dumpdb.snapped"))
@@ -39,16 +39,16 @@ def test_snapshot_overwrites_then_dumps_continue(mariadb, spark, spark_warehouse
     rc = replica(mariadb)
     inc = run_dump(rc, staging_dir=staging, start=store.load("snap"), tables=tables)
     rc.close()
-    assert merge_cdc.main(argv + ["--manifest", str(inc.manifest.path)]) == 0
+    assert merge_job.main(argv + ["--manifest", str(inc.manifest.path)]) == 0
     got = {r[0]: tuple(r) for r in spark.sql(f"SELECT {', '.join(COLUMNS)} FROM {target}").collect()}
     assert got == source_rows(mariadb, "snapped")
     head = spark.sql(f"SELECT snapshot_id FROM {target}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
     # an older snapshot would rewind the table: refused, nothing changes
-    assert merge_cdc.main(argv + ["--manifest", str(snap.path)]) != 0
+    assert merge_job.main(argv + ["--manifest", str(snap.path)]) != 0
     assert "older than" in json.loads((tmp_path / "out.json").read_text())["error"]
     assert store.load("snap") == inc.end
     # re-applying the already-applied incremental batch changes nothing
-    assert merge_cdc.main(argv + ["--manifest", str(inc.manifest.path)]) == 0
+    assert merge_job.main(argv + ["--manifest", str(inc.manifest.path)]) == 0
     assert json.loads((tmp_path / "out.json").read_text())["batches"][0]["status"] == "already-applied"
     again = spark.sql(f"SELECT snapshot_id FROM {target}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
     assert again == head
@@ -57,7 +57,7 @@ def test_snapshot_overwrites_then_dumps_continue(mariadb, spark, spark_warehouse
     workload(mariadb, "snapped", rng, 30)
     snap2 = take_snapshot(lambda: mariadb.connect(), staging_dir=staging, tables=tables,
                           flavor="mariadb", server={"server_id": mariadb.server_id})
-    assert merge_cdc.main(argv + ["--manifest", str(snap2.path)]) == 0
+    assert merge_job.main(argv + ["--manifest", str(snap2.path)]) == 0
     got = {r[0]: tuple(r) for r in spark.sql(f"SELECT {', '.join(COLUMNS)} FROM {target}").collect()}
     assert got == source_rows(mariadb, "snapped")
     assert store.load("snap") == Checkpoint.from_json(snap2.end)

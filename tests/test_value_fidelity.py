@@ -165,7 +165,7 @@ def _stage(root, tm: TableMap, deferred: bool):
 
 def test_iceberg_keeps_the_whole_date_range_bit64_and_mariadb_text(spark, tmp_path):
     pytest.importorskip("pyspark")
-    from spark_jobs.merge_cdc import apply_manifests
+    from airflow_provider_binlog.merge.spark.batch import apply_manifests
 
     got_types = {}
     for deferred, table in ((True, "by_columns"), (False, "by_rows")):
@@ -188,7 +188,8 @@ def test_iceberg_keeps_the_whole_date_range_bit64_and_mariadb_text(spark, tmp_pa
 def test_a_bit64_column_of_a_table_that_holds_it_as_bigint_is_refused_with_the_remedy(spark, tmp_path):
     """A BIT(64) column staged before as a bigint (as BIT(1..63) still is) cannot become
     decimal(20,0) in Iceberg: the merge commits nothing and says how to recover."""
-    from spark_jobs.merge_cdc import SchemaEvolutionError, apply_manifests
+    from airflow_provider_binlog.merge.errors import SchemaEvolutionError
+    from airflow_provider_binlog.merge.spark.batch import apply_manifests
 
     def batch(root, bits, start, end):
         tm = TableMap(1, "s", "bits", (COLUMNS[0], Column(1, "b", C.MYSQL_TYPE_BIT, bits)))

@@ -19,8 +19,13 @@ except ImportError:  # pragma: no cover
 
 def merge_application() -> str:
     """Path of the merge job shipped with the package (``spark_jobs/merge_cdc.py``)."""
-    import spark_jobs.merge_cdc as job
-    return job.__file__
+    import importlib.util
+
+    # located, not imported: importing it would import pyspark
+    spec = importlib.util.find_spec("spark_jobs.merge_cdc")
+    if spec is None or spec.origin is None:  # pragma: no cover - a broken install
+        raise AirflowException("the merge job spark_jobs/merge_cdc.py is not installed with airflow-provider-binlog")
+    return spec.origin
 
 
 def manifest_paths(value: Any) -> list[str]:

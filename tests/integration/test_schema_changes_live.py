@@ -56,7 +56,7 @@ class Load:
         self.patterns = [f"{db}.{t}" for t in tables]
 
     def merge(self, manifest_path: str) -> dict:
-        from spark_jobs.merge_cdc import apply_manifests
+        from airflow_provider_binlog.merge.spark.batch import apply_manifests
         return apply_manifests(self.spark, [load_manifest(manifest_path)], "lake", self.namespace,
                                self.store, self.key)
 
@@ -256,7 +256,8 @@ def test_renames_between_captured_tables_carry_their_iceberg_tables(mariadb_fact
 
 def test_a_swap_interrupted_between_its_two_moves_completes_on_the_rerun(mariadb_factory, spark, monkeypatch,
                                                                           tmp_path):
-    import spark_jobs.merge_cdc as job
+    from airflow_provider_binlog.merge.iceberg_contract import SUMMARY_MOVE
+    from airflow_provider_binlog.spark import runtime
 
     server, db = _minimal_db(mariadb_factory, "a (id INT PRIMARY KEY, v VARCHAR(10))")
     server.execute(f"CREATE TABLE {db}.b (id INT PRIMARY KEY, w INT)")
@@ -266,22 +267,22 @@ def test_a_swap_interrupted_between_its_two_moves_completes_on_the_rerun(mariadb
     load.snapshot()
     server.execute(f"RENAME TABLE {db}.a TO {db}.t_tmp, {db}.b TO {db}.a, {db}.t_tmp TO {db}.b")
     result = load.hook.dump(staging_dir=load.staging, checkpoint_key=load.key, tables=load.patterns)
-    original = job.run_with_commit_properties
+    original = runtime.run_with_commit_properties
     moves_committed = []
 
     def dies_at_the_second_move(spark_, props, fn):
-        if job.SUMMARY_MOVE in props:
+        if SUMMARY_MOVE in props:
             if moves_committed:
                 raise RuntimeError("killed between the two moves")
             moves_committed.append(props)
         return original(spark_, props, fn)
 
-    monkeypatch.setattr(job, "run_with_commit_properties", dies_at_the_second_move)
+    monkeypatch.setattr(runtime, "run_with_commit_properties", dies_at_the_second_move)
     with pytest.raises(RuntimeError, match="killed between"):
         load.merge(result["manifest"])
     end = Checkpoint.from_json(load_manifest(result["manifest"]).end)
     assert load.store.load(load.key) != end  # the store did not advance
-    monkeypatch.setattr(job, "run_with_commit_properties", original)
+    monkeypatch.setattr(runtime, "run_with_commit_properties", original)
     again = load.merge(result["manifest"])
     assert sorted(m["status"] for m in again["batches"][0]["moves"]) == ["already-applied", "moved"]
     assert load.store.load(load.key) == end

@@ -1,7 +1,7 @@
-"""The merge job (``merge_cdc.main``, embedded local Spark) in a child process that kills its
+"""The merge job (``merge.spark.job.main``, embedded local Spark) in a child process that kills its
 whole process group (itself and its Spark JVM) with SIGKILL at a chosen point.
 
-argv[1] is a JSON spec: argv (for ``merge_cdc.main``), kill ({"point": ..., "after": n,
+argv[1] is a JSON spec: argv (for the job's ``main``), kill ({"point": ..., "after": n,
 "seconds": s}), out (where the result JSON goes), hold_lock (a path: hold this merge's lock
 until the file appears, to make a concurrent run overlap).
 
@@ -31,7 +31,8 @@ def install(kill: dict) -> None:
     from pyspark.sql import SparkSession
 
     from airflow_provider_binlog import checkpoint
-    from spark_jobs import merge_cdc
+    from airflow_provider_binlog.merge.iceberg_contract import LEDGER_TABLE
+    from airflow_provider_binlog.spark import runtime
 
     point = kill.get("point")
     after = int(kill.get("after", 1))
@@ -49,10 +50,10 @@ def install(kill: dict) -> None:
             return result
         SparkSession.sql = sql
     elif point in ("before_commit", "after_commit", "before_ledger"):
-        original = merge_cdc.run_with_commit_properties
+        original = runtime.run_with_commit_properties
 
         def commit(spark, props, fn):
-            ledger = props.get("binlog.source") == merge_cdc.LEDGER_TABLE
+            ledger = props.get("binlog.source") == LEDGER_TABLE
             if point == "before_ledger":
                 if ledger:
                     die()
@@ -66,7 +67,7 @@ def install(kill: dict) -> None:
             if point == "after_commit" and count[0] >= after:
                 die()
             return result
-        merge_cdc.run_with_commit_properties = commit
+        runtime.run_with_commit_properties = commit
     elif point in ("before_store", "after_store"):
         original_save = checkpoint.FileCheckpointStore.save
 
@@ -100,11 +101,12 @@ def install(kill: dict) -> None:
 def main() -> int:
     spec = json.loads(sys.argv[1])
     install(spec.get("kill") or {})
-    from spark_jobs import merge_cdc
+    from airflow_provider_binlog.merge.spark import batch as merge_batch
+    from airflow_provider_binlog.merge.spark import job as merge_job
 
     hold = spec.get("hold_lock")
     if hold:  # keep the merge running (inside its lock) until told to go on
-        original = merge_cdc.apply_batch
+        original = merge_batch.apply_batch
 
         def apply_batch(*args, **kwargs):
             with open(spec["out"] + ".inside", "w"):
@@ -113,10 +115,10 @@ def main() -> int:
             while not os.path.exists(hold) and time.monotonic() < deadline:
                 time.sleep(0.05)
             return original(*args, **kwargs)
-        merge_cdc.apply_batch = apply_batch
+        merge_batch.apply_batch = apply_batch
     argv = list(spec["argv"]) + ["--output-json", spec["out"]]
     try:
-        return merge_cdc.main(argv)
+        return merge_job.main(argv)
     except Exception as exc:  # main wrote the error to the output
         print(f"merge failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2

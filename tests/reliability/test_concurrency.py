@@ -54,7 +54,8 @@ def dumped(mariadb, tmp_path):
 
 
 def test_a_second_merge_of_the_same_stream_is_refused_while_one_runs(dumped, spark, tmp_path, record_trials):
-    from spark_jobs.merge_cdc import ConcurrentRunError, apply_manifests
+    from airflow_provider_binlog.merge.errors import ConcurrentRunError
+    from airflow_provider_binlog.merge.spark.batch import apply_manifests
 
     manifest, expected = dumped
     store = FileCheckpointStore(tmp_path / "store")

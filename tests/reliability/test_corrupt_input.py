@@ -177,13 +177,13 @@ def argv(spark_warehouse, tmp_path, namespace, manifest):
 
 def test_bad_staged_batches_are_refused_and_nothing_is_committed(batch, spark, spark_warehouse, tmp_path,
                                                                   record_trials):
-    from spark_jobs import merge_cdc
+    from airflow_provider_binlog.merge.spark import job as merge_job
 
     first, second = batch
     namespace = "rel_corrupt_staged"
     store = FileCheckpointStore(tmp_path / "store")
     store.save("k", Checkpoint.from_json(first.start))
-    assert merge_cdc.main(argv(spark_warehouse, tmp_path, namespace, first.directory)) == 0
+    assert merge_job.main(argv(spark_warehouse, tmp_path, namespace, first.directory)) == 0
     good = second.directory
     (entry, *_) = second.tables
     part = entry["files"][0]["path"]
@@ -233,7 +233,7 @@ def test_bad_staged_batches_are_refused_and_nothing_is_committed(batch, spark, s
         target, saved = damaged(kind)
         code = None
         try:
-            code = merge_cdc.main(argv(spark_warehouse, tmp_path, namespace, target))
+            code = merge_job.main(argv(spark_warehouse, tmp_path, namespace, target))
         except CheckpointStoreError as exc:
             assert kind == "damaged checkpoint store" and "k.json" in str(exc)
         finally:
@@ -248,7 +248,7 @@ def test_bad_staged_batches_are_refused_and_nothing_is_committed(batch, spark, s
         assert (S.snapshot_ids(spark, namespace, DB), store.load("k")) == before, kind
         record_trials(f"bad staged input: {kind}")
     # the intact batch still applies
-    assert merge_cdc.main(argv(spark_warehouse, tmp_path, namespace, good)) == 0
+    assert merge_job.main(argv(spark_warehouse, tmp_path, namespace, good)) == 0
     assert store.load("k") == Checkpoint.from_json(second.end)
     with pytest.raises(ManifestError, match="sha256|checksum"):
         damaged("Parquet file with a flipped byte")
@@ -269,7 +269,8 @@ def test_mutated_manifests_are_typed_errors(batch, tmp_path, record_trials):
     """Any key deleted or any value replaced by one of another type: the merge job's planning
     (which reads and checks the manifest) raises ManifestError or MergeJobError, or accepts
     a harmless change; never another exception."""
-    from spark_jobs.merge_cdc import MergeJobError, plan_batches
+    from airflow_provider_binlog.merge.batches import plan_batches
+    from airflow_provider_binlog.merge.errors import MergeJobError
 
     _, second = batch
     original = json.loads((second.directory / "manifest.json").read_text())

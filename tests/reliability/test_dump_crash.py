@@ -59,7 +59,7 @@ def check_chain(manifests, server, spark=None, tmp_path=None, namespace=None):
         assert prev.end == nxt.start, "the reruns do not chain"
     assert S.replay(manifests, DB) == S.source_state(server, DB)
     if spark is not None:
-        from spark_jobs.merge_cdc import apply_manifests
+        from airflow_provider_binlog.merge.spark.batch import apply_manifests
         store = FileCheckpointStore(tmp_path / "store")
         store.save("dump", Checkpoint.from_json(manifests[0].start))
         apply_manifests(spark, manifests, "lake", namespace, store, "dump")

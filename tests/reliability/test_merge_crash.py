@@ -1,7 +1,7 @@
 """SIGKILL of the Spark merge job (driver and JVM) at every stage of a run over two batches
 and three tables: after a CREATE/ALTER TABLE, before a table's commit, between two tables'
 commits, before the ledger row, before / during / after the checkpoint store's update; then
-``merge_cdc.main`` again: the Iceberg tables equal the source exactly (no change lost, none
+the merge job's ``main`` again: the Iceberg tables equal the source exactly (no change lost, none
 applied twice), the ledger holds each batch once and the store the last batch end."""
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 from airflow_provider_binlog.checkpoint import Checkpoint, FileCheckpointStore
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.tables import TableFilter
-from spark_jobs import merge_cdc
+from airflow_provider_binlog.merge.spark import job as merge_job
+from airflow_provider_binlog.merge.spark.catalog import applied_state
 from tests.reliability import support as S
 
 DB = "rel_merge"
@@ -84,14 +85,14 @@ def killed_merges_then_rerun(spark, spark_warehouse, tmp_path, manifests, expect
             full = f"lake.{namespace}.{name}"
             if spark.catalog.tableExists(full):
                 spark.sql(f"REFRESH TABLE {full}")
-                state = merge_cdc.applied_state(spark, full)
+                state = applied_state(spark, full)
                 assert state.checkpoint is None or state.checkpoint in ends
     out = tmp_path / f"{namespace}-rerun.json"
-    assert merge_cdc.main(argv + ["--output-json", str(out)]) == 0, out.read_text()
+    assert merge_job.main(argv + ["--output-json", str(out)]) == 0, out.read_text()
     check_exact(spark, namespace, manifests, expected, store)
     # and a second rerun changes nothing
     heads = S.snapshot_ids(spark, namespace, DB)
-    assert merge_cdc.main(argv + ["--output-json", str(out)]) == 0
+    assert merge_job.main(argv + ["--output-json", str(out)]) == 0
     assert [b["status"] for b in json.loads(out.read_text())["batches"]] == ["already-applied"] * len(manifests)
     assert S.snapshot_ids(spark, namespace, DB) == heads
     return children

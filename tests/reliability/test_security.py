@@ -63,7 +63,8 @@ def test_password_and_extras_never_leak(mariadb, monkeypatch, tmp_path, caplog, 
     # the merge job's output and log (it is handed the manifest, never the connection)
     merge = subprocess.run(
         [str(S.ROOT / ".venv/bin/python") if (S.ROOT / ".venv/bin/python").exists() else "python",
-         "-c", "import sys; from spark_jobs import merge_cdc; merge_cdc.plan_batches(sys.argv[1:]); print('planned')",
+         "-c", "import sys; from airflow_provider_binlog.merge.batches import plan_batches; "
+               "plan_batches(sys.argv[1:]); print('planned')",
          xcom["manifest"]],
         cwd=str(S.ROOT), capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(S.ROOT)})
     assert merge.returncode == 0, merge.stderr
@@ -178,7 +179,7 @@ def q(name):
 
 
 def test_odd_identifiers_end_to_end(mariadb, spark, tmp_path, record_trials):
-    from spark_jobs.merge_cdc import apply_manifests
+    from airflow_provider_binlog.merge.spark.batch import apply_manifests
 
     from airflow_provider_binlog.snapshot import take_snapshot
 
@@ -250,7 +251,7 @@ def test_odd_identifiers_end_to_end(mariadb, spark, tmp_path, record_trials):
 
 
 def test_store_and_staging_are_private(mariadb, spark, tmp_path, record_trials):
-    from spark_jobs.merge_cdc import apply_manifests
+    from airflow_provider_binlog.merge.spark.batch import apply_manifests
 
     old_umask = os.umask(0o022)      # a usual umask: what we create must still be private
     try:

@@ -1,0 +1,212 @@
+"""A batch applied exactly once: plan every table, commit each, the moves, the ledger row, then
+the checkpoint store's compare-and-set (:func:`apply_batch`, :func:`apply_manifests`)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+from typing import Any, Iterable, Mapping, Optional
+
+from pyspark.sql import SparkSession
+
+from ...checkpoint import ABSENT, Checkpoint, CheckpointLockedError, CheckpointStore
+from ...spark import runtime
+from ...tables import iceberg_table_name
+from ..batches import Batch, compare_checkpoints, plan_batches
+from ..batches import binlog_point as _position
+from ..batches import checkpoint_text as _checkpoint_text
+from ..ddl_plan import ddl_ops as _ddl_ops
+from ..ddl_plan import moves as _moves
+from ..ddl_plan import reset_records as _reset_records
+from ..errors import BatchGapError, ConcurrentRunError, MergeJobError
+from ..iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS, DEFAULT_STREAM, LEDGER_TABLE, MODE_MERGE
+from ..sql import check_identifier as _check_identifier
+from .apply import apply_changelog_table, apply_merge_table, backfill_defaults, commit_properties
+from .catalog import applied_state, head_snapshot, table_exists
+from .ledger import LEDGER_SCHEMA, ensure_ledger, ledger_name
+from .maintenance import run_maintenance
+from .moves import apply_moves
+from .table_work import prepare_table
+
+log = logging.getLogger(__name__)
+
+
+def _describe_position(cp: Optional[Checkpoint]) -> str:
+    return "nothing" if cp is None else f"[{cp}]"
+
+
+def _save_checkpoint(store: CheckpointStore, key: str, batch: Batch, *, expected: Any) -> None:
+    """Advance the store to the batch end, with the schema history valid there (the dump's
+    manifest records it) in the same compare-and-set."""
+    history = batch.manifest.data.get("schema_history")
+    if history is not None:
+        store.save(key, batch.end, expected=expected, schema_history=history)
+    else:
+        store.save(key, batch.end, expected=expected)
+
+
+def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
+                store: Optional[CheckpointStore] = None, key: Optional[str] = None, *,
+                stream: Optional[str] = None, table_properties: Optional[Mapping[str, str]] = None,
+                max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS) -> dict:
+    """Apply one batch (see :func:`apply_manifests`)."""
+    stream = stream or key or DEFAULT_STREAM
+    ledger = ledger_name(catalog, namespace)
+    ensure_ledger(spark, ledger)
+    ledger_state = applied_state(spark, ledger, stream)
+    stored = store.load(key) if store is not None else None
+    position, source = (stored, f"checkpoint store key {key!r}") if stored is not None else \
+        (ledger_state.checkpoint, f"ledger {ledger} (stream {stream!r})")
+    result: dict[str, Any] = {"batch_id": batch.batch_id, "start": batch.start.to_json(),
+                              "end": batch.end.to_json(), "tables": []}
+    snapshot = batch.manifest.data.get("mode") == "snapshot"
+    if snapshot and position is not None and compare_checkpoints(batch.end, position) == 0:
+        log.info("snapshot %s is already applied (%s is at %s)", batch.batch_id, source, position)
+        result["status"] = "already-applied"
+        return result
+    if snapshot and position is not None and compare_checkpoints(batch.end, position) < 0:
+        raise BatchGapError(
+            f"snapshot {batch.batch_id} at [{batch.end}] is older than {source} at "
+            f"{_describe_position(position)}: applying it would rewind the tables; take a new "
+            f"snapshot instead")
+    if not snapshot and position is not None and compare_checkpoints(batch.start, position) != 0:
+        if compare_checkpoints(batch.end, position) <= 0:
+            log.info("batch %s is already applied (%s is at %s)", batch.batch_id, source, position)
+            result["status"] = "already-applied"
+            if store is not None and stored is None:
+                _save_checkpoint(store, key, batch, expected=ABSENT)
+                result["checkpoint_store"] = "advanced"
+            return result
+        if compare_checkpoints(batch.start, position) > 0:
+            raise BatchGapError(
+                f"batch {batch.batch_id} starts at [{batch.start}] but {source} is at "
+                f"{_describe_position(position)}: the changes in between are missing; dump them "
+                f"first (or reset the position if that is intended)")
+        raise BatchGapError(
+            f"batch {batch.batch_id} [{batch.start}] .. [{batch.end}] overlaps the position "
+            f"{_describe_position(position)} of {source}; give batches that start there")
+
+    # 1. plan every table, before anything is committed
+    resets = _reset_records(batch)
+    moves = _moves(batch)
+    if snapshot:
+        # an initial snapshot replaces each table's content: an implicit TRUNCATE just before
+        # the snapshot's rows (which all sit at the snapshot position)
+        seq, pos = _position(batch.end)
+        for entry in batch.manifest.tables:
+            resets.setdefault(f"{entry['schema']}.{entry['table']}", []).insert(
+                0, {"kind": "truncate", "file": batch.end.file, "pos": pos - 1,
+                    "tables": [f"{entry['schema']}.{entry['table']}"], "_position": (seq, pos - 1),
+                    "_table": (entry["schema"], entry["table"])})
+    entries = {(e["schema"], e["table"]): e for e in batch.manifest.tables}
+    names = set(entries)
+    for qualified, records in resets.items():
+        # the DDL record's names apart when it has them: a schema or table name may hold dots
+        pair = next((r["_table"] for r in records if r.get("_table")), None)
+        names.add(tuple(pair) if pair else tuple(qualified.partition(".")[::2]))
+    for _at, _record, op in _ddl_ops(batch):
+        if op["op"] == "alter":  # a table altered in the batch, with rows or without
+            names.add(tuple(op["table"]))
+    seen_targets: dict[str, tuple] = {}
+    work = []
+    for schema_name, table_name in sorted(names):
+        target = iceberg_table_name(schema_name, table_name)
+        if target in seen_targets:  # pragma: no cover - guarded by the naming scheme
+            raise MergeJobError(f"{schema_name}.{table_name} and {'.'.join(seen_targets[target])} "
+                                f"map to the same table {target}")
+        seen_targets[target] = (schema_name, table_name)
+        work.append(prepare_table(spark, batch, catalog, namespace, schema_name, table_name,
+                                   entries.get((schema_name, table_name)),
+                                   resets.get(f"{schema_name}.{table_name}", []),
+                                   table_properties or {}))
+
+    # 2. schema changes and one commit per table, each carrying the batch end
+    committed = []
+    for w in work:
+        info: dict[str, Any] = {"source": w.source, "table": w.name, "mode": w.mode,
+                                "staged_rows": w.staged_rows, "status": w.status}
+        result["tables"].append(info)
+        if w.status != "ready":
+            continue
+        for sql in w.statements:
+            log.info("%s", sql)
+            spark.sql(sql)
+        info["schema_changes"] = w.statements
+        before = head_snapshot(spark, w.name)
+        if w.defaults and w.exists and w.state.head is not None:
+            info["backfill"] = backfill_defaults(spark, w, batch, stream)
+        if w.mode == MODE_MERGE:
+            info.update(apply_merge_table(spark, w, batch, stream, max_key_change_rows))
+        else:
+            info.update(apply_changelog_table(spark, w, batch, stream))
+        info["snapshot_id"] = head_snapshot(spark, w.name)
+        info["status"] = "committed" if info["snapshot_id"] != before else "no-change"
+        if info["status"] == "committed":
+            committed.append(w.name)
+
+    # 2b. renames between captured tables, at the batch end
+    if moves:
+        result["moves"] = apply_moves(spark, batch, catalog, namespace, stream, moves, table_properties or {})
+
+    # 3. the ledger row, then 4. the checkpoint store
+    if ledger_state.checkpoint is None or compare_checkpoints(batch.end, ledger_state.checkpoint) > 0:
+        row = spark.createDataFrame([(batch.batch_id, stream, _checkpoint_text(batch.start),
+                                      _checkpoint_text(batch.end), committed,
+                                      sum(w.staged_rows for w in work),
+                                      dt.datetime.now(dt.timezone.utc))], LEDGER_SCHEMA)
+        runtime.run_with_commit_properties(spark, commit_properties(batch, stream, LEDGER_TABLE),
+                                   lambda: row.writeTo(ledger).append())
+        result["ledger"] = "committed"
+    else:
+        result["ledger"] = "already-applied"
+    if store is not None:
+        _save_checkpoint(store, key, batch, expected=stored if stored is not None else ABSENT)
+        result["checkpoint_store"] = "advanced"
+    result["status"] = "applied"
+    return result
+
+
+def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str, namespace: str,
+                    store: Optional[CheckpointStore] = None, key: Optional[str] = None, *,
+                    stream: Optional[str] = None,
+                    table_properties: Optional[Mapping[str, str]] = None,
+                    max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS,
+                    maintenance: bool = False, expire_older_than_days: float = 7.0,
+                    retain_last: int = 10) -> dict:
+    """Apply the batches of ``manifests`` to ``catalog.namespace``, in checkpoint order,
+    exactly once; advance ``store[key]`` after each batch. Returns a JSON-able summary.
+
+    ``stream`` (default: ``key``, else ``"default"``) names the binlog stream in the ledger
+    ``<namespace>._binlog_batches``: each stream has its own position there, which decides
+    gaps when no checkpoint store is given."""
+    _check_identifier("catalog", catalog)
+    _check_identifier("namespace", namespace, dotted=True)
+    if (store is None) != (key is None):
+        raise MergeJobError("a checkpoint store needs a key, and a key a store")
+    stream = stream or key or DEFAULT_STREAM
+    _check_identifier("stream", stream.replace("-", "_").replace(".", "_"))
+    batches = plan_batches(manifests)
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{namespace}")
+    results = []
+    try:
+        # two runs of the same load must not both plan and commit the same batch (a fresh
+        # table's first batch is an append: both would land); the store's key is the lock
+        with store.exclusive(key) if store is not None else contextlib.nullcontext():
+            for batch in batches:
+                log.info("applying batch %s: [%s] .. [%s]", batch.batch_id, batch.start, batch.end)
+                results.append(apply_batch(spark, batch, catalog, namespace, store, key, stream=stream,
+                                           table_properties=table_properties,
+                                           max_key_change_rows=max_key_change_rows))
+    except CheckpointLockedError as exc:
+        raise ConcurrentRunError(str(exc)) from None
+    out: dict[str, Any] = {"catalog": catalog, "namespace": namespace,
+                           "stream": stream, "batches": results,
+                           "checkpoint": batches[-1].end.to_json() if batches else None}
+    if maintenance:
+        tables = sorted({t["table"] for r in results for t in r["tables"]
+                         if table_exists(spark, t["table"])} | {ledger_name(catalog, namespace)})
+        out["maintenance"] = run_maintenance(spark, catalog, namespace, tables,
+                                             older_than_days=expire_older_than_days,
+                                             retain_last=retain_last)
+    return out

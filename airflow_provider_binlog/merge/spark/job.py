@@ -1,0 +1,104 @@
+"""The merge job's command line (``spark_jobs/merge_cdc.py`` is its spark-submit entry point)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from pyspark.sql import SparkSession
+
+from ...checkpoint import open_checkpoint_store
+from ...spark.runtime import local_spark_session
+from ...staging.manifest import ManifestError
+from ..errors import MergeJobError
+from ..iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS
+from .batch import apply_manifests
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="merge_cdc.py",
+        description="Apply staged binlog changes (dump manifests) to Iceberg tables with Spark "
+                    "MERGE, exactly once.")
+    p.add_argument("--manifest", action="append", required=True, metavar="PATH",
+                   help="a manifest.json or its dump directory; repeatable (applied in "
+                        "checkpoint order, without gaps)")
+    p.add_argument("--catalog", default="lake", help="Iceberg catalog name (default: lake)")
+    p.add_argument("--namespace", required=True,
+                   help="target namespace; tables are named <schema>__<table>")
+    p.add_argument("--checkpoint-store", metavar="URI",
+                   help="checkpoint store to advance after each batch: a directory or file:// URI, or a "
+                        "SQLAlchemy URL (postgresql://..., sqlite:///...; see docs/checkpoint-stores.md)")
+    p.add_argument("--checkpoint-key", metavar="KEY", help="key in the checkpoint store")
+    p.add_argument("--stream", metavar="NAME",
+                   help="name of the binlog stream in the namespace's ledger (default: the "
+                        "checkpoint key, else 'default'); one per source and table selection")
+    p.add_argument("--warehouse", metavar="PATH",
+                   help="embedded local mode: start a local Spark with a Hadoop catalog here")
+    p.add_argument("--output-json", metavar="PATH", help="write the result here")
+    p.add_argument("--table-property", action="append", default=[], metavar="KEY=VALUE",
+                   help="Iceberg table property for tables created by this run; repeatable")
+    p.add_argument("--max-key-change-rows", type=int, default=DEFAULT_MAX_KEY_CHANGE_ROWS,
+                   help="limit of changes on keys changed with partial (MINIMAL) images, "
+                        "resolved on the driver")
+    p.add_argument("--maintenance", action="store_true",
+                   help="afterwards, compact data files (folding in the delete files of the "
+                        "merges) and expire old snapshots")
+    p.add_argument("--expire-older-than-days", type=float, default=7.0,
+                   help="with --maintenance: expire snapshots older than this (default 7)")
+    p.add_argument("--retain-last", type=int, default=10,
+                   help="with --maintenance: always keep this many snapshots (default 10)")
+    return p
+
+
+def _write_json(path: Optional[str], data: Mapping[str, Any]) -> None:
+    if path:
+        Path(path).write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        logging.getLogger("py4j").setLevel(logging.WARNING)
+    if (args.checkpoint_store is None) != (args.checkpoint_key is None):
+        _parser().error("--checkpoint-store and --checkpoint-key go together")
+    properties = {}
+    for item in args.table_property:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            _parser().error(f"--table-property wants KEY=VALUE, not {item!r}")
+        properties[k] = v
+    stop = False
+    if args.warehouse:
+        stop = SparkSession.getActiveSession() is None
+        spark = local_spark_session(args.warehouse, args.catalog, app_name="merge_cdc")
+    else:
+        spark = SparkSession.builder.appName("merge_cdc").getOrCreate()
+    try:
+        store = open_checkpoint_store(args.checkpoint_store) if args.checkpoint_store else None
+        result = apply_manifests(spark, args.manifest, args.catalog, args.namespace, store,
+                                 args.checkpoint_key, stream=args.stream,
+                                 table_properties=properties,
+                                 max_key_change_rows=args.max_key_change_rows,
+                                 maintenance=args.maintenance,
+                                 expire_older_than_days=args.expire_older_than_days,
+                                 retain_last=args.retain_last)
+    except (MergeJobError, ManifestError, ValueError) as exc:
+        print(f"merge_cdc: error: {exc}", file=sys.stderr)
+        _write_json(args.output_json, {"error": str(exc), "error_type": type(exc).__name__})
+        return 1
+    except Exception as exc:  # CheckpointConflictError and Spark errors: report, then fail
+        _write_json(args.output_json, {"error": str(exc), "error_type": type(exc).__name__})
+        raise
+    finally:
+        if stop:
+            spark.stop()
+    _write_json(args.output_json, result)
+    print(json.dumps({"checkpoint": result["checkpoint"],
+                      "batches": [(b["batch_id"], b["status"]) for b in result["batches"]]}))
+    return 0

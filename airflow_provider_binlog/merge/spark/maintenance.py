@@ -1,0 +1,62 @@
+"""Table maintenance after the merges: compaction that folds delete files in, snapshot expiry
+that keeps the applied checkpoint."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Iterable
+
+from pyspark.sql import SparkSession
+
+from ...spark import runtime
+from ..batches import checkpoint_text as _checkpoint_text
+from ..iceberg_contract import MODE_MERGE, PROP_MODE, SUMMARY_BATCH, SUMMARY_CHECKPOINT
+from ..sql import literal as _lit
+from .catalog import applied_state, read_table_properties
+
+
+def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: Iterable[str], *,
+                    older_than_days: float = 7.0, retain_last: int = 10) -> list[dict]:
+    """Compact each table, then expire its old snapshots.
+
+    - ``rewrite_data_files`` (sorted by the write order when there is one) rewrites the small
+      data files and every data file that position delete files apply to
+      (``delete-file-threshold`` 1), so the rows the merges deleted or replaced are dropped and
+      the delete files with them (``remove-dangling-deletes``);
+    - ``rewrite_position_delete_files`` then removes the delete files left pointing at data
+      files that are gone, and compacts the others;
+    - ``expire_snapshots`` expires the snapshots older than ``older_than_days`` (keeping the
+      last ``retain_last``) and deletes the files only they reference.
+
+    The newest snapshot holding a binlog checkpoint is never expired, and the compaction
+    commits carry that checkpoint, so the applied position survives maintenance."""
+    out = []
+    cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=older_than_days)
+    cutoff_micros = int(cutoff.timestamp() * 1_000_000)
+    for name in tables:
+        short = name.split(".", 1)[1]
+        state = applied_state(spark, name)
+        props = {}
+        if state.checkpoint is not None:
+            props = {SUMMARY_CHECKPOINT: _checkpoint_text(state.checkpoint),
+                     SUMMARY_BATCH: state.batch_id or ""}
+        sort = "sort" if read_table_properties(spark, name).get(PROP_MODE) == MODE_MERGE else "binpack"
+        rewrite = runtime.run_with_commit_properties(spark, props, lambda: spark.sql(
+            f"CALL {catalog}.system.rewrite_data_files(table => {_lit(short)}, "
+            f"strategy => {_lit(sort)}, options => map('delete-file-threshold', '1', "
+            f"'remove-dangling-deletes', 'true'))").collect())
+        deletes = runtime.run_with_commit_properties(spark, props, lambda: spark.sql(
+            f"CALL {catalog}.system.rewrite_position_delete_files(table => {_lit(short)}, "
+            f"options => map('rewrite-all', 'true'))").collect())
+        older = cutoff_micros
+        if state.committed_at_micros is not None:
+            older = min(older, state.committed_at_micros)
+        stamp = (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+                 + dt.timedelta(microseconds=older)).isoformat(sep=" ")
+        expired = spark.sql(
+            f"CALL {catalog}.system.expire_snapshots(table => {_lit(short)}, older_than => "
+            f"TIMESTAMP {_lit(stamp)}, retain_last => {int(retain_last)})").collect()
+        out.append({"table": name, "rewrite": rewrite[0].asDict() if rewrite else {},
+                    "rewrite_deletes": deletes[0].asDict() if deletes else {},
+                    "expire": expired[0].asDict() if expired else {}})
+    return out

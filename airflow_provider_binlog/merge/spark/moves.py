@@ -1,0 +1,89 @@
+"""Renames between captured tables, carried into Iceberg at the batch end through work tables."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Mapping
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from ...spark import runtime
+from ...tables import iceberg_table_name
+from ..batches import Batch
+from ..iceberg_contract import MODE_CHANGELOG, MODE_MERGE, PROP_MODE, PROP_PRIMARY_KEY, SUMMARY_MOVE
+from ..sql import literal as _lit
+from .apply import commit_properties
+from .catalog import read_table_properties, refresh, table_exists
+from .schema import CHANGELOG_ENVELOPE, create_table_statements, table_columns
+
+
+def apply_moves(spark: SparkSession, batch: Batch, catalog: str, namespace: str, stream: str,
+                 moves: list, table_properties: Mapping[str, str]) -> list[dict]:
+    """Carry renames between captured tables into Iceberg at the batch end: each target gets
+    the content its source had (every change before the rename is applied by then), sources
+    that no name holds any more are emptied. The contents are first copied into work tables,
+    so a swap (``a`` to ``tmp``, ``b`` to ``a``, ``tmp`` to ``b``) reads neither after writing it;
+    each target's commit carries the batch end, so a rerun after a crash redoes only what is
+    missing."""
+    def iceberg(pair) -> str:
+        return f"{catalog}.{namespace}.{iceberg_table_name(pair[0], pair[1])}"
+
+    tag = hashlib.sha1(batch.batch_id.encode()).hexdigest()[:12]
+    pairs = [(tuple(op["from"]), tuple(op["to"])) for _, _, op in moves]
+    def moved(name: str) -> bool:  # the target's content was moved by this batch already
+        if not table_exists(spark, name):
+            return False
+        refresh(spark, name)
+        return spark.sql(f"SELECT 1 FROM {name}.snapshots WHERE summary['{SUMMARY_MOVE}'] = "
+                         f"{_lit(batch.batch_id)} LIMIT 1").count() > 0
+
+    done = {dst: moved(iceberg(dst)) for _src, dst in pairs}
+    work_tables = {}
+    for k, (src, dst) in enumerate(pairs):
+        if done[dst]:
+            continue
+        work_table = f"{catalog}.{namespace}._binlog_move_{tag}_{k}"
+        work_tables[src] = work_table
+        if not table_exists(spark, work_table) and table_exists(spark, iceberg(src)):
+            spark.sql(f"CREATE TABLE {work_table} USING iceberg AS SELECT * FROM {iceberg(src)}")
+    out = []
+    for src, dst in pairs:
+        if done[dst]:
+            out.append({"from": list(src), "to": list(dst), "status": "already-applied"})
+            continue
+        source_name, target = iceberg(src), iceberg(dst)
+        work_table = work_tables[src]
+        props = {**commit_properties(batch, stream, f"{dst[0]}.{dst[1]}"), SUMMARY_MOVE: batch.batch_id}
+        if not table_exists(spark, work_table):
+            # the source was never loaded: the target holds no rows now
+            if table_exists(spark, target):
+                empty = spark.table(target).limit(0)
+                runtime.run_with_commit_properties(spark, props, lambda: empty.writeTo(target).overwrite(F.lit(True)))
+            out.append({"from": list(src), "to": list(dst), "status": "emptied"})
+            continue
+        source_props = read_table_properties(spark, source_name) if table_exists(spark, source_name) else \
+            read_table_properties(spark, target) if table_exists(spark, target) else {}
+        mode = source_props.get(PROP_MODE, MODE_MERGE)
+        primary_key = json.loads(source_props.get(PROP_PRIMARY_KEY, "[]"))
+        columns = table_columns(spark, work_table)
+        if mode == MODE_CHANGELOG:
+            envelope = dict(CHANGELOG_ENVELOPE)
+            columns = [c for c in columns if c[0] not in envelope]
+        spark.sql(f"DROP TABLE IF EXISTS {target}")
+        for sql in create_table_statements(target, dst, columns, mode, primary_key, table_properties):
+            spark.sql(sql)
+        rows = spark.table(work_table)
+        runtime.run_with_commit_properties(spark, props, lambda: rows.writeTo(target).append())
+        out.append({"from": list(src), "to": list(dst), "status": "moved"})
+    targets = {dst for _, dst in pairs}
+    for src, _dst in pairs:
+        name = iceberg(src)
+        if src not in targets and table_exists(spark, name):
+            empty = spark.table(name).limit(0)
+            runtime.run_with_commit_properties(spark, commit_properties(batch, stream, f"{src[0]}.{src[1]}"),
+                                       lambda: empty.writeTo(name).overwrite(F.lit(True)))
+    for work_table in work_tables.values():
+        spark.sql(f"DROP TABLE IF EXISTS {work_table}")
+    return out

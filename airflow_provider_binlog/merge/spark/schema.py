@@ -1,0 +1,154 @@
+"""Schema evolution: the Iceberg columns after a batch's staged layouts, and the CREATE and
+ALTER statements leading there."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Mapping, Optional, Sequence
+
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from ..errors import SchemaEvolutionError
+from ..iceberg_contract import (
+    DEFAULT_TABLE_PROPERTIES,
+    MODE_CHANGELOG,
+    MODE_MERGE,
+    PROP_MODE,
+    PROP_PRIMARY_KEY,
+    PROP_SOURCE,
+)
+from ..sql import literal as _lit
+from ..sql import quote as _q
+from .column_types import can_widen, fits, iceberg_type_for_spark, sql_type
+
+#: Envelope columns of a change-log table (tables without a primary key), before the image.
+CHANGELOG_ENVELOPE = (
+    ("_op", T.StringType()), ("_binlog_file", T.StringType()), ("_binlog_seq", T.LongType()),
+    ("_binlog_pos", T.LongType()), ("_row", T.IntegerType()), ("_gtid", T.StringType()),
+    ("_commit_ts", T.TimestampType()), ("_txn", T.StringType()), ("_batch_id", T.StringType()),
+    ("_absent", T.ArrayType(T.StringType())),
+)
+
+
+@dataclasses.dataclass
+class SchemaPlan:
+    """The target columns after a batch, and the ALTERs leading there.
+
+    ``valid_from[name]`` is the index of the first staged part whose values of ``name`` belong
+    to the final column (a column dropped and added again starts over)."""
+
+    columns: list[tuple[str, T.DataType]]
+    operations: list[tuple]
+    valid_from: dict[str, int]
+
+    def type_of(self, name: str) -> T.DataType:
+        return dict(self.columns)[name]
+
+
+def plan_schema(current: Optional[Sequence[tuple[str, T.DataType]]],
+                layouts: Sequence[Sequence[tuple[str, T.DataType]]], *, table: str = "",
+                drop_columns: bool = True) -> SchemaPlan:
+    """Follow the staged layouts (in staging order) from the ``current`` Iceberg columns
+    (None: no table yet). Operations: ``("create", columns)``, ``("add", name, type, after)``
+    (``after`` None: first), ``("drop", name)``, ``("type", name, type)``."""
+    ops: list[tuple] = []
+    valid_from: dict[str, int] = {}
+    cols: Optional[list[tuple[str, T.DataType]]] = list(current) if current is not None else None
+    for i, layout in enumerate(layouts):
+        staged = [(n, iceberg_type_for_spark(t)) for n, t in layout]
+        if cols is None:
+            cols = list(staged)
+            ops.append(("create", list(cols)))
+            continue
+        names = {n for n, _ in staged}
+        if drop_columns:
+            for name, _ in list(cols):
+                if name not in names:
+                    ops.append(("drop", name))
+                    cols = [c for c in cols if c[0] != name]
+        prev = None
+        for name, typ in staged:
+            index = next((j for j, c in enumerate(cols) if c[0] == name), None)
+            if index is None:
+                ops.append(("add", name, typ, prev))
+                at = 0 if prev is None else next(j for j, c in enumerate(cols) if c[0] == prev) + 1
+                cols.insert(at, (name, typ))
+                valid_from[name] = i
+            else:
+                current_type = cols[index][1]
+                if not fits(typ, current_type):
+                    if not can_widen(current_type, typ):
+                        raise SchemaEvolutionError(
+                            f"{table}: column {name!r} changed from {sql_type(current_type)} to "
+                            f"{sql_type(typ)} in the staged data, which Iceberg cannot express "
+                            f"(only int->bigint, float->double and decimal precision increases); "
+                            f"nothing of this batch was committed. Recreate the table (or add a "
+                            f"new column) and reload it from a snapshot")
+                    ops.append(("type", name, typ))
+                    cols[index] = (name, typ)
+            prev = name
+    return SchemaPlan(cols or [], ops, valid_from)
+
+
+def schema_statements(table: str, operations: Sequence[tuple], properties: Mapping[str, str]) -> list[str]:
+    """The Spark SQL statements of :func:`plan_schema` operations on Iceberg ``table``."""
+    out = []
+    for op in operations:
+        if op[0] == "create":
+            cols = ", ".join(f"{_q(n)} {sql_type(t)}" for n, t in op[1])
+            props = ", ".join(f"{_lit(k)}={_lit(v)}" for k, v in properties.items())
+            out.append(f"CREATE TABLE {table} ({cols}) USING iceberg"
+                       + (f" TBLPROPERTIES ({props})" if props else ""))
+        elif op[0] == "add":
+            where = " FIRST" if op[3] is None else f" AFTER {_q(op[3])}"
+            out.append(f"ALTER TABLE {table} ADD COLUMN {_q(op[1])} {sql_type(op[2])}{where}")
+        elif op[0] == "drop":
+            out.append(f"ALTER TABLE {table} DROP COLUMN {_q(op[1])}")
+        elif op[0] == "type":
+            out.append(f"ALTER TABLE {table} ALTER COLUMN {_q(op[1])} TYPE {sql_type(op[2])}")
+        elif op[0] == "order":
+            out.append(f"ALTER TABLE {table} WRITE ORDERED BY {', '.join(_q(c) for c in op[1])}")
+        elif op[0] == "properties":
+            props = ", ".join(f"{_lit(k)}={_lit(v)}" for k, v in op[1].items())
+            out.append(f"ALTER TABLE {table} SET TBLPROPERTIES ({props})")
+        else:  # pragma: no cover - programming error
+            raise ValueError(f"unknown schema operation {op!r}")
+    return out
+
+
+def create_table_statements(name: str, source: Sequence[str], columns: Sequence[tuple[str, T.DataType]],
+                            mode: str, primary_key: Sequence[str],
+                            table_properties: Optional[Mapping[str, str]] = None) -> list[str]:
+    """The statements creating the Iceberg table ``name`` of source table ``source``
+    (``(schema, table)``) with ``columns`` (the image columns; a change log gets its envelope
+    columns first): the ``binlog.*`` properties, :data:`DEFAULT_TABLE_PROPERTIES` overridden
+    by ``table_properties``, and for a merged table the write order of its primary key, so
+    the files it writes hold sorted runs of keys."""
+    props = {PROP_SOURCE: json.dumps(list(source)), PROP_MODE: mode,
+             PROP_PRIMARY_KEY: json.dumps(list(primary_key)), **DEFAULT_TABLE_PROPERTIES,
+             **(table_properties or {})}
+    if mode == MODE_CHANGELOG:
+        columns = [*CHANGELOG_ENVELOPE, *columns]
+    statements = schema_statements(name, [("create", list(columns))], props)
+    if mode == MODE_MERGE:
+        statements += schema_statements(name, [("order", list(primary_key))], {})
+    return statements
+
+
+def table_columns(spark: SparkSession, table: str) -> list[tuple[str, T.DataType]]:
+    return [(f.name, f.dataType) for f in spark.table(table).schema.fields]
+
+
+def evolve_schema(spark: SparkSession, table: str, staged_columns: Sequence[tuple[str, T.DataType]],
+                  *, drop_columns: bool = True) -> list[str]:
+    """ALTER existing Iceberg ``table`` to hold ``staged_columns`` (``[(name, Spark type)]``):
+    add and drop columns, widen types; raise :class:`SchemaEvolutionError` for changes
+    Iceberg cannot express. Returns the statements run."""
+    plan = plan_schema(table_columns(spark, table), [staged_columns], table=table,
+                       drop_columns=drop_columns)
+    statements = schema_statements(table, plan.operations, {})
+    for sql in statements:
+        spark.sql(sql)
+    return statements

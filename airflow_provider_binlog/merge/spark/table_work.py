@@ -1,0 +1,204 @@
+"""Per-table planning of a batch (:func:`prepare_table`): what is already applied, the staged
+files and layouts, column renames, the schema statements, the defaults; nothing is committed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Mapping, Optional
+
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from ...staging.contract import ENVELOPE_COLUMNS
+from ...tables import iceberg_table_name
+from ..batches import Batch, compare_checkpoints
+from ..batches import binlog_point as _position
+from ..ddl_plan import column_defaults as _column_defaults
+from ..ddl_plan import column_renames as _column_renames
+from ..ddl_plan import ddl_ops as _ddl_ops
+from ..ddl_plan import insert_defaults as _insert_defaults
+from ..errors import MergeJobError
+from ..iceberg_contract import MODE_CHANGELOG, MODE_MERGE, PROP_MODE, PROP_PRIMARY_KEY, PROP_SOURCE
+from ..sql import quote as _q
+from .catalog import AppliedState, applied_state, read_table_properties, table_exists
+from .collapse import read_staged
+from .column_types import arrow_to_spark
+from .schema import (
+    CHANGELOG_ENVELOPE,
+    SchemaPlan,
+    create_table_statements,
+    plan_schema,
+    schema_statements,
+    table_columns,
+)
+
+
+@dataclasses.dataclass
+class TableWork:
+    schema: str
+    table: str
+    name: str                          # catalog.namespace.table
+    entry: Optional[dict]              # the manifest's table entry (None: DDL only)
+    files: list[str]
+    layouts: list[list[tuple[str, T.DataType]]]
+    mode: str
+    primary_key: list[str]
+    exists: bool
+    properties: dict
+    state: AppliedState
+    since: Optional[tuple[int, int]]   # apply only changes at or after this position
+    resets: list[dict]                 # TRUNCATE / DROP TABLE records to apply, in order
+    plan: Optional[SchemaPlan] = None
+    defaults: dict = dataclasses.field(default_factory=dict)  # columns added with a default
+    fields: list = dataclasses.field(default_factory=list)    # per file: column -> its staged field name
+    insert_defaults: dict = dataclasses.field(default_factory=dict)  # column -> what an INSERT leaving it out gives
+    statements: list[str] = dataclasses.field(default_factory=list)
+    status: str = "pending"
+
+    @property
+    def source(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+    @property
+    def staged_rows(self) -> int:
+        return sum(self.entry["rows"].values()) if self.entry else 0
+
+
+def _altered_layout(batch: Batch, work: "TableWork") -> Optional[list[tuple[str, T.DataType]]]:
+    """The table's columns after the batch's last ``alter`` op that lists them (the dump's
+    schema history gives them), as staged types; None when the batch has none."""
+    from airflow_provider_binlog.schema_history import ColumnDef
+    from airflow_provider_binlog.schema_history.columns import codec_column
+    from airflow_provider_binlog.staging.contract import arrow_type_for
+
+    last = None
+    for position, _record, op in _ddl_ops(batch):
+        if op["op"] == "alter" and tuple(op["table"]) == (work.schema, work.table) and op.get("columns") \
+                and (work.since is None or position >= work.since):
+            last = op["columns"]
+    if last is None:
+        return None
+    return [(c["name"], arrow_to_spark(str(arrow_type_for(codec_column(ColumnDef.from_json(c))))))
+            for c in last]
+
+
+def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
+                   schema: str, table: str, entry: Optional[dict], resets: list[dict],
+                   table_properties: Mapping[str, str]) -> TableWork:
+    name = f"{catalog}.{namespace}.{iceberg_table_name(schema, table)}"
+    exists = table_exists(spark, name)
+    properties = read_table_properties(spark, name) if exists else {}
+    source = json.dumps([schema, table])
+    if exists and properties.get(PROP_SOURCE) not in (None, source):
+        raise MergeJobError(f"{name} holds source table {properties.get(PROP_SOURCE)}, not "
+                            f"{schema}.{table}; refusing to write into it")
+    if exists and PROP_SOURCE not in properties:
+        raise MergeJobError(f"{name} exists but was not created by the merge job (no "
+                            f"{PROP_SOURCE} property); refusing to write into it")
+    primary_key = list(entry["primary_key"]) if entry else json.loads(properties.get(PROP_PRIMARY_KEY, "[]"))
+    mode = properties.get(PROP_MODE) or (MODE_MERGE if primary_key else MODE_CHANGELOG)
+    if mode == MODE_MERGE and not primary_key:
+        raise MergeJobError(f"{schema}.{table} has no primary key any more, but {name} is merged "
+                            f"by key; give the table a primary key again, or rename the Iceberg "
+                            f"table to start a new one (it will be a change log)")
+    state = applied_state(spark, name) if exists else AppliedState(None, None, None, None, None)
+    work = TableWork(schema, table, name, entry, [], [], mode, primary_key, exists, properties,
+                     state, None, [])
+    if state.checkpoint is not None:
+        if compare_checkpoints(batch.end, state.checkpoint) <= 0:
+            work.status = "already-applied"
+            return work
+        if compare_checkpoints(batch.start, state.checkpoint) < 0:
+            # the table went further than the batch start (a batch cut differently before):
+            # apply only the changes after its checkpoint
+            work.since = _position(state.checkpoint)
+            if work.since is None:
+                raise MergeJobError(f"{name} is at [{state.checkpoint}] inside batch "
+                                    f"{batch.batch_id}, which needs binlog coordinates to resume")
+    work.resets = [r for r in resets if work.since is None or r["_position"] >= work.since]
+    altered = _altered_layout(batch, work) if mode == MODE_MERGE else None
+    if entry is None and not work.resets and not (altered and exists):
+        work.status = "no-change"
+        return work
+    if entry is None and not exists:
+        work.status = "no-change"  # a TRUNCATE of a table never loaded: nothing to empty
+        return work
+    renames = _column_renames(batch, work) if mode == MODE_MERGE else []
+    if renames:
+        renamed_to = dict(renames)
+        primary_key = work.primary_key = [renamed_to.get(k, k) for k in primary_key]
+    if entry is not None:
+        work.files = [str(p) for p in batch.manifest.files(entry)]
+        for path in work.files:
+            staged = read_staged(spark, path).schema
+            missing = [c for c in ENVELOPE_COLUMNS if c not in staged.names]
+            if missing:
+                raise MergeJobError(f"{path}: not a staged file of this format (no {', '.join(missing)})")
+            image = staged["_after"].dataType
+            work.layouts.append([(f.name, f.dataType) for f in image.fields])
+        for old, new in renames:
+            # staged rows from before the rename name the column as it was: read them under the new name
+            for k, layout in enumerate(work.layouts):
+                names_here = {n for n, _ in layout}
+                if old in names_here and new not in names_here:
+                    while len(work.fields) < len(work.layouts):
+                        work.fields.append({})
+                    source_field = work.fields[k].pop(old, old)
+                    work.fields[k][new] = source_field
+                    work.layouts[k] = [(new if n == old else n, t) for n, t in layout]
+        if mode == MODE_MERGE:
+            for part, layout in zip(work.files, work.layouts):
+                missing = [k for k in primary_key if k not in {n for n, _ in layout}]
+                if missing:
+                    raise MergeJobError(f"{part}: primary key column(s) {missing} of "
+                                        f"{schema}.{table} are not staged")
+    if mode == MODE_CHANGELOG:
+        for layout in work.layouts:
+            clash = [n for n, _ in layout if n in dict(CHANGELOG_ENVELOPE)]
+            if clash:
+                raise MergeJobError(f"{schema}.{table}: column(s) {clash} clash with the envelope "
+                                    f"columns of its change-log table")
+    current = None
+    if exists:
+        current = table_columns(spark, name)
+        if mode == MODE_CHANGELOG:
+            envelope = dict(CHANGELOG_ENVELOPE)
+            current = [c for c in current if c[0] not in envelope]
+    rename_statements = []
+    for old, new in renames:
+        if current is not None and old in dict(current) and new not in dict(current):
+            rename_statements.append(f"ALTER TABLE {name} RENAME COLUMN {_q(old)} TO {_q(new)}")
+            current = [(new if n == old else n, t) for n, t in current]
+    # the table's columns after the batch's last ALTER (from the schema history), so that a
+    # column added with a default reaches the table in the batch of its ALTER, whether or not
+    # rows follow it there
+    work.plan = plan_schema(current, work.layouts + ([altered] if altered and (exists or work.layouts) else []),
+                            table=f"{schema}.{table}", drop_columns=mode == MODE_MERGE)
+    if mode == MODE_MERGE:
+        for key in primary_key:
+            if key not in dict(work.plan.columns):
+                raise MergeJobError(f"{schema}.{table}: primary key column {key!r} is not a column")
+            if work.plan.valid_from.get(key, 0) != 0:
+                raise MergeJobError(f"{schema}.{table}: primary key column {key!r} was added or "
+                                    f"re-added within batch {batch.batch_id}")
+    ops = list(work.plan.operations)
+    if ops and ops[0][0] == "create":
+        statements = create_table_statements(name, (schema, table), ops[0][1], mode, primary_key,
+                                             table_properties)
+        statements += schema_statements(name, ops[1:], {})
+    else:
+        pre = []
+        if mode == MODE_MERGE and json.loads(properties.get(PROP_PRIMARY_KEY, "[]")) != primary_key:
+            pre = [("order", primary_key), ("properties", {PROP_PRIMARY_KEY: json.dumps(primary_key)})]
+        statements = schema_statements(name, pre + ops, {})
+    if mode == MODE_CHANGELOG:  # image columns stay after the envelope
+        after_envelope = f" AFTER {_q(CHANGELOG_ENVELOPE[-1][0])}"
+        statements = [s[:-len(" FIRST")] + after_envelope if s.startswith("ALTER") and s.endswith(" FIRST")
+                      else s for s in statements]
+    work.statements = rename_statements + statements
+    if mode == MODE_MERGE:
+        work.defaults = _column_defaults(batch, work)
+        work.insert_defaults = _insert_defaults(batch, work)
+    work.status = "ready"
+    return work

@@ -1,0 +1,109 @@
+"""The layer rule: a module imports only its own layer and the layers below it, and the merge
+job's planning modules never import pyspark. Checked on the import statements of every module
+of the package (also those inside functions), without importing anything."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "airflow_provider_binlog"
+
+#: Bottom to top. A module belongs to the layer of the longest prefix its dotted name starts with.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("foundation", ("errors", "atomic_file", "codec", "checkpoint", "checkpoint_sql", "tables")),
+    ("replica", ("replica", "position")),
+    ("staging", ("staging", "schema_history")),
+    ("dump", ("dump", "snapshot")),
+    ("merge planning", ("merge",)),
+    ("spark", ("spark", "merge.spark")),
+    ("airflow", ("hooks", "operators", "sensors", "triggers", "dags", "plugins", "provider_info", "cli",
+                 "__main__", "local", "")),
+]
+
+
+def layer_of(module: str) -> int:
+    matches = [(len(prefix), rank) for rank, (_name, prefixes) in enumerate(LAYERS) for prefix in prefixes
+               if module == prefix or module.startswith(prefix + ".") or prefix == ""]
+    return max(matches)[1]
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def imports_of(module: str, path: Path) -> set[str]:
+    """The package-internal modules ``module`` imports (dotted, without the package name), and
+    the external top-level names under a ``!`` prefix."""
+    tree = ast.parse(path.read_text())
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                name = alias.name
+                if name.startswith("airflow_provider_binlog."):
+                    found.add(name[len("airflow_provider_binlog."):])
+                elif name != "airflow_provider_binlog":
+                    found.add("!" + name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1] if node.level > 1 else package
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif node.module and node.module.startswith("airflow_provider_binlog"):
+                target = node.module[len("airflow_provider_binlog"):].lstrip(".")
+            else:
+                found.add("!" + (node.module or "").split(".")[0])
+                continue
+            known = modules()
+            for alias in node.names:  # "from . import x" names a module when x is one
+                sub = f"{target}.{alias.name}" if target else alias.name
+                found.add(sub if sub in known else target)
+    return found
+
+
+def test_every_module_imports_only_its_layer_and_the_layers_below():
+    known = modules()
+    upward = []
+    for module, path in known.items():
+        own = layer_of(module)
+        for target in imports_of(module, path):
+            if target.startswith("!") or target not in known and target != "":
+                continue
+            if layer_of(target) > own:
+                upward.append(f"{module} ({LAYERS[own][0]}) imports {target} ({LAYERS[layer_of(target)][0]})")
+    assert upward == []
+
+
+@pytest.mark.parametrize("module", ["merge", "merge.batches", "merge.ddl_plan", "merge.errors",
+                                    "merge.iceberg_contract", "merge.key_chains", "merge.sql"])
+def test_the_merge_planning_modules_import_no_pyspark(module):
+    known = modules()
+    seen, todo, externals = set(), [module], set()
+    while todo:  # the module and every package module it reaches
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for target in imports_of(current, known[current]):
+            if target.startswith("!"):
+                externals.add(target[1:])
+            elif target in known:
+                todo.append(target)
+    assert "pyspark" not in externals and "airflow" not in externals, sorted(seen)
+
+
+def test_the_layer_table_names_every_module_and_the_check_sees_upward_imports():
+    known = modules()
+    assert {"codec.decoder", "merge.spark.batch", "merge.batches", "plugins.status"} <= set(known)
+    assert layer_of("merge.spark.batch") > layer_of("merge.batches") > layer_of("dump") > layer_of("codec.rows")
+    # the check reads relative imports as the interpreter does
+    assert "merge.spark.collapse" in imports_of("merge.spark.apply", known["merge.spark.apply"])
+    assert "spark" in {t.split(".")[0] for t in imports_of("merge.spark.apply", known["merge.spark.apply"])}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Union
+from typing import Any, Iterable, Literal, Union
 
 from ._bytes import read_packed
 from .errors import CorruptEventError
@@ -23,7 +23,9 @@ _OPERATIONS = ("replace", "insert", "remove")
 _PACKED_SIZES = {252: 2, 253: 3, 254: 8}
 
 #: One leg of a JSON path: ``("member", name)`` or ``("cell", index, from_end)``.
-_Leg = tuple[Any, ...]
+_Member = tuple[Literal["member"], str]
+_Cell = tuple[Literal["cell"], int, bool]
+_Leg = Union[_Member, _Cell]
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ def _parse_path(path: str) -> list[_Leg]:
                 if j >= n:
                     raise fail("unterminated quoted member name")
                 try:
-                    name = json.loads(path[i:j + 1])
+                    name: str = json.loads(path[i:j + 1])
                 except ValueError:
                     raise fail("invalid quoted member name") from None
                 i = j + 1
@@ -187,7 +189,7 @@ def _parse_path(path: str) -> list[_Leg]:
             raise fail(f"unexpected {c!r} at position {i}")
 
 
-def _cell_position(leg: _Leg, size: int) -> tuple[int, bool]:
+def _cell_position(leg: _Cell, size: int) -> tuple[int, bool]:
     """Resolve an array leg against an array of ``size`` elements.
 
     Returns (position, within_bounds) like MySQL's Json_array_index: a

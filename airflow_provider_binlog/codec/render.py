@@ -19,7 +19,7 @@ import struct
 from binascii import b2a_base64 as _b2a_base64
 from decimal import Decimal
 from json.encoder import encode_basestring as _encode_basestring
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar, Union, cast
 
 from . import constants as C
 from . import values as V
@@ -27,8 +27,27 @@ from .charsets import decode_text as _charset_decode_text
 from .events import ABSENT, Column, JsonDiffs, TableMap
 from .values import format_datetime, format_time
 
+if TYPE_CHECKING:
+    from .rows import DeferredRows
 
-def _b64(value) -> str:
+_T = TypeVar("_T")
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+#: One decoded value of a column (a row value) -> its JSON-compatible value.
+JsonEncoder = Callable[[Any], object]
+#: ``render(rows, head, append)`` of :func:`compile_jsonl_renderer`: decoded rows -> JSON lines.
+ValuesRenderer = Callable[[Sequence[Any], str, Callable[[str], None]], None]
+#: ``render(buf, p, end, head, append) -> p`` of :func:`compile_jsonl_rows_renderer`.
+BytesRenderer = Callable[[bytes, int, int, bytes, Callable[[bytes], None]], int]
+#: ``convert(x, j, fields, at)`` of :class:`_Fixed`: statements leaving a column's JSON text in ``x``.
+_Convert = Callable[[str, str, list[str], str], list[str]]
+#: Keys of :class:`JsonlRenderer`'s cache: (id of the table map, kind, what is cached, the bitmap of
+#: the (before) image, the bitmap of the after image or None).
+_CacheKey = tuple[int, str, str, int, Optional[int]]
+
+
+def _b64(value: Union[bytes, bytearray]) -> str:
     return base64.b64encode(value).decode("ascii")
 
 
@@ -39,12 +58,12 @@ def column_fsp(col: Column) -> int:
                                     C.MYSQL_TYPE_TIMESTAMP2) else 0
 
 
-def json_encoder(col: Column) -> Callable:
+def json_encoder(col: Column) -> JsonEncoder:
     """A function turning one decoded value of ``col`` into a JSON-compatible value."""
     fsp = column_fsp(col)
     t = col.type
 
-    def generic(v):
+    def generic(v: Any) -> object:
         if v is None or isinstance(v, (bool, int, float, str)):
             return v
         if isinstance(v, (bytes, bytearray)):
@@ -66,7 +85,7 @@ def json_encoder(col: Column) -> Callable:
         return str(v)
 
     if t == C.MYSQL_TYPE_JSON:
-        def encode_json(v):
+        def encode_json(v: Any) -> object:
             if isinstance(v, JsonDiffs):
                 return generic(v)
             from .json_text import to_json_compatible
@@ -81,9 +100,9 @@ class RowRenderer:
     """Caches one encoder per column per table map."""
 
     def __init__(self) -> None:
-        self._cache: dict[int, tuple] = {}
+        self._cache: dict[int, tuple[TableMap, tuple[tuple[str, JsonEncoder], ...]]] = {}
 
-    def encoders(self, tm: TableMap) -> tuple:
+    def encoders(self, tm: TableMap) -> tuple[tuple[str, JsonEncoder], ...]:
         key = id(tm)
         entry = self._cache.get(key)
         if entry is None or entry[0] is not tm:
@@ -91,11 +110,11 @@ class RowRenderer:
             self._cache[key] = entry
         return entry[1]
 
-    def as_json_dict(self, tm: TableMap, values) -> dict:
+    def as_json_dict(self, tm: TableMap, values: Iterable[Any]) -> dict[str, object]:
         return {name: enc(v) for (name, enc), v in zip(self.encoders(tm), values) if v is not ABSENT}
 
 
-def sql_literal(value, col: Column) -> str:
+def sql_literal(value: Any, col: Column) -> str:
     """A value the way mysqlbinlog -v shows it in its pseudo-SQL."""
     if value is None:
         return "NULL"
@@ -180,7 +199,7 @@ def _value_statements(col: Column, x: str, fallback: str) -> list[str]:
     return [slow]
 
 
-def _absent_mask(values) -> int:
+def _absent_mask(values: Iterable[object]) -> int:
     mask = 0
     for i, v in enumerate(values):
         if v is ABSENT:
@@ -188,7 +207,7 @@ def _absent_mask(values) -> int:
     return mask
 
 
-def compile_jsonl_renderer(tm: TableMap, kind: str, absent: int, absent_after: int = 0) -> Callable:
+def compile_jsonl_renderer(tm: TableMap, kind: str, absent: int, absent_after: int = 0) -> ValuesRenderer:
     """Build ``render(rows, head, append)`` for the rows of one rows event of ``tm``.
 
     ``head`` is the record's text up to and including ``"before": ``; ``append`` receives one
@@ -198,12 +217,15 @@ def compile_jsonl_renderer(tm: TableMap, kind: str, absent: int, absent_after: i
     """
     import json
 
-    consts: dict = {"ESC": _encode_basestring, "B64": _b2a_base64, "FLOAT_REPR": float.__repr__,
-                    "Decimal": Decimal, "date": dt.date, "datetime": dt.datetime, "UTC": dt.timezone.utc}
+    consts: dict[str, Any] = {"ESC": _encode_basestring, "B64": _b2a_base64, "FLOAT_REPR": float.__repr__,
+                              "Decimal": Decimal, "date": dt.date, "datetime": dt.datetime, "UTC": dt.timezone.utc}
     dumps = json.dumps
 
     def image(prefix: str, mask: int) -> tuple[list[str], str, str]:
         """(statements, unpacking target, f-string literal of the JSON object)"""
+        statements: list[str]
+        targets: list[str]
+        parts: list[str]
         statements, targets, parts = [], [], []
         for col in tm.columns:
             if mask >> col.index & 1:
@@ -237,7 +259,7 @@ def compile_jsonl_renderer(tm: TableMap, kind: str, absent: int, absent_after: i
     exec(compile(source, f"<jsonl renderer {tm.qualified_name}>", "exec"), namespace)
     fn = namespace["render"]
     fn.source = source  # kept for debugging
-    return fn
+    return cast(ValuesRenderer, fn)
 
 
 
@@ -262,12 +284,12 @@ _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 
 # JSON texts of date and time parts
-_DATETIME_DAYS: dict = {}   # DATETIME2 day bits ((year * 13 + month) << 5 | day) -> b"YYYY-MM-DD" | b""
-_EPOCH_DAYS: dict = {}      # days since 1970-01-01 -> b"YYYY-MM-DD"
-_DATES: dict = {}           # DATE as packed in the row -> its JSON text (UTF-8)
+_DATETIME_DAYS: dict[int, bytes] = {}   # DATETIME2 day bits ((year * 13 + month) << 5 | day) -> b"YYYY-MM-DD" | b""
+_EPOCH_DAYS: dict[int, bytes] = {}      # days since 1970-01-01 -> b"YYYY-MM-DD"
+_DATES: dict[int, bytes] = {}           # DATE as packed in the row -> its JSON text (UTF-8)
 
 
-def _remember(cache: dict, key, value):
+def _remember(cache: dict[_K, _V], key: _K, value: _V) -> _V:
     if len(cache) > 100_000:
         cache.clear()
     cache[key] = value
@@ -289,30 +311,30 @@ def _epoch_day(days: int) -> bytes:
     return _remember(_EPOCH_DAYS, days, dt.date.fromordinal(_EPOCH_ORDINAL + days).isoformat().encode())
 
 
-def _set_text(mask: int, labels: tuple) -> str:
+def _set_text(mask: int, labels: tuple[str, ...]) -> str:
     return ",".join(label for i, label in enumerate(labels) if mask >> i & 1)
 
 
-def _vector(data: bytes) -> tuple:
+def _vector(data: bytes) -> tuple[float, ...]:
     return struct.unpack("<%df" % (len(data) // 4), data[: len(data) // 4 * 4])
 
 
-def _text_value(data: bytes, codec: str):
+def _text_value(data: bytes, codec: str) -> Union[str, bytes]:
     try:
         return _charset_decode_text(data, codec)
     except LookupError:
         return data
 
 
-def _json_value(data: bytes):
+def _json_value(data: bytes) -> object:
     from .json_binary import decode_json_binary
     return decode_json_binary(data)
 
 
-_FUSED_GLOBALS: dict = {}
+_FUSED_GLOBALS: dict[str, Any] = {}
 
 
-def _fused_globals() -> dict:
+def _fused_globals() -> dict[str, Any]:
     """The names the generated renderers use (built on first use)."""
     if not _FUSED_GLOBALS:
         _FUSED_GLOBALS.update({
@@ -349,6 +371,9 @@ def _bytes_literal(data: bytes) -> str:
 
 class _Template:
     """A bytes %-format expression: literal text and formatted values."""
+
+    fmt: bytes
+    args: list[str]
 
     def __init__(self) -> None:
         self.fmt, self.args = b"", []
@@ -396,14 +421,14 @@ class _Fixed:
     """A column read at a fixed offset from ``p`` as struct fields (``order``: '<' or '>');
     ``convert`` leaves the JSON text in bytes, or an int where ``is_int``."""
 
-    def __init__(self, order: str, codes: str, convert: Callable, is_int: bool = False,
-                 identity: bool = False):
+    def __init__(self, order: str, codes: str, convert: Optional[_Convert], is_int: bool = False,
+                 identity: bool = False) -> None:
         self.order, self.codes, self.convert, self.is_int = order, codes, convert, is_int
         self.identity = identity  # one field, which is the value (an int)
         self.size = struct.calcsize("<" + codes)
 
 
-def _decimal_fixed(precision: int, scale: int):
+def _decimal_fixed(precision: int, scale: int) -> Optional[_Fixed]:
     if not (1 <= precision <= 18 and 0 <= scale <= precision):
         return None
     int_words, lead_digits = divmod(precision - scale, 9)
@@ -478,7 +503,7 @@ def _fraction_text(t: _Template, fsp: int) -> _Template:
     return t.text(b".").digits("us" if fsp == 6 else f"us // {10 ** (6 - fsp)}", fsp)
 
 
-def _datetime2_fixed(fsp: int):
+def _datetime2_fixed(fsp: int) -> Optional[_Fixed]:
     if not 0 <= fsp <= 6:
         return None
     frac_bytes, micro = _fraction(fsp)
@@ -507,7 +532,7 @@ def _datetime2_fixed(fsp: int):
     return _Fixed(">", "".join(c for c, _ in parts), convert)
 
 
-def _timestamp2_fixed(fsp: int):
+def _timestamp2_fixed(fsp: int) -> Optional[_Fixed]:
     if not 0 <= fsp <= 6:
         return None
     frac_bytes, micro = _fraction(fsp)
@@ -531,7 +556,7 @@ def _timestamp2_fixed(fsp: int):
     return _Fixed(">", codes, convert)
 
 
-def _fixed_column(col: Column, consts: dict):
+def _fixed_column(col: Column, consts: dict[str, Any]) -> Optional[_Fixed]:
     """How to read a fixed-width column of ``col``'s type from struct fields, or None."""
     t, meta = col.type, col.meta
     if col.hires_fsp:
@@ -667,12 +692,14 @@ def _variable_is_int(col: Column) -> bool:
             or (col.type == C.MYSQL_TYPE_SET and not col.set_values)) and not col.hires_fsp
 
 
-def _run_lines(run: list, prefix: str, consts: dict) -> list[str]:
+def _run_lines(run: list[tuple[Column, _Fixed]], prefix: str, consts: dict[str, Any]) -> list[str]:
     """Statements reading consecutive fixed-width columns ``run`` ([(column, _Fixed)]) at ``p``
     with one struct call per byte order, leaving their JSON texts in ``<prefix><index>``."""
+    lines: list[str]
+    segment: list[tuple[Column, _Fixed, int]]  # (column, how to read it, offset from p)
     lines, k, offset, segment = [], 0, 0, []
 
-    def flush():
+    def flush() -> None:
         nonlocal k
         if not segment:
             return
@@ -698,8 +725,8 @@ def _run_lines(run: list, prefix: str, consts: dict) -> list[str]:
                          f"{name}(buf, p{f' + {start}' if start else ''})")
         for col, fx, at, fields in names:
             if not fx.identity:
-                lines.extend(fx.convert(f"{prefix}{col.index}", f"J{col.index}", fields,
-                                        f"p + {at}" if at else "p"))
+                lines.extend(cast(_Convert, fx.convert)(f"{prefix}{col.index}", f"J{col.index}", fields,
+                                                        f"p + {at}" if at else "p"))
         segment.clear()
 
     for col, fx in run:
@@ -712,7 +739,8 @@ def _run_lines(run: list, prefix: str, consts: dict) -> list[str]:
     return lines
 
 
-def _fused_image(tm: TableMap, present: int, prefix: str, consts: dict, emit: Callable) -> list[str]:
+def _fused_image(tm: TableMap, present: int, prefix: str, consts: dict[str, Any],
+                 emit: Callable[[_Template], str]) -> list[str]:
     """Statements decoding one row image at ``p`` (null bitmap and column order as :mod:`.rows`
     reads them) and ending with ``emit(template)``: the statement that takes the image's JSON
     object, ``template`` (a :class:`_Template`) writing it."""
@@ -729,23 +757,27 @@ def _fused_image(tm: TableMap, present: int, prefix: str, consts: dict, emit: Ca
             fx = _fixed_column(col, consts)
             columns.append((col, fx, fx.is_int if fx is not None else _variable_is_int(col)))
 
-    def one(col, fx) -> list[str]:
+    def one(col: Column, fx: Optional[_Fixed]) -> list[str]:
         if fx is None:
             return _variable_lines(col, f"{prefix}{col.index}", f"J{col.index}")
         return _run_lines([(col, fx)], prefix, consts)
 
-    def null_checked(bit, col, fx, is_int) -> list[str]:
+    def null_checked(bit: int, col: Column, fx: Optional[_Fixed], is_int: bool) -> list[str]:
         x = f"{prefix}{col.index}"
         body = one(col, fx) + ([f"{x} = b'%d' % {x}"] if is_int else [])
         return [f"if nb & {1 << bit}:", f"    {x} = b'null'", "else:"] + ["    " + s for s in body]
 
-    def template(ints: set) -> _Template:
+    def template(ints: set[int]) -> _Template:
         t = _Template().text(b"{")
         for i, (col, _, _) in enumerate(columns):
             t.text((", " if i else "").encode() + _encode_basestring(col.name).encode() + b": ")
             t.value("%d" if col.index in ints else "%b", f"{prefix}{col.index}")
         return t.text(b"}")
 
+    checked: list[str]
+    unchecked: list[str]
+    run: list[tuple[Column, _Fixed]]
+    ints: set[int]
     checked, unchecked, run = [], [], []
     not_null, ints = 0, set()
     for bit, (col, fx, is_int) in enumerate(columns):
@@ -776,25 +808,25 @@ def _fused_image(tm: TableMap, present: int, prefix: str, consts: dict, emit: Ca
 
 
 def compile_jsonl_rows_renderer(tm: TableMap, kind: str, present: int,
-                                present_after: int | None = None) -> Callable:
+                                present_after: int | None = None) -> BytesRenderer:
     """Build ``render(buf, p, end, head, append) -> p`` for the undecoded rows of one rows
     event of ``tm`` (see :class:`.rows.DeferredRows`): it decodes the row images from ``p``
     while ``p < end`` and passes one JSON line per row to ``append``, as
     :func:`compile_jsonl_renderer` writes it for the rows :mod:`.rows` decodes."""
     import json
 
-    consts: dict = {}
+    consts: dict[str, Any] = {}
     for col in tm.columns:
         consts[f"J{col.index}"] = _fallback_bytes(col, json.dumps)
 
-    def record(lead: _Template, tail: bytes) -> Callable:
+    def record(lead: _Template, tail: bytes) -> Callable[[_Template], str]:
         """The statement appending a record: ``lead``, the image, ``tail``."""
         return lambda image: f"append({_Template().extend(lead).extend(image).text(tail).source()})"
 
     head = _Template().value("%b", "head")
     if kind == "update":
         body = _fused_image(tm, present, "b", consts, lambda image: f"before = {image.source()}")
-        body += _fused_image(tm, present_after, "a", consts,
+        body += _fused_image(tm, cast(int, present_after), "a", consts,
                              record(_Template().extend(head).value("%b", "before").text(b', "after": '), b"}\n"))
     elif kind == "insert":
         body = _fused_image(tm, present, "v", consts, record(_Template().extend(head).text(b'null, "after": '), b"}\n"))
@@ -809,14 +841,14 @@ def compile_jsonl_rows_renderer(tm: TableMap, kind: str, present: int,
     exec(compile(source, f"<jsonl rows renderer {tm.qualified_name}>", "exec"), namespace)
     fn = namespace["render"]
     fn.source = source  # kept for debugging
-    return fn
+    return cast(BytesRenderer, fn)
 
 
-def _fallback_text(col: Column, dumps) -> Callable:
+def _fallback_text(col: Column, dumps: Callable[..., str]) -> Callable[[Any], str]:
     """The JSON text of any decoded value of ``col``, as json.dumps writes its encoding."""
     encode = json_encoder(col)
 
-    def text(v):
+    def text(v: Any) -> str:
         if v is None:
             return "null"
         if v is ABSENT:
@@ -825,7 +857,7 @@ def _fallback_text(col: Column, dumps) -> Callable:
     return text
 
 
-def _fallback_bytes(col: Column, dumps) -> Callable:
+def _fallback_bytes(col: Column, dumps: Callable[..., str]) -> Callable[[Any], bytes]:
     """:func:`_fallback_text` in UTF-8."""
     text = _fallback_text(col, dumps)
     return lambda v: text(v).encode()
@@ -842,18 +874,20 @@ class JsonlRenderer:
     """
 
     def __init__(self) -> None:
-        self._cache: dict = {}
+        # (table map, what was built): a generated renderer or None ("values", "bytes" keys), a
+        # row decoder ("decoder" keys)
+        self._cache: dict[_CacheKey, tuple[TableMap, Any]] = {}
         self._rows = RowRenderer()
 
-    def _cached(self, key, tm: TableMap, build: Callable):
-        hit = self._cache.get(key)
+    def _cached(self, key: _CacheKey, tm: TableMap, build: Callable[[], _T]) -> _T:
+        hit: Optional[tuple[TableMap, _T]] = self._cache.get(key)
         if hit is None or hit[0] is not tm:
             hit = self._cache[key] = (tm, build())
         return hit[1]
 
-    def _renderer(self, key, tm: TableMap, build: Callable):
+    def _renderer(self, key: _CacheKey, tm: TableMap, build: Callable[[], _T]) -> Optional[_T]:
         """A generated renderer, or None where the general path writes the lines."""
-        def guarded():
+        def guarded() -> Optional[_T]:
             if len(set(tm.column_names)) != len(tm.columns):  # keys repeat: json.dumps keeps the last
                 return None
             try:
@@ -863,18 +897,18 @@ class JsonlRenderer:
         return self._cached(key, tm, guarded)
 
     @staticmethod
-    def _head_text(head: dict) -> str:
+    def _head_text(head: dict[str, object]) -> str:
         import json
 
         text = json.dumps(head, ensure_ascii=False)
         return text[:-1] + (", " if head else "") + '"before": '
 
-    def lines(self, head: dict, kind: str, tm: TableMap, rows) -> list[bytes]:
+    def lines(self, head: dict[str, object], kind: str, tm: TableMap, rows: Sequence[Any]) -> list[bytes]:
         """The lines (UTF-8, newline included) of the decoded rows of one rows event; ``head``
         holds the record's keys before ``before``."""
-        out: list = []
+        out: list[str] = []
         if not rows:
-            return out
+            return []
         first = rows[0]
         if kind == "update":
             absent, absent_after = _absent_mask(first[0]), _absent_mask(first[1])
@@ -890,7 +924,7 @@ class JsonlRenderer:
                 out.clear()
         return [line.encode() for line in self._general_lines(head, kind, tm, rows)]
 
-    def deferred_lines(self, head: dict, kind: str, rows) -> list[bytes]:
+    def deferred_lines(self, head: dict[str, object], kind: str, rows: DeferredRows) -> list[bytes]:
         """The lines of the undecoded rows of one rows event (a :class:`.rows.DeferredRows`).
         Raises the codec's error for rows that do not decode."""
         tm = rows.table_map
@@ -907,7 +941,7 @@ class JsonlRenderer:
             out.clear()
         return self.lines(head, kind, tm, self._decode(rows, kind))
 
-    def _decode(self, rows, kind: str) -> list:
+    def _decode(self, rows: DeferredRows, kind: str) -> list[Any]:
         """The decoded rows of deferred rows, as the codec's row decoders give them."""
         from .errors import CorruptEventError
         from .rows import DECODE_ERRORS, compile_rows_decoder, row_data_error, rows_end_mismatch
@@ -916,6 +950,7 @@ class JsonlRenderer:
         after = rows.present_after if kind == "update" else None
         decode = self._cached((id(tm), kind, "decoder", rows.present, after), tm,
                               lambda: compile_rows_decoder(tm.columns, rows.present, after))
+        values: list[Any]
         try:
             values, p = decode(rows.data, rows.start, rows.end)
             if p != rows.end:
@@ -924,7 +959,7 @@ class JsonlRenderer:
             raise row_data_error(tm, rows.flavor, exc).at(rows.source, rows.pos) from None
         return values
 
-    def _general_lines(self, head: dict, kind: str, tm: TableMap, rows) -> list[str]:
+    def _general_lines(self, head: dict[str, object], kind: str, tm: TableMap, rows: Iterable[Any]) -> list[str]:
         import json
 
         out = []

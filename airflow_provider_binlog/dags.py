@@ -180,6 +180,7 @@ def make_cdc_dags(
     spark_conf: Optional[Mapping[str, Any]] = None,
     spark_packages: Optional[str] = None,
     spark_jars: Optional[Sequence[str]] = None,
+    parallel_tables: Optional[int] = None,
     checkpoint_store_uri: Optional[str] = None,
     checkpoint_key: Optional[str] = None,
     schedule: Any = DEFAULT_SCHEDULE,
@@ -221,6 +222,8 @@ def make_cdc_dags(
         ``source_id``).
     :param schedule: of the incremental DAG (cron, timedelta, timetable or ``None``).
     :param maintenance: compact and expire snapshots after each incremental merge.
+    :param parallel_tables: tables of a batch the merge job plans and commits at once
+        (default 8).
     :param min_bytes: sensor threshold (also ``min_transactions``, ``max_threshold_wait``).
     :param poke_interval: seconds between sensor checks.
     :param sensor_timeout: seconds the sensor waits for new data.
@@ -246,7 +249,8 @@ def make_cdc_dags(
     assets = cdc_assets(source_id, tables, catalog=catalog, namespace=namespace)
     tag_list = list(tags) if tags is not None else ["binlog", "cdc", source_id]
     spark = {"conn_id": spark_conn_id, "warehouse": warehouse, "conf": dict(spark_conf or {}),
-             "packages": spark_packages, "jars": list(spark_jars) if spark_jars else None}
+             "packages": spark_packages, "jars": list(spark_jars) if spark_jars else None,
+             "parallel_tables": parallel_tables}
     store = {"binlog_conn_id": binlog_conn_id, "checkpoint_store_uri": checkpoint_store_uri,
              "checkpoint_key": key}
     asset_text = ", ".join(f"`{a.uri}`" for a in assets)

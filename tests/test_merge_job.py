@@ -21,7 +21,7 @@ from airflow_provider_binlog.codec.events import (ABSENT, Column, EventHeader,  
                                                   RowsEvent, TableMap)
 from airflow_provider_binlog.staging import StagingWriter  # noqa: E402
 from airflow_provider_binlog.merge.batches import plan_batches  # noqa: E402
-from airflow_provider_binlog.merge.errors import BatchGapError, SchemaEvolutionError  # noqa: E402
+from airflow_provider_binlog.merge.errors import BatchGapError, MergeJobError, SchemaEvolutionError  # noqa: E402
 from airflow_provider_binlog.merge.spark import apply as merge_apply  # noqa: E402
 from airflow_provider_binlog.merge.spark import batch as merge_batch  # noqa: E402
 from airflow_provider_binlog.merge.spark import job as merge_job  # noqa: E402
@@ -743,3 +743,73 @@ def test_a_batch_committed_from_another_session_is_seen_as_applied(spark, tmp_pa
     assert got == model
     ledger = spark.sql("SELECT batch_id FROM lake.mj_stale._binlog_batches").collect()
     assert sorted(r[0] for r in ledger) == sorted(m.dump_id for m in manifests)
+
+
+# --------------------------------------------------------------------------- many tables
+
+
+def test_a_batch_of_many_tables_is_committed_from_several_threads_each_commit_holding_the_batch_end(
+        spark, tmp_path):
+    maps = [table_map("s", f"m{t:02d}", [col(0, "id", C.MYSQL_TYPE_LONG, primary_key=True, nullable=False),
+                                         col(1, "v", C.MYSQL_TYPE_LONG)], table_id=t + 1)
+            for t in range(12)]
+    log, store = Binlog(tmp_path), FileCheckpointStore(tmp_path / "store")
+    log.begin()
+    for t, tm in enumerate(maps):
+        log.rows(tm, "insert", [(i, t * 100 + i) for i in range(1, 6)])
+    first = log.publish()
+    log.begin()
+    for t, tm in enumerate(maps):
+        log.rows(tm, "update", [((1, t * 100 + 1), (1, -t))])
+        log.rows(tm, "delete", [(2, t * 100 + 2)])
+    second = log.publish()
+    result = apply_manifests(spark, [first, second], "lake", "mj_many", store, "many", parallel_tables=4)
+    for batch, manifest in zip(result["batches"], (first, second)):
+        assert [t["status"] for t in batch["tables"]] == ["committed"] * 12
+        # listed in table order, whatever order the threads finished in
+        assert [t["source"] for t in batch["tables"]] == [f"s.m{t:02d}" for t in range(12)]
+        for t in range(12):  # each thread's commit carries its batch's end (a per-thread property)
+            snap = spark.sql(f"SELECT summary FROM lake.mj_many.s__m{t:02d}.snapshots "
+                             f"WHERE snapshot_id = {batch['tables'][t]['snapshot_id']}").collect()[0][0]
+            assert snap["binlog.batch_id"] == manifest.dump_id
+            assert json.loads(snap["binlog.checkpoint"]) == manifest.end
+    for t in range(12):
+        assert {k: r["v"] for k, r in table_rows(spark, f"lake.mj_many.s__m{t:02d}").items()} == \
+            {1: -t, 3: t * 100 + 3, 4: t * 100 + 4, 5: t * 100 + 5}
+    assert store.load("many") == log.here()
+
+
+def test_a_table_failing_in_a_parallel_batch_leaves_the_store_and_the_rerun_completes(spark, tmp_path,
+                                                                                      monkeypatch):
+    maps = [table_map("s", f"f{t}", [col(0, "id", C.MYSQL_TYPE_LONG, primary_key=True, nullable=False),
+                                     col(1, "v", C.MYSQL_TYPE_LONG)], table_id=t + 1) for t in range(6)]
+    log, store = Binlog(tmp_path), FileCheckpointStore(tmp_path / "store")
+    log.begin()
+    for t, tm in enumerate(maps):
+        log.rows(tm, "insert", [(1, t)])
+    manifest = log.publish()
+    real = merge_batch.apply_merge_table
+
+    def fails_on_f3(spark_, work, *args, **kwargs):
+        if work.table == "f3":
+            raise RuntimeError("f3 failed")
+        return real(spark_, work, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(merge_batch, "apply_merge_table", fails_on_f3)
+        with pytest.raises(RuntimeError, match="f3 failed"):
+            apply_manifests(spark, [manifest], "lake", "mj_pfail", store, "pfail", parallel_tables=3)
+    assert store.load("pfail") is None  # neither the ledger row nor the store moved
+    assert spark.table("lake.mj_pfail._binlog_batches").count() == 0
+    again = apply_manifests(spark, [manifest], "lake", "mj_pfail", store, "pfail", parallel_tables=3)
+    statuses = {t["source"]: t["status"] for t in again["batches"][0]["tables"]}
+    assert statuses["s.f3"] == "committed"
+    assert set(statuses.values()) <= {"committed", "already-applied"}
+    for t in range(6):
+        assert {k: r["v"] for k, r in table_rows(spark, f"lake.mj_pfail.s__f{t}").items()} == {1: t}
+    assert store.load("pfail") == log.here()
+
+
+def test_parallel_tables_below_one_is_refused(spark, tmp_path):
+    with pytest.raises(MergeJobError, match="parallel_tables must be at least 1, not 0"):
+        apply_manifests(spark, [], "lake", "mj_zero", parallel_tables=0)

@@ -1,5 +1,8 @@
-"""The merge job's planning, apart from Spark: batches in checkpoint order (:mod:`.batches`),
-what schema statements ask of each table (:mod:`.ddl_plan`), keys linked by primary-key
-changes (:mod:`.key_chains`), Spark SQL text (:mod:`.sql`) and the job's errors
-(:mod:`.errors`). None of these modules imports pyspark; the Spark side is
-``spark_jobs/merge_cdc.py``."""
+"""The merge job: staged batches applied to Iceberg exactly once.
+
+The planning modules here never import pyspark and are tested without it: batches in
+checkpoint order (:mod:`.batches`), what schema statements ask of each table
+(:mod:`.ddl_plan`), keys linked by primary-key changes (:mod:`.key_chains`), Spark SQL text
+(:mod:`.sql`), what the job writes into Iceberg besides rows (:mod:`.iceberg_contract`) and
+the job's errors (:mod:`.errors`). The Spark side is :mod:`.spark`; ``spark_jobs/merge_cdc.py``
+is the entry point ``spark-submit`` runs."""

@@ -18,6 +18,9 @@ LEDGER_TABLE = "_binlog_batches"
 DEFAULT_STREAM = "default"
 DEFAULT_MAX_KEY_CHANGE_ROWS = 2_000_000
 
+#: Tables of a batch planned and committed at once (driver threads of the one Spark application).
+DEFAULT_PARALLEL_TABLES = 8
+
 #: Most distinct key values listed in a MERGE's target filter (see :func:`.spark.apply.key_filter`).
 DEFAULT_MAX_FILTER_KEYS = 100_000
 

@@ -154,6 +154,8 @@ class BinlogMergeOperator(BaseOperator):
     some tables only: each Iceberg table records the position it holds, and the next
     incremental batch applies to it only the changes after that position). ``stream`` names
     the binlog stream in the namespace's ledger (default: the checkpoint key).
+    ``parallel_tables`` (default 8) is how many tables of a batch the job plans and commits at
+    once, from that many driver threads of its Spark application.
 
     Assets among the ``outlets`` get an asset event whose ``extra`` says what this run loaded:
     an asset ``iceberg://<catalog>/<namespace>/<table>`` the rows inserted/updated/deleted of
@@ -173,8 +175,12 @@ class BinlogMergeOperator(BaseOperator):
                  jars: Optional[list] = None, maintenance: bool = False,
                  env_vars: Optional[dict] = None, application: Optional[str] = None,
                  binlog_conn_id: Optional[str] = None, stream: Optional[str] = None,
-                 advance_checkpoint: Any = True, **kwargs) -> None:
+                 advance_checkpoint: Any = True, parallel_tables: Optional[int] = None,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
+        if parallel_tables is not None and (not isinstance(parallel_tables, int) or parallel_tables < 1):
+            raise ValueError(f"parallel_tables must be a whole number of at least 1, not {parallel_tables!r}")
+        self.parallel_tables = parallel_tables
         self.binlog_conn_id = binlog_conn_id
         self.stream = stream
         self.advance_checkpoint = advance_checkpoint
@@ -235,6 +241,8 @@ class BinlogMergeOperator(BaseOperator):
                 args += ["--stream", self.stream]
             if self.maintenance:
                 args += ["--maintenance"]
+            if self.parallel_tables is not None:
+                args += ["--parallel-tables", str(self.parallel_tables)]
             self._hook = SparkSubmitHook(
                 conf=self._spark_conf(), conn_id=self.conn_id, application_args=args,
                 packages=None if self.warehouse else self.packages,

@@ -20,14 +20,21 @@ from ..ddl_plan import ddl_ops as _ddl_ops
 from ..ddl_plan import moves as _moves
 from ..ddl_plan import reset_records as _reset_records
 from ..errors import BatchGapError, ConcurrentRunError, MergeJobError
-from ..iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS, DEFAULT_STREAM, LEDGER_TABLE, MODE_MERGE
+from ..iceberg_contract import (
+    DEFAULT_MAX_KEY_CHANGE_ROWS,
+    DEFAULT_PARALLEL_TABLES,
+    DEFAULT_STREAM,
+    LEDGER_TABLE,
+    MODE_MERGE,
+)
 from ..sql import check_identifier as _check_identifier
 from .apply import apply_changelog_table, apply_merge_table, backfill_defaults, commit_properties
 from .catalog import applied_state, head_snapshot, table_exists
 from .ledger import LEDGER_SCHEMA, ensure_ledger, ledger_name
 from .maintenance import run_maintenance
 from .moves import apply_moves
-from .table_work import prepare_table
+from .table_work import TableWork, prepare_table
+from .threads import each_table
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +56,8 @@ def _save_checkpoint(store: CheckpointStore, key: str, batch: Batch, *, expected
 def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
                 store: Optional[CheckpointStore] = None, key: Optional[str] = None, *,
                 stream: Optional[str] = None, table_properties: Optional[Mapping[str, str]] = None,
-                max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS) -> dict:
+                max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS,
+                parallel_tables: int = DEFAULT_PARALLEL_TABLES) -> dict:
     """Apply one batch (see :func:`apply_manifests`)."""
     stream = stream or key or DEFAULT_STREAM
     ledger = ledger_name(catalog, namespace)
@@ -109,26 +117,29 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         if op["op"] == "alter":  # a table altered in the batch, with rows or without
             names.add(tuple(op["table"]))
     seen_targets: dict[str, tuple] = {}
-    work = []
     for schema_name, table_name in sorted(names):
         target = iceberg_table_name(schema_name, table_name)
         if target in seen_targets:  # pragma: no cover - guarded by the naming scheme
             raise MergeJobError(f"{schema_name}.{table_name} and {'.'.join(seen_targets[target])} "
                                 f"map to the same table {target}")
         seen_targets[target] = (schema_name, table_name)
-        work.append(prepare_table(spark, batch, catalog, namespace, schema_name, table_name,
-                                   entries.get((schema_name, table_name)),
-                                   resets.get(f"{schema_name}.{table_name}", []),
-                                   table_properties or {}))
 
-    # 2. schema changes and one commit per table, each carrying the batch end
-    committed = []
-    for w in work:
+    def plan(pair: tuple) -> TableWork:
+        schema_name, table_name = pair
+        return prepare_table(spark, batch, catalog, namespace, schema_name, table_name,
+                             entries.get((schema_name, table_name)),
+                             resets.get(f"{schema_name}.{table_name}", []), table_properties or {})
+
+    work = each_table(plan, sorted(names), parallel_tables)
+
+    # 2. schema changes and one commit per table, each carrying the batch end; the tables
+    # at once (each commit is atomic and holds the batch end: a failure or a crash leaves
+    # some tables at the batch end and the others before it, which a rerun completes)
+    def commit(w: TableWork) -> dict[str, Any]:
         info: dict[str, Any] = {"source": w.source, "table": w.name, "mode": w.mode,
                                 "staged_rows": w.staged_rows, "status": w.status}
-        result["tables"].append(info)
         if w.status != "ready":
-            continue
+            return info
         for sql in w.statements:
             log.info("%s", sql)
             spark.sql(sql)
@@ -142,8 +153,10 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
             info.update(apply_changelog_table(spark, w, batch, stream))
         info["snapshot_id"] = head_snapshot(spark, w.name)
         info["status"] = "committed" if info["snapshot_id"] != before else "no-change"
-        if info["status"] == "committed":
-            committed.append(w.name)
+        return info
+
+    result["tables"] = each_table(commit, work, parallel_tables)
+    committed = [info["table"] for info in result["tables"] if info["status"] == "committed"]
 
     # 2b. renames between captured tables, at the batch end
     if moves:
@@ -172,14 +185,20 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
                     stream: Optional[str] = None,
                     table_properties: Optional[Mapping[str, str]] = None,
                     max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS,
-                    maintenance: bool = False, expire_older_than_days: float = 7.0,
+                    parallel_tables: int = DEFAULT_PARALLEL_TABLES, maintenance: bool = False,
+                    expire_older_than_days: float = 7.0,
                     retain_last: int = 10) -> dict:
     """Apply the batches of ``manifests`` to ``catalog.namespace``, in checkpoint order,
     exactly once; advance ``store[key]`` after each batch. Returns a JSON-able summary.
 
     ``stream`` (default: ``key``, else ``"default"``) names the binlog stream in the ledger
     ``<namespace>._binlog_batches``: each stream has its own position there, which decides
-    gaps when no checkpoint store is given."""
+    gaps when no checkpoint store is given.
+
+    ``parallel_tables``: how many tables of a batch are planned and committed at once, from
+    that many driver threads (1: one after the other)."""
+    if parallel_tables < 1:
+        raise MergeJobError(f"parallel_tables must be at least 1, not {parallel_tables}")
     _check_identifier("catalog", catalog)
     _check_identifier("namespace", namespace, dotted=True)
     if (store is None) != (key is None):
@@ -197,7 +216,8 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
                 log.info("applying batch %s: [%s] .. [%s]", batch.batch_id, batch.start, batch.end)
                 results.append(apply_batch(spark, batch, catalog, namespace, store, key, stream=stream,
                                            table_properties=table_properties,
-                                           max_key_change_rows=max_key_change_rows))
+                                           max_key_change_rows=max_key_change_rows,
+                                           parallel_tables=parallel_tables))
     except CheckpointLockedError as exc:
         raise ConcurrentRunError(str(exc)) from None
     out: dict[str, Any] = {"catalog": catalog, "namespace": namespace,

@@ -15,7 +15,7 @@ from ...checkpoint import open_checkpoint_store
 from ...spark.runtime import local_spark_session
 from ...staging.manifest import ManifestError
 from ..errors import MergeJobError
-from ..iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS
+from ..iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS, DEFAULT_PARALLEL_TABLES
 from .batch import apply_manifests
 
 
@@ -45,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-key-change-rows", type=int, default=DEFAULT_MAX_KEY_CHANGE_ROWS,
                    help="limit of changes on keys changed with partial (MINIMAL) images, "
                         "resolved on the driver")
+    p.add_argument("--parallel-tables", type=int, default=DEFAULT_PARALLEL_TABLES, metavar="N",
+                   help=f"tables of a batch planned and committed at once, from N driver threads "
+                        f"(default {DEFAULT_PARALLEL_TABLES}; 1: one after the other)")
     p.add_argument("--maintenance", action="store_true",
                    help="afterwards, compact data files (folding in the delete files of the "
                         "merges) and expire old snapshots")
@@ -85,6 +88,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                  args.checkpoint_key, stream=args.stream,
                                  table_properties=properties,
                                  max_key_change_rows=args.max_key_change_rows,
+                                 parallel_tables=args.parallel_tables,
                                  maintenance=args.maintenance,
                                  expire_older_than_days=args.expire_older_than_days,
                                  retain_last=args.retain_last)

@@ -89,7 +89,7 @@ def test_truncated_binlog_files_are_typed_errors(binlog_file, tmp_path, record_t
 
 
 def test_corpus_negative_samples_are_typed_errors(record_trials):
-    corpus = pytest.importorskip("tests.test_codec_corpus")
+    corpus = pytest.importorskip("tests.unit.codec.test_codec_corpus")
     for name, (error_type, offset) in sorted(corpus.NEGATIVE.items()):
         path = corpus.CORPUS / name
         assert path.is_file(), f"negative sample {name} is missing from the corpus"

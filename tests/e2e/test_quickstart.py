@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import _require_mariadb, _require_spark
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.slow, pytest.mark.mariadb, pytest.mark.spark]
 

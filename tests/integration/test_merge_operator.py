@@ -11,7 +11,7 @@ import pytest
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.operators.merge import BinlogMergeOperator, manifest_paths
 from airflow_provider_binlog.tables import TableFilter
-from tests.test_dump_live import COLUMNS, here, replica, source_rows, workload
+from tests.integration.test_dump_live import COLUMNS, here, replica, source_rows, workload
 
 pytestmark = pytest.mark.spark
 

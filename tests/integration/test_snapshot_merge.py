@@ -10,7 +10,7 @@ from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.snapshot import take_snapshot
 from airflow_provider_binlog.tables import TableFilter
 from airflow_provider_binlog.merge.spark import job as merge_job
-from tests.test_dump_live import COLUMNS, replica, source_rows, workload
+from tests.integration.test_dump_live import COLUMNS, replica, source_rows, workload
 
 
 def test_snapshot_overwrites_then_dumps_continue(mariadb, spark, spark_warehouse, tmp_path):

@@ -129,7 +129,7 @@ def test_workers_exit_when_the_dump_process_is_killed(tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {os.getcwd()!r})
-        from tests.test_staging_workers import rows_events, SAKILA
+        from tests.unit.staging.test_staging_workers import rows_events, SAKILA
         from airflow_provider_binlog.staging import StagingWriter
         writer = StagingWriter({str(tmp_path)!r}, workers=2)
         for event in rows_events(SAKILA)[:200]:

@@ -14,7 +14,7 @@ from airflow_provider_binlog.staging import StagingWriter
 from airflow_provider_binlog.staging.convert import StagingValueError
 from airflow_provider_binlog.staging.manifest import load_manifest
 from tests.corpus import CORPUS
-from tests.test_codec_corpus import ENTRIES, SCHEMAS, TRAILING_BYTE, _path
+from tests.unit.codec.test_codec_corpus import ENTRIES, SCHEMAS, TRAILING_BYTE, _path
 
 if not (CORPUS / "manifest.json").exists():
     pytest.skip(f"binlog corpus not found at {CORPUS}", allow_module_level=True)

@@ -19,7 +19,7 @@ from airflow_provider_binlog.operators.merge import (BinlogMergeOperator, asset_
                                                      summarize)
 from airflow_provider_binlog.sensors.position import BinlogPositionSensor, BinlogPurgedFailure  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def make(**kwargs):

@@ -35,7 +35,7 @@ from tests.ui_history import build_history  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README_SCREENSHOT = ROOT / "docs" / "ui-screenshot.png"
 CHROME_ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",

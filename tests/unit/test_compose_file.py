@@ -11,7 +11,7 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 INIT_SQL = ROOT / "docker" / "mysql-init" / "01-replication.sql"
 SERVICES = ("mysql", "airflow", "spark-master", "spark-worker")

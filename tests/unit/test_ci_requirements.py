@@ -10,7 +10,7 @@ import pytest
 
 import tests.conftest as conftest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _outcome(require) -> str:
@@ -46,7 +46,7 @@ def test_a_missing_java_17(monkeypatch, ci):
 
 
 def test_a_missing_browser(monkeypatch, ci):
-    browser = pytest.importorskip("tests.test_ui_browser")
+    browser = pytest.importorskip("tests.e2e.test_ui_browser")
     monkeypatch.setattr(browser, "_find", lambda *names: None)
     assert _outcome(browser._require_browser) == ci
 

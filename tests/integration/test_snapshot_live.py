@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.snapshot import take_snapshot
 from airflow_provider_binlog.tables import TableFilter
-from tests.test_dump_live import replay, replica, source_rows, table, workload  # noqa: F401
+from tests.integration.test_dump_live import replay, replica, source_rows, table, workload  # noqa: F401
 
 
 def test_snapshot_then_dump_reproduces_the_table_exactly(mariadb, table, tmp_path):  # noqa: F811

@@ -57,6 +57,8 @@ from typing import Any, Mapping, Sequence
 
 import pymysql
 
+from ..errors import ProviderError
+
 __all__ = [
     "BASE_OPTIONS",
     "MariaDBServer",
@@ -94,7 +96,7 @@ _live_lock = threading.Lock()
 _atexit_registered = False
 
 
-class MariaDBServerError(RuntimeError):
+class MariaDBServerError(ProviderError, RuntimeError):
     """The server could not be initialised, started or stopped."""
 
 

@@ -33,6 +33,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Iterator, Optional, TextIO
 
+from ..errors import ProviderError
+
 SOURCE_ID = "shop"
 CONN_ID = "mysql_binlog_default"
 SPARK_CONN_ID = "spark_default"
@@ -69,7 +71,7 @@ NAMES = ("Ada", "Grace", "Linus", "Margaret", "Dennis", "Barbara", "Ken", "Franc
 PRODUCTS = ("kettle", "teapot", "mug", "grinder", "filter", "scale", "tin")
 
 
-class QuickstartError(Exception):
+class QuickstartError(ProviderError):
     """A step of the quickstart failed; the message says which and why."""
 
 

@@ -210,6 +210,8 @@ class BinlogMergeOperator(BaseOperator):
     def _env(self) -> dict:
         env = {"PYSPARK_PYTHON": sys.executable,
                "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+        if self.warehouse:  # the embedded local Spark listens on loopback only
+            env["SPARK_LOCAL_IP"] = "127.0.0.1"
         if "JAVA_HOME" not in self.env_vars:
             try:
                 from airflow_provider_binlog.spark.runtime import find_java17_home

@@ -21,6 +21,8 @@ import tempfile
 import zipfile
 from typing import Iterable, Sequence
 
+from ..errors import ProviderError
+
 # Constant pool tags (JVMS 4.4) and the size of their payloads.
 _UTF8 = 1
 _FIXED_SIZES = {
@@ -44,7 +46,7 @@ _FIXED_SIZES = {
 _MAGIC = b"\xca\xfe\xba\xbe"
 
 
-class ClassFormatError(ValueError):
+class ClassFormatError(ProviderError, ValueError):
     """The bytes are not a class file this module can parse."""
 
 

@@ -813,3 +813,29 @@ def test_a_table_failing_in_a_parallel_batch_leaves_the_store_and_the_rerun_comp
 def test_parallel_tables_below_one_is_refused(spark, tmp_path):
     with pytest.raises(MergeJobError, match="parallel_tables must be at least 1, not 0"):
         apply_manifests(spark, [], "lake", "mj_zero", parallel_tables=0)
+
+
+def test_applied_state_read_through_the_java_api_equals_the_metadata_tables(spark, tmp_path, monkeypatch):
+    from airflow_provider_binlog.merge.spark import catalog as merge_catalog
+
+    tm = table_map("s", "st", [col(0, "id", C.MYSQL_TYPE_LONG, primary_key=True, nullable=False)])
+    log, store = Binlog(tmp_path), FileCheckpointStore(tmp_path / "store")
+    for k in range(3):
+        log.begin()
+        log.rows(tm, "insert", [(k,)])
+        apply_manifests(spark, [log.publish()], "lake", "mj_state", store, "st")
+    name, ledger = "lake.mj_state.s__st", "lake.mj_state._binlog_batches"
+    spark.sql(f"DELETE FROM {name} WHERE id = 0")  # a commit without a checkpoint on top
+
+    def read():
+        return (applied_state(spark, name), applied_state(spark, ledger, "st"), applied_state(spark, ledger, "other"),
+                merge_catalog.head_snapshot(spark, name))
+
+    via_java = read()
+    monkeypatch.setattr(merge_catalog, "_iceberg_table", lambda spark_, table: None)
+    assert read() == via_java
+    state, in_ledger, other_stream, head_id = via_java
+    assert state.checkpoint == log.here() and in_ledger.checkpoint == log.here()
+    assert state.head == head_id and state.snapshot_id != head_id  # the DELETE on top holds no checkpoint
+    assert state.committed_at_micros > 0
+    assert other_stream.checkpoint is None and other_stream.head == in_ledger.head

@@ -107,3 +107,27 @@ def test_the_layer_table_names_every_module_and_the_check_sees_upward_imports():
     # the check reads relative imports as the interpreter does
     assert "merge.spark.collapse" in imports_of("merge.spark.apply", known["merge.spark.apply"])
     assert "spark" in {t.split(".")[0] for t in imports_of("merge.spark.apply", known["merge.spark.apply"])}
+
+
+def test_every_error_class_of_the_package_derives_from_the_one_root():
+    """Every exception class defined in the package derives from ProviderError (checked on the
+    imported classes, so a base named in another module counts)."""
+    import importlib
+    import inspect
+
+    from airflow_provider_binlog.errors import ProviderError
+
+    skip_prefixes = ("local.quickstart_dag", "local.watchdog")  # a DAG file and a program
+    outside = []
+    seen = 0
+    for module in modules():
+        if not module or module.startswith(skip_prefixes) or module == "__main__":
+            continue
+        mod = importlib.import_module(f"airflow_provider_binlog.{module}")
+        for name, obj in vars(mod).items():
+            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == mod.__name__ \
+                    and not name.startswith("_"):  # private signals between functions are not errors
+                seen += 1
+                if not issubclass(obj, ProviderError):
+                    outside.append(f"{module}.{name}")
+    assert seen > 30 and outside == []

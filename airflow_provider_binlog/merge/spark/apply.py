@@ -27,7 +27,7 @@ from ..iceberg_contract import (
 )
 from ..sql import literal as _lit
 from ..sql import quote as _q
-from .collapse import collapse_with_chains, flat_changes, order_at_or_after, order_struct, read_staged
+from .collapse import collapse_with_chains, flat_changes, order_at_or_after, order_struct
 from .column_types import sql_type
 from .schema import CHANGELOG_ENVELOPE, SchemaPlan
 from .table_work import TableWork
@@ -65,7 +65,7 @@ def merge_table(spark: SparkSession, work: TableWork, *,
     key_columns = [names.index(k) for k in work.primary_key]
     reset = work.resets[-1]["_position"] if work.resets else None
     if work.files:
-        flat = flat_changes(spark, work.files, work.layouts, plan, work.primary_key, work.defaults,
+        flat = flat_changes(spark, work.staged, work.layouts, plan, work.primary_key, work.defaults,
                             work.fields, work.insert_defaults)
         if work.since is not None:
             flat = flat.filter(order_at_or_after(work.since))
@@ -223,9 +223,8 @@ def apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, stream
 def apply_changelog_table(spark: SparkSession, work: TableWork, batch: Batch, stream: str) -> dict:
     image_cols = work.plan.columns
     frames = []
-    for path, layout in zip(work.files, work.layouts):
+    for df, layout in zip(work.staged, work.layouts):
         present = {n for n, _ in layout}
-        df = read_staged(spark, path)
         is_delete = F.col("_op") == "delete"
         select = [
             F.col("_op"), F.col("_binlog_file"), F.col("_binlog_seq").cast("bigint"),

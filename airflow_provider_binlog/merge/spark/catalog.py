@@ -4,7 +4,9 @@ snapshot and the binlog checkpoint of its last batch (:class:`AppliedState`)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Iterator, Optional
+
+from py4j.protocol import Py4JError
 
 from pyspark.sql import SparkSession
 
@@ -27,31 +29,79 @@ class AppliedState:
 def applied_state(spark: SparkSession, table: str, stream: Optional[str] = None) -> AppliedState:
     """Walk the main branch of ``table`` from its head to the newest snapshot whose summary
     holds a ``binlog.checkpoint`` (of ``stream``, when given). Snapshots of other commits
-    (compaction, manual changes) are passed over."""
+    (compaction, manual changes) are passed over.
+
+    The walk reads the table's metadata through Iceberg's Java API on the driver (no Spark
+    job); a catalog whose tables are not Iceberg ``SparkTable``s is read through the
+    ``refs`` and ``snapshots`` metadata tables instead."""
     refresh(spark, table)
-    head_rows = spark.sql(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'").collect()
-    if not head_rows:
-        return AppliedState(None, None, None, None, None)
-    head = head_rows[0][0]
-    rows = spark.sql(
-        f"SELECT snapshot_id, parent_id, summary['{SUMMARY_CHECKPOINT}'], summary['{SUMMARY_BATCH}'], "
-        f"summary['{SUMMARY_STREAM}'], unix_micros(committed_at) FROM {table}.snapshots").collect()
-    by_id = {r[0]: r for r in rows}
-    current = head
-    while current is not None and current in by_id:
-        _, parent, cp, batch, snap_stream, micros = by_id[current]
+    head: Optional[int] = None
+    for snapshot_id, cp, batch, snap_stream, micros in _main_branch(spark, table):
+        head = snapshot_id if head is None else head
         if cp is not None and (stream is None or snap_stream == stream):
             try:
                 checkpoint = Checkpoint.from_json(cp)
             except ValueError as exc:
-                raise MergeJobError(f"{table}: snapshot {current} has an unreadable "
+                raise MergeJobError(f"{table}: snapshot {snapshot_id} has an unreadable "
                                     f"{SUMMARY_CHECKPOINT}: {exc}") from None
-            return AppliedState(head, checkpoint, batch, current, micros)
-        current = parent
+            return AppliedState(head, checkpoint, batch, snapshot_id, micros)
     return AppliedState(head, None, None, None, None)
 
 
+_Snapshot = tuple[int, Optional[str], Optional[str], Optional[str], int]
+
+
+def _main_branch(spark: SparkSession, table: str) -> Iterator[_Snapshot]:
+    """The snapshots of the main branch from its head back (as far as they are kept):
+    ``(snapshot id, checkpoint, batch id, stream, committed-at micros)``, read one at a time."""
+    iceberg = _iceberg_table(spark, table)
+    if iceberg is None:
+        head_rows = spark.sql(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'").collect()
+        if not head_rows:
+            return
+        rows = spark.sql(
+            f"SELECT snapshot_id, parent_id, summary['{SUMMARY_CHECKPOINT}'], summary['{SUMMARY_BATCH}'], "
+            f"summary['{SUMMARY_STREAM}'], unix_micros(committed_at) FROM {table}.snapshots").collect()
+        by_id = {r[0]: r for r in rows}
+        current = head_rows[0][0]
+        while current is not None and current in by_id:
+            row = by_id[current]
+            yield current, row[2], row[3], row[4], row[5]
+            current = row[1]
+        return
+    snapshot = iceberg.currentSnapshot()
+    while snapshot is not None:
+        summary = snapshot.summary()
+        yield (int(snapshot.snapshotId()), summary.get(SUMMARY_CHECKPOINT), summary.get(SUMMARY_BATCH),
+               summary.get(SUMMARY_STREAM), int(snapshot.timestampMillis()) * 1000)
+        parent = snapshot.parentId()
+        snapshot = None if parent is None else iceberg.snapshot(parent)  # None: expired
+
+
+def _iceberg_table(spark: SparkSession, name: str) -> Any:
+    """The ``org.apache.iceberg.Table`` behind ``catalog.namespace.table`` (through py4j), or
+    None when the catalog does not give an Iceberg ``SparkTable``."""
+    catalog, *namespace, table = name.split(".")
+    try:
+        jvm = spark.sparkContext._jvm
+        names = spark.sparkContext._gateway.new_array(jvm.java.lang.String, len(namespace))
+        for i, part in enumerate(namespace):
+            names[i] = part
+        identifier = jvm.org.apache.spark.sql.connector.catalog.Identifier.of(names, table)
+        loaded = spark._jsparkSession.sessionState().catalogManager().catalog(catalog).loadTable(identifier)
+        if loaded.getClass().getName() != "org.apache.iceberg.spark.source.SparkTable":
+            return None
+        return loaded.table()
+    except Py4JError:
+        return None
+
+
 def head_snapshot(spark: SparkSession, table: str) -> Optional[int]:
+    iceberg = _iceberg_table(spark, table)
+    if iceberg is not None:
+        iceberg.refresh()
+        snapshot = iceberg.currentSnapshot()
+        return None if snapshot is None else int(snapshot.snapshotId())
     rows = spark.sql(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'").collect()
     return rows[0][0] if rows else None
 

@@ -4,7 +4,7 @@ primary key (window functions; key chains of MINIMAL images folded on the driver
 from __future__ import annotations
 
 import functools
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -23,9 +23,51 @@ _ORDER_TYPE = T.StructType([T.StructField("seq", T.LongType()), T.StructField("p
 
 def read_staged(spark: SparkSession, path: str) -> DataFrame:
     """One staged Parquet file. It is written by pyarrow in the proleptic Gregorian calendar
-    (like Iceberg), so no calendar rebasing is done on read (dates before 1582 stay exact)."""
-    return spark.read.option("datetimeRebaseMode", "CORRECTED") \
-        .option("int96RebaseMode", "CORRECTED").parquet(path)
+    (like Iceberg), so no calendar rebasing is done on read (dates before 1582 stay exact).
+
+    The file's schema comes from its footer, read here with pyarrow and given to the reader,
+    as the types Spark 3.5 infers for it (without a Spark job for the inference); a file with
+    a type outside the staging contract is left to Spark's inference."""
+    reader = spark.read.option("datetimeRebaseMode", "CORRECTED").option("int96RebaseMode", "CORRECTED")
+    schema = staged_schema(path)
+    return (reader if schema is None else reader.schema(schema)).parquet(path)
+
+
+def staged_schema(path: str) -> Optional[T.StructType]:
+    """The Spark schema of a staged file from its Parquet footer; None for a type outside
+    the staging contract (``staging/contract.py``)."""
+    import pyarrow.parquet as pq
+
+    try:
+        fields = [T.StructField(f.name, _spark_type(f.type), True) for f in pq.read_schema(path)]
+    except (_Unmapped, OSError, ValueError):
+        return None
+    return T.StructType(fields)
+
+
+class _Unmapped(Exception):
+    pass
+
+
+def _spark_type(arrow: Any) -> T.DataType:
+    """The Spark type Spark 3.5 infers for a Parquet column pyarrow wrote from ``arrow``."""
+    import pyarrow as pa
+
+    simple = {pa.int8(): T.ByteType(), pa.int16(): T.ShortType(), pa.int32(): T.IntegerType(),
+              pa.int64(): T.LongType(), pa.float32(): T.FloatType(), pa.float64(): T.DoubleType(),
+              pa.date32(): T.DateType(), pa.string(): T.StringType(), pa.binary(): T.BinaryType(),
+              pa.bool_(): T.BooleanType(), pa.timestamp("us"): T.TimestampNTZType(),
+              pa.timestamp("us", tz="UTC"): T.TimestampType()}
+    if arrow in simple:
+        return simple[arrow]
+    if pa.types.is_decimal128(arrow):
+        return T.DecimalType(arrow.precision, arrow.scale)
+    if pa.types.is_list(arrow):
+        return T.ArrayType(_spark_type(arrow.value_type), True)
+    if pa.types.is_struct(arrow):
+        return T.StructType([T.StructField(arrow.field(i).name, _spark_type(arrow.field(i).type), True)
+                             for i in range(arrow.num_fields)])
+    raise _Unmapped(str(arrow))
 
 
 def order_at_or_after(position: tuple[int, int], strict: bool = False) -> SparkColumn:
@@ -41,12 +83,13 @@ def order_struct() -> SparkColumn:
                     F.col("_row").cast("int").alias("row"))
 
 
-def flat_changes(spark: SparkSession, files: Sequence[str], layouts: Sequence[Sequence[tuple]],
+def flat_changes(spark: SparkSession, staged: Sequence[DataFrame], layouts: Sequence[Sequence[tuple]],
                  schema: SchemaPlan, primary_key: Sequence[str],
                  defaults: Optional[Mapping[str, str]] = None,
                  fields: Optional[Sequence[Mapping[str, str]]] = None,
                  insert_defaults: Optional[Mapping[str, str]] = None) -> DataFrame:
-    """The staged changes of one table as one frame, values cast to the target types.
+    """The staged changes of one table (``staged``: its files, read by :func:`read_staged`) as
+    one frame, values cast to the target types.
     ``defaults`` (column -> SQL literal text) fills the columns added in the batch with a
     default into the changes staged before the column was (re)added, as the source did.
 
@@ -59,8 +102,7 @@ def flat_changes(spark: SparkSession, files: Sequence[str], layouts: Sequence[Se
     it (MINIMAL row images log only the columns the statement set)."""
     names = [n for n, _ in schema.columns]
     frames = []
-    for part, (path, layout) in enumerate(zip(files, layouts)):
-        df = read_staged(spark, path)
+    for part, (df, layout) in enumerate(zip(staged, layouts)):
         renamed = dict(fields[part]) if fields else {}
         field = lambda n: renamed.get(n, n)  # noqa: E731
         present = {n for n, _ in layout}

@@ -7,7 +7,7 @@ import dataclasses
 import json
 from typing import Mapping, Optional
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from ...staging.contract import ENVELOPE_COLUMNS
@@ -41,6 +41,7 @@ class TableWork:
     name: str                          # catalog.namespace.table
     entry: Optional[dict]              # the manifest's table entry (None: DDL only)
     files: list[str]
+    staged: list[DataFrame]            # the files as read (their schema read once, in planning)
     layouts: list[list[tuple[str, T.DataType]]]
     mode: str
     primary_key: list[str]
@@ -103,7 +104,7 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
                             f"by key; give the table a primary key again, or rename the Iceberg "
                             f"table to start a new one (it will be a change log)")
     state = applied_state(spark, name) if exists else AppliedState(None, None, None, None, None)
-    work = TableWork(schema, table, name, entry, [], [], mode, primary_key, exists, properties,
+    work = TableWork(schema, table, name, entry, [], [], [], mode, primary_key, exists, properties,
                      state, None, [])
     if state.checkpoint is not None:
         if compare_checkpoints(batch.end, state.checkpoint) <= 0:
@@ -131,7 +132,9 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
     if entry is not None:
         work.files = [str(p) for p in batch.manifest.files(entry)]
         for path in work.files:
-            staged = read_staged(spark, path).schema
+            frame = read_staged(spark, path)
+            work.staged.append(frame)
+            staged = frame.schema
             missing = [c for c in ENVELOPE_COLUMNS if c not in staged.names]
             if missing:
                 raise MergeJobError(f"{path}: not a staged file of this format (no {', '.join(missing)})")

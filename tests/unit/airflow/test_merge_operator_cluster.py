@@ -105,6 +105,17 @@ def test_cluster_configuration_with_jars_instead_of_packages(submitted, manifest
     assert _conf_args(command) == CLUSTER_CONF
     assert "--checkpoint-store" not in command and "--warehouse" not in command
     assert call["env"]["PYSPARK_PYTHON"] == sys.executable      # the default: this interpreter
+    assert "SPARK_LOCAL_IP" not in call["env"]                  # a cluster decides where it listens
+
+
+def test_parallel_tables_reaches_the_job_and_a_bad_value_is_refused(submitted, manifest):
+    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
+                             conf=CLUSTER_CONF, advance_checkpoint=False, parallel_tables=3)
+    op.execute(context={})
+    assert _value(submitted[0]["command"], "--parallel-tables") == "3"
+    for bad in (0, -1, 2.5, "4"):
+        with pytest.raises(ValueError, match="parallel_tables must be a whole number of at least 1"):
+            BinlogMergeOperator(task_id=f"bad{bad}", manifests=manifest, namespace="shop_cdc", parallel_tables=bad)
 
 
 def test_embedded_configuration_puts_the_catalog_and_jars_in_the_conf(submitted, manifest, tmp_path):
@@ -124,6 +135,8 @@ def test_embedded_configuration_puts_the_catalog_and_jars_in_the_conf(submitted,
     assert conf["spark.jars.packages"] == ICEBERG_PACKAGE and conf["spark.executor.memory"] == "2g"
     assert "--packages" not in command and "--jars" not in command
     assert _value(command, "--warehouse") == warehouse
+    assert call["env"]["SPARK_LOCAL_IP"] == "127.0.0.1"  # the embedded Spark listens on loopback
+    assert "--parallel-tables" not in command             # the job's default
     op = BinlogMergeOperator(task_id="merge2", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
                              warehouse=warehouse, advance_checkpoint=False)
     op.execute(context={})

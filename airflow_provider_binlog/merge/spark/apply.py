@@ -71,7 +71,8 @@ def merge_table(spark: SparkSession, work: TableWork, *,
             flat = flat.filter(order_at_or_after(work.since))
         if reset is not None:
             flat = flat.filter(order_at_or_after(reset, strict=True))
-        return collapse_with_chains(spark, flat, n_keys, n_cols, key_columns, max_key_change_rows)
+        return collapse_with_chains(spark, flat, n_keys, n_cols, key_columns, max_key_change_rows,
+                                    None if work.facts is None else work.facts.key_changes)
     return None, False
 
 
@@ -149,8 +150,11 @@ def key_filter(source: DataFrame, work: TableWork, max_keys: int) -> Optional[st
     key, data_type = work.primary_key[0], work.plan.type_of(work.primary_key[0])
     if not isinstance(data_type, _LITERAL_TYPES):
         return None
-    values = [r[0] for r in source.select("k0").where(F.col("k0").isNotNull()).distinct()
-              .limit(max_keys + 1).collect()]
+    if work.facts is not None:  # the staged values: a superset of the changed keys
+        values = work.facts.first_key_values[:max_keys + 1]
+    else:
+        values = [r[0] for r in source.select("k0").where(F.col("k0").isNotNull()).distinct()
+                  .limit(max_keys + 1).collect()]
     if not values or len(values) > max_keys:
         return None
     return f"t.{_q(key)} IN ({', '.join(sql_literal(v, data_type) for v in sorted(values))})"
@@ -211,7 +215,8 @@ def apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, stream
     source.createOrReplaceTempView(view)
     try:
         sql = merge_statement(work.name, view, work.plan, work.primary_key,
-                               target_values=_needs_target_values(source, work),
+                               target_values=(work.facts is None or work.facts.partial_updates)
+                               and _needs_target_values(source, work),
                                key_filter=key_filter(source, work, max_filter_keys))
         runtime.run_with_commit_properties(spark, props, lambda: spark.sql(sql))
     finally:

@@ -7,7 +7,6 @@ import dataclasses
 from typing import Any, Iterator, Optional
 
 from py4j.protocol import Py4JError
-
 from pyspark.sql import SparkSession
 
 from ...checkpoint import Checkpoint

@@ -262,10 +262,13 @@ def collapse_changes(spark: SparkSession, flat: DataFrame, n_keys: int, n_cols: 
 
 
 def collapse_with_chains(spark: SparkSession, flat: DataFrame, n_keys: int, n_cols: int,
-              key_columns: Sequence[int], max_key_change_rows: int) -> tuple[DataFrame, bool]:
-    """:func:`collapse_changes`, and whether some keys were folded on the driver."""
+                         key_columns: Sequence[int], max_key_change_rows: int,
+                         key_changes: Optional[bool] = None) -> tuple[DataFrame, bool]:
+    """:func:`collapse_changes`, and whether some keys were folded on the driver.
+    ``key_changes`` False: no update changes a key (known from the staged files), so no key
+    chain is looked for."""
     events = change_events(flat, n_keys, n_cols, key_columns)
-    if events.filter(F.col("_kind") == "arrive").limit(1).count() == 0:
+    if key_changes is False or events.filter(F.col("_kind") == "arrive").limit(1).count() == 0:
         return _collapse_by_window(events, n_keys, n_cols), False
     keys = [f"k{j}" for j in range(n_keys)]
     same_key = functools.reduce(lambda a, b: a & b,

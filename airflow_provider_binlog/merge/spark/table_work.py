@@ -21,6 +21,7 @@ from ..ddl_plan import insert_defaults as _insert_defaults
 from ..errors import MergeJobError
 from ..iceberg_contract import MODE_CHANGELOG, MODE_MERGE, PROP_MODE, PROP_PRIMARY_KEY, PROP_SOURCE
 from ..sql import quote as _q
+from ..staged_facts import StagedFacts, staged_facts
 from .catalog import AppliedState, applied_state, read_table_properties, table_exists
 from .collapse import read_staged
 from .column_types import arrow_to_spark
@@ -56,6 +57,7 @@ class TableWork:
     insert_defaults: dict = dataclasses.field(default_factory=dict)  # column -> what an INSERT leaving it out gives
     statements: list[str] = dataclasses.field(default_factory=list)
     status: str = "pending"
+    facts: Optional[StagedFacts] = None  # what the staged files say, read without Spark (small tables)
 
     @property
     def source(self) -> str:
@@ -203,5 +205,7 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
     if mode == MODE_MERGE:
         work.defaults = _column_defaults(batch, work)
         work.insert_defaults = _insert_defaults(batch, work)
+    if mode == MODE_MERGE and work.files and not any(v > 0 for v in work.plan.valid_from.values()):
+        work.facts = staged_facts(work.files, primary_key, [n for n, _ in work.plan.columns], work.fields)
     work.status = "ready"
     return work

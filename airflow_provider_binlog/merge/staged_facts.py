@@ -1,0 +1,74 @@
+"""What a table's staged changes say before Spark reads them: whether some update changes a
+primary key, whether some update's after image lacks a column, and the values of the first key
+column the changes touch.
+
+The merge job decides three things from these facts for every table: whether keys linked by
+key changes must be folded in order (only possible when a key changes), whether the MERGE
+must read the target's other columns (only when an image lacks some), and the key filter of
+the MERGE's target scan. Read here with pyarrow on the driver, for tables whose staged files
+are small, they cost no Spark job. Each fact errs on the safe side: a key change or a
+partial image that a later TRUNCATE or the table's own checkpoint makes irrelevant still
+counts, and the key values are a superset of the keys of the collapsed changes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Mapping, Optional, Sequence
+
+#: Tables whose staged files hold more bytes than this are left to Spark.
+DEFAULT_MAX_STAGED_BYTES = 64 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class StagedFacts:
+    key_changes: bool            # some update changes a primary key column
+    partial_updates: bool        # some update's after image lacks a non-key column
+    first_key_values: list[Any]  # distinct values of the first key column, before and after images
+
+
+def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequence[str],
+                 fields: Sequence[Mapping[str, str]] = (), *,
+                 max_bytes: int = DEFAULT_MAX_STAGED_BYTES) -> Optional[StagedFacts]:
+    """The facts of the staged ``files`` of one table (in staging order) whose target columns
+    are ``columns``; ``fields[i]`` names, for file ``i``, the staged field of a column renamed
+    after its rows. None when the files hold more than ``max_bytes``, or lack a column of the
+    staging contract (then Spark decides)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    if not primary_key or sum(os.path.getsize(f) for f in files) > max_bytes:
+        return None
+    key_changes = partial = False
+    values: set[Any] = set()
+    keyset = set(primary_key)
+    for part, path in enumerate(files):
+        renamed = dict(fields[part]) if part < len(fields) else {}
+        field = [renamed.get(k, k) for k in primary_key]
+        table = pq.read_table(path, columns=["_op", "_before", "_after", "_after_absent"])
+        after_type = table.schema.field("_after").type
+        staged = {after_type.field(i).name for i in range(after_type.num_fields)}
+        if not set(field) <= staged:
+            return None
+        if any(renamed.get(c, c) not in staged for c in columns if c not in keyset):
+            partial = True  # a column the file's rows do not have yet (added later in the batch)
+        op = table.column("_op")
+        before, after = table.column("_before"), table.column("_after")
+        updates = pc.equal(op, "update")
+        absent = table.column("_after_absent")
+        if not partial and pc.any(pc.and_(updates, pc.greater(pc.fill_null(pc.list_value_length(absent), 0),
+                                                               0))).as_py():
+            lacking = {name for row in pc.filter(absent, updates).to_pylist() for name in (row or ())}
+            partial = bool(lacking - {renamed.get(k, k) for k in keyset})
+        for name in field:
+            b, a = pc.struct_field(before, name), pc.struct_field(after, name)
+            changed = pc.fill_null(pc.and_(updates, pc.not_equal(b, a)), False)
+            if pc.any(changed).as_py():
+                key_changes = True
+        first_before = pc.struct_field(before, field[0])
+        first_after = pc.struct_field(after, field[0])
+        for column in (first_before, first_after):
+            chunk = pc.unique(pc.drop_null(column))
+            values.update(chunk.to_pylist() if isinstance(chunk, (pa.Array, pa.ChunkedArray)) else [])
+    return StagedFacts(key_changes, partial, sorted(values))

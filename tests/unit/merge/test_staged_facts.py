@@ -1,0 +1,65 @@
+"""What a table's staged changes say, read with pyarrow (merge.staged_facts): key changes,
+updates whose after image lacks a column, and the first key column's values; written by the
+real staging writer, no Spark."""
+from decimal import Decimal
+
+from airflow_provider_binlog.codec import constants as C
+from airflow_provider_binlog.codec.events import ABSENT, Column, EventHeader, RowsEvent, TableMap
+from airflow_provider_binlog.merge.staged_facts import staged_facts
+from airflow_provider_binlog.staging import StagingWriter
+
+TM = TableMap(1, "s", "t", (Column(0, "id", C.MYSQL_TYPE_LONG, 0, primary_key=True, nullable=False),
+                            Column(1, "a", C.MYSQL_TYPE_LONG, 0),
+                            Column(2, "d", C.MYSQL_TYPE_NEWDECIMAL, (10 << 8) | 2)))
+COLUMNS = ["id", "a", "d"]
+
+
+def staged(tmp_path, *changes):
+    """The staged files of ``s.t`` after ``changes`` ((kind, rows), ...)."""
+    writer = StagingWriter(tmp_path / "staging")
+    pos = 4
+    for kind, rows in changes:
+        event = RowsEvent(EventHeader(1_700_000_000, 30, 1, 100, pos + 100, 0), pos, kind, 1, TM, 0, tuple(rows))
+        writer.add_rows(event, binlog_file="mysql-bin.000001", gtid=None, txn=f"t{pos}")
+        pos += 100
+    manifest = writer.publish(dump_id="d", start={"file": "mysql-bin.000001", "pos": 4},
+                              end={"file": "mysql-bin.000001", "pos": pos}, server={"flavor": "mysql"})
+    return [str(p) for p in manifest.files(manifest.tables[0])]
+
+
+def test_full_images_without_key_changes_have_neither_and_list_every_key(tmp_path):
+    files = staged(tmp_path, ("insert", [(1, 10, Decimal("1.50")), (2, 20, None)]),
+                   ("update", [((1, 10, Decimal("1.50")), (1, 11, Decimal("1.50")))]),
+                   ("delete", [(2, 20, None)]))
+    facts = staged_facts(files, ["id"], COLUMNS)
+    assert (facts.key_changes, facts.partial_updates, facts.first_key_values) == (False, False, [1, 2])
+
+
+def test_an_update_of_the_key_is_a_key_change_and_both_keys_are_listed(tmp_path):
+    files = staged(tmp_path, ("update", [((5, 1, None), (7, 1, None))]))
+    facts = staged_facts(files, ["id"], COLUMNS)
+    assert facts.key_changes and not facts.partial_updates and facts.first_key_values == [5, 7]
+
+
+def test_minimal_images_are_partial_but_an_absent_key_is_no_key_change(tmp_path):
+    files = staged(tmp_path, ("update", [((3, ABSENT, ABSENT), (ABSENT, 4, ABSENT))]))
+    facts = staged_facts(files, ["id"], COLUMNS)
+    assert not facts.key_changes and facts.partial_updates and facts.first_key_values == [3]
+
+
+def test_a_column_the_files_do_not_hold_makes_the_updates_partial(tmp_path):
+    files = staged(tmp_path, ("update", [((1, 1, None), (1, 2, None))]))
+    assert staged_facts(files, ["id"], COLUMNS + ["added_later"]).partial_updates
+
+
+def test_a_renamed_key_is_read_under_its_staged_name(tmp_path):
+    files = staged(tmp_path, ("update", [((1, 1, None), (2, 1, None))]))
+    facts = staged_facts(files, ["ident"], ["ident", "a", "d"], [{"ident": "id"}])
+    assert facts.key_changes and facts.first_key_values == [1, 2]
+
+
+def test_large_staged_files_and_unknown_keys_are_left_to_spark(tmp_path):
+    files = staged(tmp_path, ("insert", [(1, 1, None)]))
+    assert staged_facts(files, ["id"], COLUMNS, max_bytes=10) is None
+    assert staged_facts(files, ["nope"], COLUMNS) is None
+    assert staged_facts(files, [], COLUMNS) is None

@@ -59,6 +59,7 @@ import sys
 import tempfile
 import time
 from decimal import Decimal
+from typing import Optional
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -293,7 +294,11 @@ def main(argv=None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def run(args, workdir: pathlib.Path, log_path: pathlib.Path, t_start: float) -> int:
+def private_environment(workdir: pathlib.Path) -> Optional[tuple[pathlib.Path, ...]]:
+    """This process's environment made the quickstart's isolated one for ``workdir``, with the
+    Airflow home's dags folder, the staging, warehouse and checkpoint directories and JAVA_HOME;
+    ``(home, staging, warehouse, checkpoints)``, or None (said on stderr) when the local Spark
+    runtime is not ready."""
     env = qs.isolated_environment(workdir)
     os.environ.clear()
     os.environ.update(env)
@@ -302,17 +307,25 @@ def run(args, workdir: pathlib.Path, log_path: pathlib.Path, t_start: float) -> 
     staging, warehouse, checkpoints = (workdir / n for n in ("staging", "warehouse", "checkpoints"))
     for path in (staging, warehouse, checkpoints):
         path.mkdir()
-
-    from airflow_provider_binlog.local.mariadb import MariaDBServer
     from airflow_provider_binlog.spark import SparkRuntimeError, find_java17_home, iceberg_runtime_jars
 
     try:
-        java_home = find_java17_home()
+        os.environ["JAVA_HOME"] = find_java17_home()
         iceberg_runtime_jars()
     except SparkRuntimeError as exc:
         print(f"the local Spark runtime is not ready: {exc}", file=sys.stderr)
+        return None
+    return home, staging, warehouse, checkpoints
+
+
+def run(args, workdir: pathlib.Path, log_path: pathlib.Path, t_start: float) -> int:
+    dirs = private_environment(workdir)
+    if dirs is None:
         return 2
-    os.environ["JAVA_HOME"] = java_home
+    home, staging, warehouse, checkpoints = dirs
+    java_home = os.environ["JAVA_HOME"]
+
+    from airflow_provider_binlog.local.mariadb import MariaDBServer
 
     print(f"work directory {workdir} (Airflow, Spark and server output: {log_path})", flush=True)
     server = spark = None
@@ -449,13 +462,7 @@ def run(args, workdir: pathlib.Path, log_path: pathlib.Path, t_start: float) -> 
             traceback.print_exc()
             return fail(2, f"{type(exc).__name__}: {exc}")
         finally:
-            if spark is not None:
-                try:
-                    spark.stop()
-                except Exception:
-                    pass
-            if server is not None:
-                server.stop()
+            qs.shut_down(spark, server)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ for path in (ROOT, ROOT / "benchmarks"):
         sys.path.insert(0, str(path))
 
 from airflow_provider_binlog.local import quickstart as qs  # noqa: E402
-from dag_bench import describe_run, run_timed, task_durations  # noqa: E402
+from dag_bench import describe_run, private_environment, run_timed, task_durations  # noqa: E402
 
 SOURCE_ID = "many"
 NAMESPACE = f"{SOURCE_ID}_cdc"
@@ -193,24 +193,12 @@ def main(argv=None) -> int:
 
 
 def run(args, counts: list[int], workdir: pathlib.Path, log_path: pathlib.Path) -> int:
-    env = qs.isolated_environment(workdir)
-    os.environ.clear()
-    os.environ.update(env)
-    home = pathlib.Path(env["AIRFLOW_HOME"])
-    (home / "dags").mkdir(parents=True)
-    staging, warehouse, checkpoints = (workdir / n for n in ("staging", "warehouse", "checkpoints"))
-    for path in (staging, warehouse, checkpoints):
-        path.mkdir()
-
-    from airflow_provider_binlog.local.mariadb import MariaDBServer
-    from airflow_provider_binlog.spark import SparkRuntimeError, find_java17_home, iceberg_runtime_jars
-
-    try:
-        os.environ["JAVA_HOME"] = find_java17_home()
-        iceberg_runtime_jars()
-    except SparkRuntimeError as exc:
-        print(f"the local Spark runtime is not ready: {exc}", file=sys.stderr)
+    dirs = private_environment(workdir)
+    if dirs is None:
         return 2
+    home, staging, warehouse, checkpoints = dirs
+    from airflow_provider_binlog.local.mariadb import MariaDBServer
+
     print(f"work directory {workdir} (Airflow, Spark and server output: {log_path})", flush=True)
     server = spark = None
     with qs.redirected_output(log_path) as console:
@@ -308,13 +296,7 @@ def run(args, counts: list[int], workdir: pathlib.Path, log_path: pathlib.Path) 
             traceback.print_exc()
             return fail(2, f"{type(exc).__name__}: {exc}")
         finally:
-            if spark is not None:
-                try:
-                    spark.stop()
-                except Exception:
-                    pass
-            if server is not None:
-                server.stop()
+            qs.shut_down(spark, server)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,8 @@ The job lives in ``airflow_provider_binlog.merge``: planning modules without pys
 (``batches``, ``ddl_plan``, ``key_chains``, ``sql``) and the Spark modules under
 ``merge.spark`` (``column_types``, ``schema``, ``catalog``, ``collapse``, ``table_work``,
 ``apply``, ``moves``, ``ledger``, ``batch``, ``maintenance``, ``job``). This file is the
-entry point ``spark-submit`` runs.
+entry point ``spark-submit`` runs from a checkout; the installed package ships the same as
+``airflow_provider_binlog/merge/submit/merge_cdc.py`` (which ``BinlogMergeOperator`` submits).
 """
 import sys
 

@@ -238,6 +238,17 @@ def redirected_output(log_path: Path) -> Iterator[TextIO]:
         console.close()
 
 
+def shut_down(spark, server) -> None:
+    """Stop the local Spark session and the private server, whichever were started."""
+    if spark is not None:
+        try:
+            spark.stop()
+        except Exception:  # a session that failed half-way: the server is what must stop
+            pass
+    if server is not None:
+        server.stop()
+
+
 def _tail(path: Path, lines: int = 60) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -490,13 +501,7 @@ def run(workdir: Path, rows: int, rounds: int, seed: int) -> int:
                           f"{_tail(log_path)}\n")
             return 1
         finally:
-            if spark is not None:
-                try:
-                    spark.stop()
-                except Exception:
-                    pass
-            if server is not None:
-                server.stop()
+            shut_down(spark, server)
 
 
 def command(args) -> int:

@@ -18,13 +18,15 @@ except ImportError:  # pragma: no cover
 
 
 def merge_application() -> str:
-    """Path of the merge job shipped with the package (``spark_jobs/merge_cdc.py``)."""
+    """Path of the merge job's entry point shipped with the package
+    (``airflow_provider_binlog/merge/submit/merge_cdc.py``)."""
     import importlib.util
 
     # located, not imported: importing it would import pyspark
-    spec = importlib.util.find_spec("spark_jobs.merge_cdc")
+    spec = importlib.util.find_spec("airflow_provider_binlog.merge.submit.merge_cdc")
     if spec is None or spec.origin is None:  # pragma: no cover - a broken install
-        raise AirflowException("the merge job spark_jobs/merge_cdc.py is not installed with airflow-provider-binlog")
+        raise AirflowException("the merge job's entry point airflow_provider_binlog/merge/submit/merge_cdc.py "
+                               "is not installed with airflow-provider-binlog")
     return spec.origin
 
 

@@ -1,4 +1,4 @@
-"""The merge job (airflow_provider_binlog.merge, run by spark_jobs/merge_cdc.py): staged batches
+"""The merge job (airflow_provider_binlog.merge, run by merge/submit/merge_cdc.py): staged batches
 applied to Iceberg with MERGE, exactly
 once, compared value by value with a model of the source table (and with a live MariaDB)."""
 from __future__ import annotations

@@ -17,7 +17,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("staging", ("staging", "schema_history")),
     ("dump", ("dump", "snapshot")),
     ("merge planning", ("merge",)),
-    ("spark", ("spark", "merge.spark")),
+    ("spark", ("spark", "merge.spark", "merge.submit")),
     ("airflow", ("hooks", "operators", "sensors", "triggers", "dags", "plugins", "provider_info", "cli",
                  "__main__", "local", "")),
 ]

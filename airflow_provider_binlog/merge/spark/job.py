@@ -1,4 +1,4 @@
-"""The merge job's command line (``spark_jobs/merge_cdc.py`` is its spark-submit entry point)."""
+"""The merge job's command line (``merge/submit/merge_cdc.py`` is its spark-submit entry point)."""
 
 from __future__ import annotations
 

@@ -141,3 +141,13 @@ def test_embedded_configuration_puts_the_catalog_and_jars_in_the_conf(submitted,
                              warehouse=warehouse, advance_checkpoint=False)
     op.execute(context={})
     assert _conf_args(submitted[1]["command"])["spark.jars"] == ",".join(iceberg_runtime_jars())
+
+
+def test_the_submitted_entry_point_sits_alone_in_the_package_so_nothing_shadows_a_module():
+    from pathlib import Path
+
+    entry = Path(merge_application())
+    assert entry.name == "merge_cdc.py" and entry.parent.name == "submit"
+    # spark-submit puts the script's directory first on sys.path
+    assert sorted(p.name for p in entry.parent.glob("*.py")) == ["__init__.py", "merge_cdc.py"]
+    assert "from airflow_provider_binlog.merge.spark.job import main" in entry.read_text()

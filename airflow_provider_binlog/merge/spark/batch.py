@@ -167,7 +167,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         row = spark.createDataFrame([(batch.batch_id, stream, _checkpoint_text(batch.start),
                                       _checkpoint_text(batch.end), committed,
                                       sum(w.staged_rows for w in work),
-                                      dt.datetime.now(dt.timezone.utc))], LEDGER_SCHEMA)
+                                      dt.datetime.now(dt.timezone.utc))], LEDGER_SCHEMA).coalesce(1)
         runtime.run_with_commit_properties(spark, commit_properties(batch, stream, LEDGER_TABLE),
                                    lambda: row.writeTo(ledger).append())
         result["ledger"] = "committed"

@@ -24,7 +24,9 @@ the catalog's namespaces and stops): the floor of any Spark application here.
 
 With ``--snapshots 1,50`` (what ``benchmarks/snapshot_bench.py`` runs), the timed part is instead
 one run of the backfill DAG in mode ``snapshot`` for the first N tables, per N (snapshot and
-merge tasks); printed: the run's seconds per N and N=50 against N=1 (target at most 2x).
+merge tasks), each after ``--updates`` rows of those tables changed, so that the snapshot
+replaces what the Iceberg tables hold; printed: the run's seconds per N and N=50 against N=1
+(target at most 2x), then every table is compared with MariaDB.
 
 Printed: per N the merge task's seconds, its ratio to N=1 (targets: N=50 at most 2x, N=200 at
 most 4x), and N=1 against the no-op ``spark-submit`` (target at most 1.5x). Afterwards every
@@ -131,12 +133,34 @@ def noop_submit(warehouse: pathlib.Path, workdir: pathlib.Path) -> float:
     return time.perf_counter() - t0
 
 
-def time_snapshots(say, fail, load, counts: list[int]) -> int:
-    """One backfill run in mode snapshot of the first N tables, per N; the ratios to N=1."""
+def verifier(warehouse: pathlib.Path):
+    """A local Spark session on the benchmark's warehouse."""
+    from airflow_provider_binlog.spark import local_spark_session
+    return local_spark_session(str(warehouse), qs.CATALOG, app_name="many-bench-verify")
+
+
+def differing_tables(spark, server, count: int) -> list[str]:
+    """The Iceberg tables of the first ``count`` tables whose rows differ from MariaDB's."""
+    differ = []
+    for i in range(1, count + 1):
+        source = sorted(tuple(r) for r in server.query(f"SELECT id, a, amount, note FROM many.{table_name(i)}"))
+        name = f"{qs.CATALOG}.{NAMESPACE}.many__{table_name(i)}"
+        spark.sql(f"REFRESH TABLE {name}")
+        lake = sorted(tuple(r) for r in spark.sql(f"SELECT id, a, amount, note FROM {name}").collect())
+        if source != lake:
+            differ.append(name)
+    return differ
+
+
+def time_snapshots(say, fail, load, server, counts: list[int], updates: int) -> int:
+    """One backfill run in mode snapshot of the first N tables, per N, each after ``updates``
+    rows of those tables changed (so that the snapshot replaces what the tables hold); the
+    ratios to N=1."""
     from airflow_provider_binlog.dags import backfill_dag_id
 
     seconds_by_n: dict[int, float] = {}
-    for n in counts:
+    for round_no, n in enumerate(counts, 1):
+        update_tables(server, n, updates, 100 + round_no)
         conf = {"mode": "snapshot", "tables": [f"many.{table_name(i)}" for i in range(1, n + 1)]}
         dag_run, seconds, state = run_timed(load, backfill_dag_id(SOURCE_ID), conf)
         tasks = describe_run(say, f"backfill snapshot of {n} table(s)", dag_run, seconds)
@@ -243,7 +267,11 @@ def run(args, counts: list[int], workdir: pathlib.Path, log_path: pathlib.Path) 
             describe_run(say, f"initial snapshot of {max(counts)} tables (not timed)", dag_run, seconds)
 
             if args.snapshots:
-                return time_snapshots(say, fail, load, counts)
+                status = time_snapshots(say, fail, load, server, counts, args.updates)
+                spark = verifier(warehouse)
+                differ = differing_tables(spark, server, max(counts))
+                say(f"verified {max(counts)} tables: " + ("all equal" if not differ else f"{len(differ)} differ"))
+                return fail(1, f"tables differ: {differ[:10]}") if differ else status
             noop = [noop_submit(warehouse, workdir)]
             say(f"no-op spark-submit (same configuration): {noop[0]:.2f}s")
             merge_seconds: dict[int, float] = {}
@@ -263,17 +291,8 @@ def run(args, counts: list[int], workdir: pathlib.Path, log_path: pathlib.Path) 
             noop.append(noop_submit(warehouse, workdir))
             say(f"no-op spark-submit (same configuration), again: {noop[1]:.2f}s")
 
-            from airflow_provider_binlog.spark import local_spark_session
-            spark = local_spark_session(str(warehouse), qs.CATALOG, app_name="many-bench-verify")
-            differ = []
-            for i in range(1, max(counts) + 1):
-                source = sorted(tuple(r) for r in server.query(
-                    f"SELECT id, a, amount, note FROM many.{table_name(i)}"))
-                name = f"{qs.CATALOG}.{NAMESPACE}.many__{table_name(i)}"
-                spark.sql(f"REFRESH TABLE {name}")
-                lake = sorted(tuple(r) for r in spark.sql(f"SELECT id, a, amount, note FROM {name}").collect())
-                if source != lake:
-                    differ.append(name)
+            spark = verifier(warehouse)
+            differ = differing_tables(spark, server, max(counts))
 
             floor = statistics.median(noop)
             say()

@@ -59,7 +59,7 @@ import sys
 import tempfile
 import time
 from decimal import Decimal
-from typing import Optional
+from typing import Callable, Optional
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -318,6 +318,21 @@ def private_environment(workdir: pathlib.Path) -> Optional[tuple[pathlib.Path, .
     return home, staging, warehouse, checkpoints
 
 
+def reporters(console, log_path: pathlib.Path) -> tuple[Callable[..., None], Callable[[int, str], int]]:
+    """``say(text)``, a line on the console, and ``fail(status, text)``, which says the error
+    (status 2: setup) or failure with the last lines of the log and returns ``status``."""
+    def say(text: str = "") -> None:
+        console.write(text + "\n")
+        console.flush()
+
+    def fail(status: int, text: str) -> int:
+        say(f"{'error' if status == 2 else 'FAILED'}: {text}\n--- last lines of {log_path} ---\n"
+            f"{qs._tail(log_path, 30)}")
+        return status
+
+    return say, fail
+
+
 def run(args, workdir: pathlib.Path, log_path: pathlib.Path, t_start: float) -> int:
     dirs = private_environment(workdir)
     if dirs is None:
@@ -330,14 +345,7 @@ def run(args, workdir: pathlib.Path, log_path: pathlib.Path, t_start: float) -> 
     print(f"work directory {workdir} (Airflow, Spark and server output: {log_path})", flush=True)
     server = spark = None
     with qs.redirected_output(log_path) as console:
-        def say(text: str = "") -> None:
-            console.write(text + "\n")
-            console.flush()
-
-        def fail(status: int, text: str) -> int:
-            say(f"{'error' if status == 2 else 'FAILED'}: {text}\n--- last lines of {log_path} ---\n"
-                f"{qs._tail(log_path, 30)}")
-            return status
+        say, fail = reporters(console, log_path)
 
         try:
             try:
@@ -352,15 +360,7 @@ def run(args, workdir: pathlib.Path, log_path: pathlib.Path, t_start: float) -> 
             server.execute(initial_load_sql(args.rows))
             say(f"{TABLE}: {args.rows:,} rows loaded in {time.perf_counter() - t0:.1f}s")
 
-            os.environ.update({
-                f"AIRFLOW_CONN_{qs.CONN_ID.upper()}": json.dumps({
-                    "conn_type": "mysql_binlog", "host": server.host, "port": server.port,
-                    "login": server.repl_user, "password": server.repl_password,
-                    "extra": {"server_id": REPLICA_SERVER_ID, "flavor": "mariadb",
-                              "checkpoint_store_uri": str(checkpoints)}}),
-                f"AIRFLOW_CONN_{qs.SPARK_CONN_ID.upper()}": json.dumps(
-                    {"conn_type": "spark", "host": "local[2]"}),
-            })
+            os.environ.update(qs.connection_environment(server, checkpoints, REPLICA_SERVER_ID))
             t0 = time.perf_counter()
             try:
                 qs.migrate_metadata_db(dict(os.environ), log_path)

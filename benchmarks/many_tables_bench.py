@@ -36,7 +36,6 @@ run fails or a table differs, 2 when the setup fails.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
 import shutil
@@ -52,7 +51,7 @@ for path in (ROOT, ROOT / "benchmarks"):
         sys.path.insert(0, str(path))
 
 from airflow_provider_binlog.local import quickstart as qs  # noqa: E402
-from dag_bench import describe_run, private_environment, run_timed, task_durations  # noqa: E402
+from dag_bench import describe_run, private_environment, reporters, run_timed, task_durations  # noqa: E402
 
 SOURCE_ID = "many"
 NAMESPACE = f"{SOURCE_ID}_cdc"
@@ -226,14 +225,7 @@ def run(args, counts: list[int], workdir: pathlib.Path, log_path: pathlib.Path) 
     print(f"work directory {workdir} (Airflow, Spark and server output: {log_path})", flush=True)
     server = spark = None
     with qs.redirected_output(log_path) as console:
-        def say(text: str = "") -> None:
-            console.write(text + "\n")
-            console.flush()
-
-        def fail(status: int, text: str) -> int:
-            say(f"{'error' if status == 2 else 'FAILED'}: {text}\n--- last lines of {log_path} ---\n"
-                f"{qs._tail(log_path, 30)}")
-            return status
+        say, fail = reporters(console, log_path)
 
         try:
             server = MariaDBServer(SERVER_OPTIONS)
@@ -241,14 +233,7 @@ def run(args, counts: list[int], workdir: pathlib.Path, log_path: pathlib.Path) 
             create_tables(server, max(counts), args.rows)
             say(f"MariaDB {server.version}: {max(counts)} tables of {args.rows:,} rows created in "
                 f"{time.perf_counter() - t0:.0f}s")
-            os.environ.update({
-                f"AIRFLOW_CONN_{qs.CONN_ID.upper()}": json.dumps({
-                    "conn_type": "mysql_binlog", "host": server.host, "port": server.port,
-                    "login": server.repl_user, "password": server.repl_password,
-                    "extra": {"server_id": REPLICA_SERVER_ID, "flavor": "mariadb",
-                              "checkpoint_store_uri": str(checkpoints)}}),
-                f"AIRFLOW_CONN_{qs.SPARK_CONN_ID.upper()}": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            })
+            os.environ.update(qs.connection_environment(server, checkpoints, REPLICA_SERVER_ID))
             qs.migrate_metadata_db(dict(os.environ), log_path)
             dag_file = home / "dags" / "binlog_many.py"
             dag_file.write_text(DAG_FILE.format(

@@ -238,6 +238,19 @@ def redirected_output(log_path: Path) -> Iterator[TextIO]:
         console.close()
 
 
+def connection_environment(server, checkpoints: Path, server_id: int) -> dict[str, str]:
+    """The ``AIRFLOW_CONN_*`` variables of the binlog connection to the private ``server``
+    (replica ``server_id``, the file checkpoint store in ``checkpoints``) and of the Spark
+    connection (``local[2]``)."""
+    return {
+        f"AIRFLOW_CONN_{CONN_ID.upper()}": json.dumps({
+            "conn_type": "mysql_binlog", "host": server.host, "port": server.port,
+            "login": server.repl_user, "password": server.repl_password,
+            "extra": {"server_id": server_id, "flavor": "mariadb", "checkpoint_store_uri": str(checkpoints)}}),
+        f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+    }
+
+
 def shut_down(spark, server) -> None:
     """Stop the local Spark session and the private server, whichever were started."""
     if spark is not None:
@@ -424,12 +437,7 @@ def run(workdir: Path, rows: int, rounds: int, seed: int) -> int:
             console.write("sample data: " + ", ".join(f"{t} {n} rows" for t, n in counts.items()) + "\n")
 
             os.environ.update({
-                f"AIRFLOW_CONN_{CONN_ID.upper()}": json.dumps({
-                    "conn_type": "mysql_binlog", "host": server.host, "port": server.port,
-                    "login": server.repl_user, "password": server.repl_password,
-                    "extra": {"server_id": REPLICA_SERVER_ID, "flavor": "mariadb",
-                              "checkpoint_store_uri": str(checkpoints)}}),
-                f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+                **connection_environment(server, checkpoints, REPLICA_SERVER_ID),
                 "BINLOG_SOURCE_ID": SOURCE_ID,
                 "BINLOG_CONN_ID": CONN_ID,
                 "BINLOG_TABLES": ",".join(TABLES),

@@ -34,7 +34,6 @@ def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequ
     are ``columns``; ``fields[i]`` names, for file ``i``, the staged field of a column renamed
     after its rows. None when the files hold more than ``max_bytes``, or lack a column of the
     staging contract (then Spark decides)."""
-    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -61,14 +60,11 @@ def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequ
                                                                0))).as_py():
             lacking = {name for row in pc.filter(absent, updates).to_pylist() for name in (row or ())}
             partial = bool(lacking - {renamed.get(k, k) for k in keyset})
-        for name in field:
+        for j, name in enumerate(field):
             b, a = pc.struct_field(before, name), pc.struct_field(after, name)
-            changed = pc.fill_null(pc.and_(updates, pc.not_equal(b, a)), False)
-            if pc.any(changed).as_py():
+            if pc.any(pc.fill_null(pc.and_(updates, pc.not_equal(b, a)), False)).as_py():
                 key_changes = True
-        first_before = pc.struct_field(before, field[0])
-        first_after = pc.struct_field(after, field[0])
-        for column in (first_before, first_after):
-            chunk = pc.unique(pc.drop_null(column))
-            values.update(chunk.to_pylist() if isinstance(chunk, (pa.Array, pa.ChunkedArray)) else [])
+            if j == 0:  # the first key column's values, of both images
+                values.update(pc.unique(pc.drop_null(b)).to_pylist())
+                values.update(pc.unique(pc.drop_null(a)).to_pylist())
     return StagedFacts(key_changes, partial, sorted(values))

@@ -39,13 +39,14 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def imports_of(module: str, path: Path) -> set[str]:
+def imports_of(module: str, path: Path, *, top_level: bool = False) -> set[str]:
     """The package-internal modules ``module`` imports (dotted, without the package name), and
-    the external top-level names under a ``!`` prefix."""
+    the external top-level names under a ``!`` prefix; with ``top_level``, only the imports run
+    when the module is imported (not those inside functions)."""
     tree = ast.parse(path.read_text())
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in (tree.body if top_level else ast.walk(tree)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 name = alias.name
@@ -131,3 +132,31 @@ def test_every_error_class_of_the_package_derives_from_the_one_root():
                 if not issubclass(obj, ProviderError):
                     outside.append(f"{module}.{name}")
     assert seen > 30 and outside == []
+
+
+
+def test_no_two_modules_import_each_other_at_import_time():
+    """No cycle among the imports run when modules are imported. A package importing its own
+    modules and a module importing its enclosing package do not count: that is how packages
+    re-export."""
+    known = modules()
+    graph = {module: {t for t in imports_of(module, path, top_level=True)
+                      if t in known and t != module and not module.startswith(t + ".")
+                      and not t.startswith(module + ".")}
+             for module, path in known.items()}
+    cycles: list[list[str]] = []
+    state: dict[str, str] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = "open"
+        for target in sorted(graph[node]):
+            if state.get(target) == "open":
+                cycles.append(trail[trail.index(target):] + [target])
+            elif target not in state:
+                visit(target, trail + [target])
+        state[node] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []

@@ -99,7 +99,9 @@ def test_compare_and_set_lets_exactly_one_of_many_processes_advance(tmp_path, re
     rounds = S.trials(3)
     for r in range(rounds):
         store.save("cas", start)
-        with multiprocessing.get_context("fork").Pool(8) as pool:
+        # spawned, not forked: a forked pool of this process (which may hold a Spark session and
+        # its threads by now) once hung with a worker blocked on the task queue's lock
+        with multiprocessing.get_context("spawn").Pool(8) as pool:
             won = pool.map(_cas, [(str(tmp_path / "store"), "cas", start.to_json(), i) for i in range(16)])
         assert won.count(True) == 1, won
         assert store.load("cas").position == 4 + won.index(True)

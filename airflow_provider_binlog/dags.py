@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from airflow.sdk import DAG, Asset, Param, TriggerRule, task
 
@@ -177,6 +177,9 @@ def make_cdc_dags(
     catalog: str = "lake",
     spark_conn_id: str = "spark_default",
     warehouse: Optional[str] = None,
+    catalog_conn_id: Optional[str] = None,
+    catalog_settings: Optional[Mapping[str, Any]] = None,
+    spark_deploy_mode: Optional[str] = None,
     spark_conf: Optional[Mapping[str, Any]] = None,
     spark_packages: Optional[str] = None,
     spark_jars: Optional[Sequence[str]] = None,
@@ -186,6 +189,11 @@ def make_cdc_dags(
     schedule: Any = DEFAULT_SCHEDULE,
     start_date: Optional[dt.datetime] = None,
     maintenance: bool = False,
+    maintenance_every: Union[dt.timedelta, float, None] = None,
+    expire_older_than_days: Optional[float] = None,
+    retain_last: Optional[int] = None,
+    table_layout: Union[Mapping[str, Any], str, None] = None,
+    table_properties: Optional[Mapping[str, str]] = None,
     min_bytes: Optional[int] = None,
     min_transactions: Optional[int] = None,
     max_threshold_wait: Union[dt.timedelta, float, None] = None,
@@ -194,6 +202,9 @@ def make_cdc_dags(
     sensor_mode: str = "reschedule",
     deferrable: bool = False,
     skip_when_idle: bool = True,
+    max_lag_seconds: Optional[float] = None,
+    on_max_lag: str = "notify",
+    lag_notifier: Optional[Callable[[Any], Any]] = None,
     max_rows: Optional[int] = None,
     max_bytes: Optional[int] = None,
     max_seconds: Optional[float] = None,
@@ -214,14 +225,23 @@ def make_cdc_dags(
     :param catalog: the Iceberg catalog name.
     :param spark_conn_id: the Spark connection of ``spark-submit``.
     :param warehouse: embedded catalog mode: a Hadoop catalog on this path and the Iceberg jars
-        shipped with the package. ``None``: configure the catalog with ``spark_conf``
-        (``spark.sql.catalog.<catalog>...``) and ``spark_packages``/``spark_jars``.
+        shipped with the package.
+    :param catalog_conn_id: instead, an Airflow connection of type ``iceberg_catalog`` (JDBC on
+        PostgreSQL, REST, Hive, Glue, Nessie; see docs/catalogs.md).
+    :param catalog_settings: instead, the catalog as a dict: ``type``, ``uri``, ``warehouse``,
+        ``properties``, ``jars``. With none of the three, ``spark_conf`` configures it
+        (``spark.sql.catalog.<catalog>...``) with ``spark_packages``/``spark_jars``.
+    :param spark_deploy_mode: ``client`` or ``cluster`` (default: the Spark connection's).
     :param checkpoint_store_uri: the checkpoint store; default: the connection's extra
         ``checkpoint_store_uri``.
     :param checkpoint_key: the key of this source's checkpoint in the store (default:
         ``source_id``).
     :param schedule: of the incremental DAG (cron, timedelta, timetable or ``None``).
-    :param maintenance: compact and expire snapshots after each incremental merge.
+    :param maintenance: compact and expire snapshots after each incremental merge; with
+        ``maintenance_every`` (a timedelta or hours) only tables maintained longer ago, with
+        ``expire_older_than_days`` and ``retain_last`` for the snapshots.
+    :param table_layout: partition spec, sort order and properties of the Iceberg tables, for
+        all and per ``schema.table`` (docs/merge.md); ``table_properties`` for every table.
     :param parallel_tables: tables of a batch the merge job plans and commits at once
         (default 8).
     :param min_bytes: sensor threshold (also ``min_transactions``, ``max_threshold_wait``).
@@ -230,6 +250,8 @@ def make_cdc_dags(
     :param sensor_mode: ``reschedule`` (frees the worker slot between checks) or ``poke``.
     :param deferrable: wait in the triggerer instead.
     :param skip_when_idle: skip the run (instead of failing it) when the sensor times out.
+    :param max_lag_seconds: when the load is further behind in source time, the sensor calls
+        ``lag_notifier`` and goes on (``on_max_lag="notify"``) or fails (``"fail"``).
     :param max_rows: cap of one incremental dump (also ``max_bytes``, ``max_seconds``); the
         next run continues where it stopped.
     :param default_args: for the tasks of both DAGs (``retries``, ...).
@@ -250,7 +272,11 @@ def make_cdc_dags(
     tag_list = list(tags) if tags is not None else ["binlog", "cdc", source_id]
     spark = {"conn_id": spark_conn_id, "warehouse": warehouse, "conf": dict(spark_conf or {}),
              "packages": spark_packages, "jars": list(spark_jars) if spark_jars else None,
-             "parallel_tables": parallel_tables}
+             "parallel_tables": parallel_tables, "catalog_conn_id": catalog_conn_id,
+             "catalog_settings": dict(catalog_settings) if catalog_settings else None,
+             "deploy_mode": spark_deploy_mode,
+             "table_layout": dict(table_layout) if isinstance(table_layout, Mapping) else table_layout,
+             "table_properties": dict(table_properties) if table_properties else None}
     store = {"binlog_conn_id": binlog_conn_id, "checkpoint_store_uri": checkpoint_store_uri,
              "checkpoint_key": key}
     asset_text = ", ".join(f"`{a.uri}`" for a in assets)
@@ -276,14 +302,17 @@ def make_cdc_dags(
             checkpoint_store_uri=checkpoint_store_uri, min_bytes=min_bytes,
             min_transactions=min_transactions, max_threshold_wait=max_threshold_wait,
             poke_interval=poke_interval, timeout=sensor_timeout, mode=sensor_mode,
-            deferrable=deferrable, skip_on_timeout=skip_when_idle)
+            deferrable=deferrable, skip_on_timeout=skip_when_idle, max_lag_seconds=max_lag_seconds,
+            on_max_lag=on_max_lag, lag_notifier=lag_notifier)
         dump = BinlogDumpOperator(
             task_id="dump", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir, stop=wait.output,
             tables=tables, exclude=exclude or None, max_rows=max_rows, max_bytes=max_bytes,
             max_seconds=max_seconds, checkpoint_key=key, checkpoint_store_uri=checkpoint_store_uri)
         BinlogMergeOperator(
             task_id="merge", manifests=dump.output, namespace=namespace, catalog=catalog,
-            maintenance=maintenance, outlets=list(assets), **spark, **store)
+            maintenance=maintenance, maintenance_every=maintenance_every,
+            expire_older_than_days=expire_older_than_days, retain_last=retain_last, outlets=list(assets),
+            **spark, **store)
 
     with DAG(
         dag_id=backfill_dag_id(source_id),

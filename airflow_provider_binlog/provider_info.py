@@ -60,6 +60,35 @@ _CONN_FIELDS = {
 }
 
 
+_CATALOG_FIELDS = {
+    "type": {
+        "label": "Catalog type",
+        "description": "jdbc (host, port, schema, login and password name the database), rest, hive, "
+                       "glue, nessie or hadoop.",
+        "schema": {"type": ["string", "null"], "enum": ["jdbc", "rest", "hive", "glue", "nessie", "hadoop",
+                                                        None], "default": "jdbc"},
+    },
+    "uri": {
+        "label": "Catalog URI",
+        "description": "jdbc:postgresql://..., http(s)://... (rest, nessie) or thrift://... (hive); a JDBC "
+                       "catalog may leave it empty and give host, port and schema.",
+        "schema": {"type": ["string", "null"]},
+    },
+    "warehouse": {
+        "label": "Warehouse",
+        "description": "Where the tables' files go: a path every Spark executor reaches, or s3a://, "
+                       "hdfs://...",
+        "schema": {"type": ["string", "null"]},
+    },
+    "jars": {
+        "label": "Extra jars",
+        "description": "Comma-separated jars the catalog needs (a JDBC driver); PostgreSQL's is found "
+                       "at /usr/share/java/postgresql.jar when unset.",
+        "schema": {"type": ["string", "null"]},
+    },
+}
+
+
 def get_provider_info() -> dict:
     return {
         "package-name": "airflow-provider-binlog",
@@ -72,7 +101,8 @@ def get_provider_info() -> dict:
             {"integration-name": INTEGRATION, "tags": ["software"]},
         ],
         "hooks": [
-            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.hooks.binlog"]},
+            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.hooks.binlog",
+                                                             "airflow_provider_binlog.hooks.iceberg_catalog"]},
         ],
         "operators": [
             {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.operators.dump",
@@ -95,6 +125,17 @@ def get_provider_info() -> dict:
                     "hidden-fields": ["schema", "extra"],
                     "relabeling": {"login": "User"},
                     "placeholders": {"host": "db.example.com", "port": "3306", "login": "replication user"},
+                },
+            },
+            {
+                "connection-type": "iceberg_catalog",
+                "hook-class-name": "airflow_provider_binlog.hooks.iceberg_catalog.IcebergCatalogHook",
+                "hook-name": "Apache Iceberg catalog",
+                "conn-fields": _CATALOG_FIELDS,
+                "ui-field-behaviour": {
+                    "relabeling": {"schema": "Database", "login": "User"},
+                    "placeholders": {"host": "catalog database host (jdbc)", "port": "5432",
+                                     "schema": "iceberg"},
                 },
             },
         ],

@@ -14,10 +14,15 @@ Configured from the environment:
 ``BINLOG_TABLES``       comma-separated ``schema.table`` patterns (``shop.*``); explicit names
                         give one Airflow asset per Iceberg table, wildcards one for the source
 ``BINLOG_STAGING_DIR``  where dumps are staged (``$AIRFLOW_HOME/binlog/staging``)
-``BINLOG_WAREHOUSE``    the Iceberg warehouse of the embedded Hadoop catalog ``lake``
-                        (``$AIRFLOW_HOME/binlog/warehouse``); the Spark connection
-                        ``spark_default`` runs the merge. Set it empty to use a catalog
-                        configured in Spark instead (edit ``spark_conf`` below).
+``BINLOG_CATALOG_CONN_ID``  an ``iceberg_catalog`` connection (JDBC on PostgreSQL, REST, ...:
+                        docs/catalogs.md) for the catalog ``lake``; when unset, the embedded
+                        Hadoop catalog on ``BINLOG_WAREHOUSE``
+``BINLOG_WAREHOUSE``    the warehouse of the embedded catalog
+                        (``$AIRFLOW_HOME/binlog/warehouse``)
+``BINLOG_SPARK_JARS``   comma-separated Iceberg runtime jars for Spark (default: those shipped
+                        with the package)
+
+The Spark connection ``spark_default`` runs the merge.
 
 The Iceberg tables are ``lake.<source>_cdc.<schema>__<table>``.
 """
@@ -31,7 +36,10 @@ AIRFLOW_HOME = os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
 
 SOURCE_ID = os.environ.get("BINLOG_SOURCE_ID") or "shop"
 TABLES = [p.strip() for p in (os.environ.get("BINLOG_TABLES") or "shop.*").split(",") if p.strip()]
-WAREHOUSE = os.environ.get("BINLOG_WAREHOUSE", os.path.join(AIRFLOW_HOME, "binlog", "warehouse"))
+CATALOG_CONN_ID = os.environ.get("BINLOG_CATALOG_CONN_ID") or None
+WAREHOUSE = None if CATALOG_CONN_ID else (
+    os.environ.get("BINLOG_WAREHOUSE") or os.path.join(AIRFLOW_HOME, "binlog", "warehouse"))
+SPARK_JARS = [j for j in (os.environ.get("BINLOG_SPARK_JARS") or "").split(",") if j] or None
 
 binlog_cdc, binlog_backfill = make_cdc_dags(
     SOURCE_ID,
@@ -41,10 +49,9 @@ binlog_cdc, binlog_backfill = make_cdc_dags(
     namespace=f"{SOURCE_ID}_cdc",
     catalog="lake",
     spark_conn_id="spark_default",
-    warehouse=WAREHOUSE or None,
-    # With no warehouse: the catalog of the cluster, e.g.
-    # spark_conf={"spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
-    #             "spark.sql.catalog.lake.type": "rest", "spark.sql.catalog.lake.uri": "http://..."},
-    # spark_packages="org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.0",
+    warehouse=WAREHOUSE,
+    catalog_conn_id=CATALOG_CONN_ID,
+    spark_jars=SPARK_JARS,
+    # Or the catalog as settings: catalog_settings={"type": "rest", "uri": "http://..."}
     schedule="*/15 * * * *",
 )

@@ -149,7 +149,12 @@ def spark(spark_warehouse: str) -> Iterator[Any]:
     _require_spark()
     from airflow_provider_binlog.spark import local_spark_session
 
-    session = local_spark_session(spark_warehouse, "lake", app_name="airflow-provider-binlog-tests")
+    from airflow_provider_binlog.spark import iceberg_runtime_jars
+    from airflow_provider_binlog.spark.catalogs import POSTGRESQL_JDBC_JAR
+
+    # with PostgreSQL's JDBC driver, for the tests that read an Iceberg JDBC catalog
+    jars = [*iceberg_runtime_jars(), *([POSTGRESQL_JDBC_JAR] if os.path.exists(POSTGRESQL_JDBC_JAR) else [])]
+    session = local_spark_session(spark_warehouse, "lake", app_name="airflow-provider-binlog-tests", jars=jars)
     try:
         yield session
     finally:

@@ -54,6 +54,19 @@ class PostgresServer:
     def url(self, database: str = "postgres", driver: str = "postgresql+psycopg") -> str:
         return f"{driver}://{self.user}@{self.host}:{self.port}/{database}"
 
+    def jdbc_url(self, database: str = "postgres") -> str:
+        return f"jdbc:postgresql://{self.host}:{self.port}/{database}"
+
+    def create_database(self, name: str) -> str:
+        """A new, empty database ``name`` (dropped first if it exists); its name."""
+        import psycopg
+
+        with psycopg.connect(host=self.host, port=self.port, user=self.user, dbname="postgres",
+                             autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return name
+
 
 def _free_port() -> int:
     with socket.socket() as s:

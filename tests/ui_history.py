@@ -75,9 +75,11 @@ def _rewrite_times(manifest_path: str, created_at: dt.datetime) -> None:
 
 
 def build_history(server, root: Path, *, conn_id: str = "shop_db", runs: int = 4, pending: bool = True,
-                  now: dt.datetime | None = None) -> LoadHistory:
+                  now: dt.datetime | None = None, key: str | None = None) -> LoadHistory:
     """Make the history under ``root`` (see the module docstring); the last of ``runs`` dumps is
-    left unmerged when ``pending``."""
+    left unmerged when ``pending``. The checkpoint is stored under ``key`` (default: the
+    connection id)."""
+    key = key or conn_id
     create_user(server)
     db = f"ui_{uuid.uuid4().hex[:8]}"
     server.execute(f"CREATE DATABASE {db}")
@@ -88,14 +90,14 @@ def build_history(server, root: Path, *, conn_id: str = "shop_db", runs: int = 4
     clock = [base]
     store_dir, staging_dir = root / "checkpoints", root / "staging"
     store = FileCheckpointStore(store_dir, clock=lambda: clock[0])
-    history = LoadHistory(conn_id, conn_id, store_dir, staging_dir, db)
+    history = LoadHistory(conn_id, key, store_dir, staging_dir, db)
     file, pos = server.master_status()
-    store.save(conn_id, Checkpoint(file=file, position=pos, flavor="mariadb"), expected=ABSENT)
+    store.save(key, Checkpoint(file=file, position=pos, flavor="mariadb"), expected=ABSENT)
     rng = random.Random(11)
     next_id = [1]
     for run in range(runs):
         _workload(server, db, rng, run, next_id)
-        start = store.load(conn_id)
+        start = store.load(key)
         replica = ReplicaConnection(server.host, server.port, USER, SECRET, server_id=7312)
         try:
             result = run_dump(replica, staging_dir=staging_dir, start=start, tables=TableFilter([f"{db}.*"]))
@@ -108,7 +110,7 @@ def build_history(server, root: Path, *, conn_id: str = "shop_db", runs: int = 4
         if pending and run == runs - 1:
             continue
         clock[0] = at + dt.timedelta(minutes=2)
-        store.save(conn_id, result.end, expected=start)  # what the merge job does once committed
+        store.save(key, result.end, expected=start)  # what the merge job does once committed
         history.merged += 1
     _workload(server, db, rng, runs, next_id)  # changes not dumped yet: the source is behind
     return history

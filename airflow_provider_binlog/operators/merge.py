@@ -1,10 +1,13 @@
 """``BinlogMergeOperator``: apply staged dumps to Iceberg with the merge job, via spark-submit."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import sys
 import tempfile
+import time
+import uuid
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
@@ -87,11 +90,20 @@ def summarize(result: dict, manifests: Sequence[str]) -> dict:
             if t.get("snapshot_id") is not None:
                 info["snapshot_id"] = t["snapshot_id"]
             info["status"] = t.get("status")
+    maintenance = result.get("maintenance") or []
     return {"tables": tables, "batches": [(b["batch_id"], b.get("status")) for b in result.get("batches", [])],
+            "maintained": [m["table"] for m in maintenance if "skipped" not in m],
+            "maintenance_skipped": [m["table"] for m in maintenance if "skipped" in m],
             "end_checkpoint": result.get("checkpoint"), "mode": mode,
             "inserted": sum(t.get("inserted", 0) for t in tables.values()),
             "updated": sum(t.get("updated", 0) for t in tables.values()),
             "deleted": sum(t.get("deleted", 0) for t in tables.values())}
+
+
+def _staging_root(manifest: str) -> Path:
+    """The staging directory holding a dump (given as its directory or its manifest.json)."""
+    path = Path(manifest)
+    return (path.parent if path.name == "manifest.json" else path).parent
 
 
 def _truthy(value: Any) -> bool:
@@ -138,11 +150,24 @@ def asset_extra(uri: str, summary: dict, catalog: str, namespace: str) -> dict:
 class BinlogMergeOperator(BaseOperator):
     """Apply staged dumps (manifests, usually the XCom of the dump task) to Iceberg tables.
 
-    The merge job runs through ``SparkSubmitHook`` on the Spark connection ``conn_id``. With
-    ``warehouse`` set, the job runs in the embedded mode: a Hadoop catalog on that path and the
-    Iceberg jars shipped with the package (unless ``packages``/``jars`` are given). On a cluster,
-    leave ``warehouse`` unset and configure the catalog with ``conf`` (``spark.sql.catalog.*``)
-    and ``packages`` (e.g. ``org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.0``).
+    The merge job runs through ``SparkSubmitHook`` on the Spark connection ``conn_id``. The
+    Iceberg catalog (named ``catalog`` in the job's SQL) is one of:
+
+    * ``warehouse``: the embedded mode, a Hadoop catalog on that path and a local Spark started
+      by the job;
+    * ``catalog_conn_id``: an Airflow connection of type ``iceberg_catalog`` (JDBC on
+      PostgreSQL, REST, Hive, Glue, Nessie: see :mod:`..hooks.iceberg_catalog`);
+    * ``catalog_settings``: the same settings as a dict (``type``, ``uri``, ``warehouse``,
+      ``properties``, ``jars``);
+    * none of them: ``conf`` holds the ``spark.sql.catalog.<catalog>.*`` settings.
+
+    Unless ``packages``/``jars`` name an Iceberg runtime (e.g.
+    ``org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2``) the jars shipped with the
+    package are used with the first three. Catalog secrets (``jdbc.password``, tokens) reach the
+    job in an environment variable, never on the command line. In cluster deploy mode
+    (``deploy_mode="cluster"`` or the connection's ``deploy-mode``) no local interpreter path
+    is forced on the driver and executors, and the job's result is written next to the first
+    manifest, on the staging path all parties read.
     Returns the tables with rows inserted/updated/deleted and snapshot ids, and the end
     checkpoint.
 
@@ -159,6 +184,12 @@ class BinlogMergeOperator(BaseOperator):
     ``parallel_tables`` (default 8) is how many tables of a batch the job plans and commits at
     once, from that many driver threads of its Spark application.
 
+    The tables the job creates get ``table_layout`` (partition spec, sort order, properties,
+    for all tables and per ``schema.table``: :mod:`airflow_provider_binlog.merge.layout`) and
+    ``table_properties``. ``maintenance=True`` compacts the tables and expires snapshots
+    older than ``expire_older_than_days`` (7), keeping ``retain_last`` (10); with
+    ``maintenance_every`` (a timedelta or hours) only tables maintained longer ago than that.
+
     Assets among the ``outlets`` get an asset event whose ``extra`` says what this run loaded:
     an asset ``iceberg://<catalog>/<namespace>/<table>`` the rows inserted/updated/deleted of
     that Iceberg table, any other asset the totals and the per-table counts; both with the
@@ -167,7 +198,7 @@ class BinlogMergeOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("manifests", "catalog", "namespace", "checkpoint_store_uri",
                                       "checkpoint_key", "warehouse", "conf", "binlog_conn_id", "stream",
-                                      "advance_checkpoint")
+                                      "catalog_conn_id", "advance_checkpoint")
     ui_color = "#dfeaf7"
 
     def __init__(self, *, manifests: Union[str, list, dict], namespace: str, catalog: str = "lake",
@@ -178,8 +209,40 @@ class BinlogMergeOperator(BaseOperator):
                  env_vars: Optional[dict] = None, application: Optional[str] = None,
                  binlog_conn_id: Optional[str] = None, stream: Optional[str] = None,
                  advance_checkpoint: Any = True, parallel_tables: Optional[int] = None,
+                 catalog_conn_id: Optional[str] = None, catalog_settings: Optional[dict] = None,
+                 deploy_mode: Optional[str] = None, table_layout: Union[dict, str, None] = None,
+                 table_properties: Optional[dict] = None,
+                 maintenance_every: Union[dt.timedelta, float, None] = None,
+                 expire_older_than_days: Optional[float] = None, retain_last: Optional[int] = None,
                  **kwargs) -> None:
         super().__init__(**kwargs)
+        from airflow_provider_binlog.merge.layout import TableLayouts
+        self.table_layout = TableLayouts.parse(table_layout).to_json() if table_layout else None
+        self.table_properties = {str(k): str(v) for k, v in (table_properties or {}).items()}
+        if isinstance(maintenance_every, dt.timedelta):
+            maintenance_every = maintenance_every.total_seconds() / 3600
+        for name, value in (("maintenance_every", maintenance_every),
+                            ("expire_older_than_days", expire_older_than_days)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise ValueError(f"{name} must be a positive number, not {value!r}")
+        if retain_last is not None and (isinstance(retain_last, bool) or not isinstance(retain_last, int)
+                                        or retain_last < 1):
+            raise ValueError(f"retain_last must be a whole number of at least 1, not {retain_last!r}")
+        self.maintenance_every_hours = maintenance_every
+        self.expire_older_than_days = expire_older_than_days
+        self.retain_last = retain_last
+        given = [name for name, value in (("warehouse", warehouse), ("catalog_conn_id", catalog_conn_id),
+                                          ("catalog_settings", catalog_settings)) if value]
+        if len(given) > 1:
+            raise ValueError(f"give one Iceberg catalog, not {' and '.join(given)}")
+        if deploy_mode not in (None, "client", "cluster"):
+            raise ValueError(f"deploy_mode is client or cluster, not {deploy_mode!r}")
+        if catalog_settings:
+            from airflow_provider_binlog.spark.catalogs import catalog_from_settings
+            catalog_from_settings(catalog, catalog_settings)  # checked now, not at run time
+        self.catalog_conn_id = catalog_conn_id
+        self.catalog_settings = catalog_settings
+        self.deploy_mode = deploy_mode
         if parallel_tables is not None and (not isinstance(parallel_tables, int) or parallel_tables < 1):
             raise ValueError(f"parallel_tables must be a whole number of at least 1, not {parallel_tables!r}")
         self.parallel_tables = parallel_tables
@@ -201,20 +264,59 @@ class BinlogMergeOperator(BaseOperator):
         self.application = application
         self._hook: Optional[SparkSubmitHook] = None
 
-    def _spark_conf(self) -> dict:
-        conf = {}
+    def iceberg_catalog(self):
+        """The :class:`~airflow_provider_binlog.spark.catalogs.IcebergCatalog` this merge writes
+        to, or ``None`` when ``conf`` configures it."""
+        from airflow_provider_binlog.spark.catalogs import IcebergCatalog, catalog_from_settings
         if self.warehouse:
-            from airflow_provider_binlog.spark.runtime import spark_conf_for
-            conf.update(spark_conf_for(self.warehouse, self.catalog, packages=self.packages, jars=self.jars))
+            return IcebergCatalog(self.catalog, "hadoop", warehouse=self.warehouse)
+        if self.catalog_conn_id:
+            from airflow_provider_binlog.hooks.iceberg_catalog import IcebergCatalogHook
+            return IcebergCatalogHook(self.catalog_conn_id).get_catalog(self.catalog)
+        if self.catalog_settings:
+            return catalog_from_settings(self.catalog, self.catalog_settings)
+        return None
+
+    def _spark_conf(self, catalog) -> dict:
+        conf = {}
+        if catalog is not None:
+            from airflow_provider_binlog.spark.runtime import catalog_spark_conf
+            conf.update(catalog_spark_conf(catalog, packages=self.packages, jars=self.jars))
         conf.update({str(k): str(v) for k, v in self.conf.items()})
         return conf
 
-    def _env(self) -> dict:
-        env = {"PYSPARK_PYTHON": sys.executable,
-               "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    def _submit_target(self) -> tuple[str, str]:
+        """``(master, deploy mode)``: this operator's deploy mode, else the Spark connection's."""
+        connection = SparkSubmitHook(conn_id=self.conn_id)._connection
+        return str(connection.get("master") or ""), self.deploy_mode or connection.get("deploy_mode") or "client"
+
+    def _env(self, catalog=None, *, cluster: bool = False, master: str = "") -> dict:
+        env: dict = {}
+        if not cluster:  # the driver runs here: its Python workers use this interpreter
+            env = {"PYSPARK_PYTHON": sys.executable,
+                   "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
         if self.warehouse:  # the embedded local Spark listens on loopback only
             env["SPARK_LOCAL_IP"] = "127.0.0.1"
-        if "JAVA_HOME" not in self.env_vars:
+        secrets = catalog.secret_conf() if catalog is not None else {}
+        if secrets:
+            from airflow_provider_binlog.spark.catalogs import SECRET_CONF_ENV
+            if "yarn" in master or "k8s" in master:
+                # the Spark provider hands a YARN or Kubernetes driver its environment as
+                # --conf options: a secret would be on the command line and in the log
+                raise AirflowException(
+                    f"the catalog's secret settings ({', '.join(sorted(secrets))}) cannot reach a {master} "
+                    f"driver without appearing on the spark-submit command line: give the driver the "
+                    f"environment variable {SECRET_CONF_ENV} (a JSON object of those settings) through the "
+                    f"cluster, e.g. conf spark.kubernetes.driver.secretKeyRef.{SECRET_CONF_ENV}=<secret>:<key>, "
+                    "and leave the password out of the catalog connection")
+            try:
+                from airflow.sdk.log import mask_secret
+                for value in secrets.values():
+                    mask_secret(value)
+            except ImportError:  # pragma: no cover - an Airflow without the Task SDK's masker
+                pass
+            env[SECRET_CONF_ENV] = json.dumps(secrets)
+        if "JAVA_HOME" not in self.env_vars and not cluster:  # a cluster brings its own Java
             try:
                 from airflow_provider_binlog.spark.runtime import find_java17_home
                 env["JAVA_HOME"] = find_java17_home()
@@ -227,8 +329,19 @@ class BinlogMergeOperator(BaseOperator):
         paths = manifest_paths(self.manifests)
         if not paths:
             raise AirflowException("no manifest to merge: the dump task returned nothing")
+        began = time.monotonic()
+        catalog = self.iceberg_catalog()
+        master, mode = self._submit_target()
+        cluster = mode == "cluster"
+        if cluster and master.startswith("spark://"):
+            raise AirflowException(f"Spark's standalone master {master} runs no Python application in "
+                                   "cluster deploy mode: use client mode there")
+        if catalog is not None:
+            self.log.info("Iceberg catalog %s", catalog.describe())
         with tempfile.TemporaryDirectory(prefix="binlog-merge-") as tmp:
-            output = Path(tmp) / "result.json"
+            # in cluster mode the driver runs elsewhere: the result goes to the staging path
+            output = (_staging_root(paths[0]) / f".merge-result-{uuid.uuid4().hex}.json" if cluster
+                      else Path(tmp) / "result.json")
             args: list[str] = []
             for p in paths:
                 args += ["--manifest", p]
@@ -245,29 +358,66 @@ class BinlogMergeOperator(BaseOperator):
                 args += ["--stream", self.stream]
             if self.maintenance:
                 args += ["--maintenance"]
+                if self.maintenance_every_hours is not None:
+                    args += ["--maintenance-every-hours", f"{self.maintenance_every_hours:g}"]
+                if self.expire_older_than_days is not None:
+                    args += ["--expire-older-than-days", f"{self.expire_older_than_days:g}"]
+                if self.retain_last is not None:
+                    args += ["--retain-last", str(self.retain_last)]
+            for key, value in self.table_properties.items():
+                args += ["--table-property", f"{key}={value}"]
+            if self.table_layout:
+                args += ["--table-layout", json.dumps(self.table_layout, separators=(",", ":"))]
             if self.parallel_tables is not None:
                 args += ["--parallel-tables", str(self.parallel_tables)]
             self._hook = SparkSubmitHook(
-                conf=self._spark_conf(), conn_id=self.conn_id, application_args=args,
-                packages=None if self.warehouse else self.packages,
-                jars=None if self.warehouse else (",".join(self.jars) if self.jars else None),
-                env_vars=self._env(), name=f"binlog-merge-{self.namespace}")
+                conf=self._spark_conf(catalog), conn_id=self.conn_id, application_args=args,
+                packages=None if catalog is not None else self.packages,
+                jars=None if catalog is not None else (",".join(self.jars) if self.jars else None),
+                env_vars=self._env(catalog, cluster=cluster, master=master), name=f"binlog-merge-{self.namespace}",
+                deploy_mode=self.deploy_mode)
             try:
-                self._hook.submit(self.application or merge_application())
-            except Exception as exc:
-                detail = ""
-                if output.exists():
-                    detail = json.loads(output.read_text()).get("error", "")
-                raise AirflowException(f"the merge job failed: {detail or exc}") from None
-            result = json.loads(output.read_text())
+                try:
+                    self._hook.submit(self.application or merge_application())
+                except Exception as exc:
+                    detail = ""
+                    if output.exists():
+                        detail = json.loads(output.read_text()).get("error", "")
+                    raise AirflowException(f"the merge job failed: {detail or exc}") from None
+                if not output.exists():
+                    raise AirflowException(f"the merge job ended without writing its result {output}")
+                result = json.loads(output.read_text())
+            finally:
+                if cluster:
+                    output.unlink(missing_ok=True)
         if result.get("error"):
             raise AirflowException(f"the merge job failed: {result['error']}")
         summary = summarize(result, paths)
+        try:  # a metric must not fail a committed merge
+            from airflow_provider_binlog.metrics import record_merge
+            record_merge(key or self.stream or self.namespace, summary, time.monotonic() - began)
+        except Exception:
+            self.log.warning("the merge's metrics could not be sent", exc_info=True)
         self.log.info("merged %d inserted, %d updated, %d deleted rows; checkpoint %s",
                       summary["inserted"], summary["updated"], summary["deleted"],
                       summary["end_checkpoint"])
         self._emit_asset_events(context, summary)
+        self._lineage = (paths, catalog)
         return summary
+
+    def get_openlineage_facets_on_complete(self, task_instance) -> Any:
+        """OpenLineage: the source tables of the merged dumps in, their Iceberg tables out
+        (see :mod:`..lineage`)."""
+        from airflow_provider_binlog import lineage
+
+        paths, catalog = getattr(self, "_lineage", ([], None))
+        if not paths:
+            return lineage.operator_lineage([], [])
+        warehouse = catalog.warehouse if catalog is not None else self.conf.get(
+            f"spark.sql.catalog.{self.catalog}.warehouse")
+        return lineage.operator_lineage(
+            lineage.source_datasets(paths),
+            lineage.iceberg_datasets(paths, catalog=self.catalog, namespace=self.namespace, warehouse=warehouse))
 
     def _checkpoint_store(self) -> tuple[Optional[str], Optional[str]]:
         """The checkpoint store URI and key the merge job advances (``(None, None)``: none)."""

@@ -9,7 +9,7 @@ import datetime as dt
 from typing import Any, Mapping, Optional
 
 from .charts import MERGE_COLOUR, OP_COLOURS, esc, human_bytes, human_count, lag_chart, legend, rows_chart
-from .status import OPS, RED_STATES
+from .status import OPS, RED_STATES, human_age
 
 STATE_LABELS = {
     "ok": "OK",
@@ -164,7 +164,10 @@ def _lag_card(source: Mapping) -> str:
         f"{lag.get('transactions')} transactions" if lag.get("transactions") is not None else "unknown")
     return ('<div class="card lag"><h3>Lag</h3>'
             f'<div class="{cls}" data-bytes="{esc(nbytes)}">{esc(head)}</div>'
-            + _dl([("bytes", _num(nbytes)), ("files", _num(lag.get("files"))),
+            + _dl([("behind by", f'<span class="lag-seconds" data-seconds="{esc(lag["seconds"])}">'
+                                 f'{esc(human_age(lag["seconds"]))} of source time</span>'
+                    if lag.get("seconds") is not None else None),
+                   ("bytes", _num(nbytes)), ("files", _num(lag.get("files"))),
                    ("transactions", _num(lag.get("transactions"))),
                    ("GTIDs", f'<span class="mono">{esc(lag["gtids"])}</span>' if lag.get("gtids") else None)])
             + "</div>")
@@ -290,10 +293,13 @@ def _tables(source: Mapping, now: dt.datetime) -> str:
 
 def render_source(source: Mapping, now: dt.datetime) -> str:
     state = source.get("state") or "unknown"
-    conn_id = source.get("conn_id")
-    return (f'<section class="source state-{esc(state)}" id="source-{esc(conn_id)}" '
-            f'data-conn-id="{esc(conn_id)}" data-state="{esc(state)}">'
-            f'<h2><span class="conn-id">{esc(conn_id)}</span>'
+    conn_id, key = source.get("conn_id"), source.get("checkpoint_key")
+    # one connection may serve several sources (checkpoint keys): each has its own section
+    ident = conn_id if key in (None, conn_id) else f"{conn_id}--{key}"
+    title = esc(conn_id) + ("" if ident == conn_id else f' <span class="checkpoint-key">{esc(key)}</span>')
+    return (f'<section class="source state-{esc(state)}" id="source-{esc(ident)}" '
+            f'data-conn-id="{esc(conn_id)}" data-checkpoint-key="{esc(key)}" data-state="{esc(state)}">'
+            f'<h2><span class="conn-id">{title}</span>'
             f'<span class="badge state-{esc(state)}">{esc(STATE_LABELS.get(state, state))}</span></h2>'
             + _problems(source)
             + '<div class="grid">' + _server_card(source) + _checkpoint_card(source, now) + _lag_card(source)

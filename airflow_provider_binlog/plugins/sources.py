@@ -1,14 +1,22 @@
 """Which sources the Binlog CDC view shows, and under which checkpoint keys.
 
-A *source* is an Airflow connection of type ``mysql_binlog``: those defined by
-``AIRFLOW_CONN_<ID>`` environment variables and those in the metadata database. An optional
-configuration adds what a connection does not say, in the environment variable
-``BINLOG_UI_SOURCES`` or else the Airflow Variable ``binlog_ui_sources``: JSON, a list of ::
+A *source* is found three ways, the first that names a connection winning:
+
+1. the optional configuration, in the environment variable ``BINLOG_UI_SOURCES`` or else the
+   Airflow Variable ``binlog_ui_sources``: JSON, a list of ::
 
     {"conn_id": "shop_db",              # required; may name a connection of a secrets backend
      "checkpoint_key": "shop_db",       # default: the connection id
+     "checkpoint_store_uri": "...",     # default: the connection's extra checkpoint_store_uri
      "staging_dir": "/data/staging/shop_db",   # or "staging_dirs": [...], to read manifests
      "stall_after_seconds": 3600}       # default: BINLOG_UI_STALL_SECONDS, else 3600
+
+2. the incremental DAGs made by :func:`~airflow_provider_binlog.dags.make_cdc_dags`
+   (``binlog_cdc__<source_id>``), read from their serialized form in the metadata database:
+   the connection, checkpoint key, store and staging directory their tasks use;
+3. the Airflow connections of type ``mysql_binlog`` (``AIRFLOW_CONN_<ID>`` environment
+   variables and the metadata database) that neither of the above names, under their own id
+   as the checkpoint key.
 
 or an object ``{conn_id: {...}, ...}``. What each source's status holds is gathered by
 :mod:`.status`.
@@ -31,8 +39,11 @@ SOURCES_VARIABLE = "binlog_ui_sources"
 STALL_ENV = "BINLOG_UI_STALL_SECONDS"
 DEFAULT_STALL_SECONDS = 3600.0
 
-_SOURCE_KEYS = frozenset({"conn_id", "checkpoint_key", "staging_dir", "staging_dirs",
+_SOURCE_KEYS = frozenset({"conn_id", "checkpoint_key", "checkpoint_store_uri", "staging_dir", "staging_dirs",
                           "stall_after_seconds"})
+#: The DAG id prefix of the factory's incremental DAGs (``dags.incremental_dag_id``).
+FACTORY_DAG_PREFIX = "binlog_cdc__"
+_TASK_TYPES = frozenset({"BinlogPositionSensor", "BinlogDumpOperator", "BinlogMergeOperator"})
 
 
 class SourceConfigError(ProviderError, ValueError):
@@ -45,6 +56,9 @@ class SourceConfig:
     checkpoint_key: Optional[str] = None
     staging_dirs: tuple[str, ...] = ()
     stall_after_seconds: Optional[float] = None
+    checkpoint_store_uri: Optional[str] = None
+    #: where it was found: "configured", "dag:<dag_id>" or "connection"
+    origin: str = "configured"
 
     @property
     def key(self) -> str:
@@ -97,7 +111,10 @@ def parse_sources(value: Any) -> list[SourceConfig]:
         key = item.get("checkpoint_key")
         if key is not None and (not isinstance(key, str) or not key):
             raise SourceConfigError(f"{conn_id}: 'checkpoint_key' must be a non-empty string")
-        out.append(SourceConfig(conn_id.strip(), key, tuple(dirs), stall))
+        store = item.get("checkpoint_store_uri")
+        if store is not None and (not isinstance(store, str) or not store):
+            raise SourceConfigError(f"{conn_id}: 'checkpoint_store_uri' must be a non-empty string")
+        out.append(SourceConfig(conn_id.strip(), key, tuple(dirs), stall, store))
     return out
 
 
@@ -192,36 +209,102 @@ def resolve_connection(conn_id: str) -> Any:
     return Connection.get_connection_from_secrets(conn_id)
 
 
+# ------------------------------------------------------------------------------------ DAGs
+
+def _plain(value: Any) -> Optional[str]:
+    """A task argument's value when it is a plain string (not a Jinja template)."""
+    return value if isinstance(value, str) and value and "{{" not in value and "{%" not in value else None
+
+
+def sources_of_dag(data: Mapping[str, Any], dag_id: str = "") -> list[SourceConfig]:
+    """The sources the binlog tasks of one serialized DAG (``SerializedDagModel.data``) load:
+    per connection and checkpoint key, the store and the staging directories they name."""
+    dag = data.get("dag", data) if isinstance(data, Mapping) else {}
+    found: dict[tuple[str, str], dict] = {}
+    for task in dag.get("tasks") or ():
+        var = task.get("__var", task) if isinstance(task, Mapping) else {}
+        if not isinstance(var, Mapping) or var.get("task_type") not in _TASK_TYPES:
+            continue
+        conn_id = _plain(var.get("binlog_conn_id"))
+        if conn_id is None:
+            continue
+        key = _plain(var.get("checkpoint_key")) or conn_id
+        entry = found.setdefault((conn_id, key), {"dirs": [], "store": None})
+        staging = _plain(var.get("staging_dir"))
+        if staging and staging not in entry["dirs"]:
+            entry["dirs"].append(staging)
+        entry["store"] = entry["store"] or _plain(var.get("checkpoint_store_uri"))
+    return [SourceConfig(conn_id, key if key != conn_id else None, tuple(e["dirs"]),
+                         checkpoint_store_uri=e["store"], origin=f"dag:{dag_id}")
+            for (conn_id, key), e in sorted(found.items())]
+
+
+def dag_sources() -> list[SourceConfig]:
+    """The sources of the factory's incremental DAGs in the metadata database (not stale)."""
+    from airflow.models.dag import DagModel
+    from airflow.models.serialized_dag import SerializedDagModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    out: list[SourceConfig] = []
+    with create_session() as session:
+        dag_ids = session.scalars(select(DagModel.dag_id).where(
+            DagModel.dag_id.startswith(FACTORY_DAG_PREFIX, autoescape=True),
+            DagModel.is_stale.is_(False)).order_by(DagModel.dag_id)).all()
+        for dag_id in dag_ids:
+            try:  # one unreadable DAG hides only its own sources
+                serialized = SerializedDagModel.get(dag_id, session=session)
+                if serialized is not None:
+                    out.extend(sources_of_dag(serialized.data or {}, dag_id))
+            except Exception as exc:
+                log.warning("cannot read the serialized DAG %s: %s", dag_id, exc)
+    return out
+
+
 def discover_sources(environ: Optional[Mapping[str, str]] = None, *, use_db: bool = True
                      ) -> tuple[list[tuple[SourceConfig, Any]], list[str]]:
     """``[(config, connection or the exception that prevented getting it)]`` sorted by
-    connection id, and warnings for the page."""
+    connection id and checkpoint key, and warnings for the page (see the module docstring)."""
     configs, warnings = configured_sources(environ, use_variable=use_db)
     conns: dict[str, Any] = {}
+    discovered: list[SourceConfig] = []
     if use_db:
         try:
             conns.update(db_connections())
         except Exception as exc:
             log.warning("cannot list the mysql_binlog connections of the metadata database: %s", exc)
             warnings.append("cannot list connections from the metadata database: " + short_error(exc, 160))
+        try:
+            discovered = dag_sources()
+        except Exception as exc:
+            log.warning("cannot read the binlog DAGs of the metadata database: %s", exc)
+            warnings.append("cannot read the binlog DAGs from the metadata database: " + short_error(exc, 160))
     found, env_warnings = env_connections(environ)
     conns.update(found)  # the environment wins over the database, as in Airflow's lookup
     warnings += env_warnings
-    by_id = {c.conn_id: c for c in configs}
+    configured_ids = {c.conn_id for c in configs}
+    chosen: dict[tuple[str, str], SourceConfig] = {(c.conn_id, c.key): c for c in configs}
+    for config in discovered:
+        if config.conn_id not in configured_ids:
+            chosen.setdefault((config.conn_id, config.key), config)
+    named = {conn_id for conn_id, _key in chosen}
+    for conn_id in conns:
+        if conn_id not in named:
+            chosen[(conn_id, conn_id)] = SourceConfig(conn_id, origin="connection")
     sources = []
-    for conn_id in sorted(set(conns) | set(by_id)):
-        config = by_id.get(conn_id) or SourceConfig(conn_id)
-        conn: Any = conns.get(conn_id)
+    for ident in sorted(chosen):
+        config = chosen[ident]
+        conn: Any = conns.get(config.conn_id)
         if conn is None:
             try:
-                conn = resolve_connection(conn_id)
+                conn = resolve_connection(config.conn_id)
             except Exception as exc:
                 conn = exc
         sources.append((config, conn))
     return sources, warnings
 
 
-__all__ = ["CONN_TYPE", "DEFAULT_STALL_SECONDS", "SOURCES_ENV", "SOURCES_VARIABLE", "STALL_ENV",
-           "SourceConfig", "SourceConfigError", "configured_sources", "db_connections",
-           "default_stall_seconds", "discover_sources", "env_connections", "parse_sources",
-           "resolve_connection", "short_error"]
+__all__ = ["CONN_TYPE", "DEFAULT_STALL_SECONDS", "FACTORY_DAG_PREFIX", "SOURCES_ENV", "SOURCES_VARIABLE",
+           "STALL_ENV", "SourceConfig", "SourceConfigError", "configured_sources", "dag_sources",
+           "db_connections", "default_stall_seconds", "discover_sources", "env_connections", "parse_sources",
+           "resolve_connection", "short_error", "sources_of_dag"]

@@ -247,6 +247,9 @@ def _age(seconds: float) -> str:
     return f"{seconds // 86400} days"
 
 
+human_age = _age
+
+
 # ------------------------------------------------------------------------------------ one source
 
 @dataclass
@@ -273,6 +276,7 @@ def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime
         "retention": None, "last_advance": None, "last_dump": None, "last_merge": None,
         "dumps": [], "advances": [], "tables": [], "lag_history": [], "stall_after_seconds": stall,
         "checked_at": now.isoformat(), "staging_configured": bool(config.staging_dirs),
+        "found_by": config.origin,
     })
     secrets: list[str] = []
     try:
@@ -281,6 +285,8 @@ def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime
                               f"{short_error(conn) if conn else 'no such connection'}")
             return st.data
         secrets = secret_values(conn)
+        if config.checkpoint_store_uri:
+            secrets = sorted({*secrets, config.checkpoint_store_uri}, key=len, reverse=True)
         _collect(config, conn, st, now=now, history_limit=history_limit, timeout=timeout, stall=stall,
                  airflow_runs=list(airflow_runs))
     except Exception as exc:  # the page must render: show it as this source's failure
@@ -319,7 +325,8 @@ def _read_checkpoint(hook: Any, config: SourceConfig, st: _Status, history_limit
     data = st.data
     checkpoint, history = None, []
     try:
-        store = hook.checkpoint_store()
+        store = (open_checkpoint_store(config.checkpoint_store_uri) if config.checkpoint_store_uri
+                 else hook.checkpoint_store())
         checkpoint = store.load(config.key)
         history = store.history(config.key, history_limit)
     except Exception as exc:
@@ -366,7 +373,7 @@ def _read_server(hook: Any, checkpoint: Optional[Checkpoint], st: _Status, timeo
     except Exception as exc:
         st.worse("error", f"server: {short_error(exc)}")
     if check is not None:
-        lag = {k: check.lag.get(k) for k in ("bytes", "files", "transactions", "gtids")}
+        lag = {k: check.lag.get(k) for k in ("bytes", "files", "transactions", "gtids", "seconds")}
         lag["has_new_data"] = check.has_new_data
         data["lag"] = lag
         data["retention"]["files_of_headroom"] = check.files_of_headroom
@@ -503,6 +510,8 @@ def _lag_text(lag: Optional[dict]) -> str:
         parts.append(f"{lag['bytes']} bytes")
     if lag.get("transactions") is not None:
         parts.append(f"{lag['transactions']} transactions")
+    if lag.get("seconds") is not None:
+        parts.append(f"{_age(lag['seconds'])} of source time")
     return ", ".join(parts) or "some"
 
 
@@ -613,5 +622,5 @@ def gather(environ: Optional[Mapping[str, str]] = None, *, use_db: bool = True,
             "summary": {state: sum(1 for s in statuses if s["state"] == state) for state in _SEVERITY}}
 
 
-__all__ = ["RED_STATES", "TASK_RUNS_ENV", "airflow_task_runs", "checkpoint_point", "collect_all",
+__all__ = ["RED_STATES", "human_age", "TASK_RUNS_ENV", "airflow_task_runs", "checkpoint_point", "collect_all",
            "collect_source", "dump_summary", "gather", "read_manifests", "redact", "secret_values"]

@@ -10,6 +10,7 @@ runtime.
 from airflow_provider_binlog.spark.runtime import (
     ICEBERG_EXTENSIONS,
     SparkRuntimeError,
+    catalog_spark_conf,
     find_java17_home,
     iceberg_runtime_jars,
     local_spark_conf,
@@ -24,6 +25,7 @@ from airflow_provider_binlog.spark.runtime import (
 __all__ = [
     "ICEBERG_EXTENSIONS",
     "SparkRuntimeError",
+    "catalog_spark_conf",
     "find_java17_home",
     "iceberg_runtime_jars",
     "local_spark_conf",

@@ -35,6 +35,7 @@ import threading
 import zipfile
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
+from airflow_provider_binlog.spark.catalogs import REDACTION_REGEX, IcebergCatalog
 from airflow_provider_binlog.spark.relocate import relocate_jars
 
 from ..errors import ProviderError
@@ -42,7 +43,6 @@ from ..errors import ProviderError
 T = TypeVar("T")
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-ICEBERG_SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 #: Maven coordinates of the Iceberg runtime matching the embedded one, for
 #: ``packages=`` on a cluster that can reach a Maven repository.
 ICEBERG_PACKAGE = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
@@ -62,7 +62,6 @@ JAVA_HINT = (
 )
 
 _CACHE_ENV = "AIRFLOW_PROVIDER_BINLOG_CACHE_DIR"
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _build_lock = threading.Lock()
 
 
@@ -284,12 +283,6 @@ def iceberg_runtime_jars() -> list[str]:
 # --- configuration ---------------------------------------------------------
 
 
-def _warehouse_location(warehouse: str) -> str:
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", warehouse):
-        return warehouse  # a URI: file:/..., s3a://..., hdfs://...
-    return os.path.abspath(os.path.expanduser(warehouse))
-
-
 def spark_conf_for(
     warehouse: str,
     catalog: str = "lake",
@@ -298,30 +291,38 @@ def spark_conf_for(
     jars: Sequence[str] | None = None,
 ) -> dict[str, str]:
     """Spark configuration for an Iceberg Hadoop catalog ``catalog`` whose
-    tables live under ``warehouse`` (a local path, made absolute, or a URI),
-    with Iceberg's SQL extensions (MERGE INTO, ...), and UTC as the session
-    time zone.  Usable for a local session and, through
-    :func:`spark_submit_args`, for ``spark-submit``.
+    tables live under ``warehouse`` (a local path, made absolute, or a URI):
+    :func:`catalog_spark_conf` of that catalog."""
+    return catalog_spark_conf(IcebergCatalog(catalog, "hadoop", warehouse=warehouse),
+                              packages=packages, jars=jars)
+
+
+def catalog_spark_conf(
+    catalog: IcebergCatalog,
+    *,
+    packages: str | None = None,
+    jars: Sequence[str] | None = None,
+) -> dict[str, str]:
+    """Spark configuration for the Iceberg catalog ``catalog`` (its secrets
+    left out: see :meth:`IcebergCatalog.secret_conf`), with Iceberg's SQL
+    extensions (MERGE INTO, ...), and UTC as the session time zone.  Usable
+    for a local session and, through :func:`spark_submit_args`, for
+    ``spark-submit``.
 
     ``packages`` (Maven coordinates) and ``jars`` name the Iceberg runtime
     the caller provides; ``jars=[]`` adds nothing (Spark already has it).
-    With neither, the embedded :func:`iceberg_runtime_jars` are used."""
-    if not _IDENTIFIER.match(catalog):
-        raise ValueError(f"catalog name must be an identifier, not {catalog!r}")
-    prefix = f"spark.sql.catalog.{catalog}"
-    conf = {
-        "spark.sql.extensions": ICEBERG_EXTENSIONS,
-        prefix: ICEBERG_SPARK_CATALOG,
-        f"{prefix}.type": "hadoop",
-        f"{prefix}.warehouse": _warehouse_location(warehouse),
-        "spark.sql.session.timeZone": "UTC",
-    }
+    With neither, the embedded :func:`iceberg_runtime_jars` are used.  The
+    catalog's own jars (a JDBC driver) are added in every case."""
+    conf = {"spark.sql.extensions": ICEBERG_EXTENSIONS, **catalog.spark_conf(),
+            "spark.sql.session.timeZone": "UTC", "spark.redaction.regex": REDACTION_REGEX}
     if packages:
         conf["spark.jars.packages"] = packages
-    if jars:
-        conf["spark.jars"] = ",".join(jars)
+    all_jars = list(jars or ())
     if packages is None and jars is None:
-        conf["spark.jars"] = ",".join(iceberg_runtime_jars())
+        all_jars = iceberg_runtime_jars()
+    all_jars += [j for j in catalog.jars if j not in all_jars]
+    if all_jars:
+        conf["spark.jars"] = ",".join(all_jars)
     return conf
 
 

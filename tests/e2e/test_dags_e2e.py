@@ -5,13 +5,17 @@ primary key through its change log), the asset events carry the counts, and reru
 nothing. Schema changes run inside a round's batch (columns added with defaults, the
 same-type drop and add, a widening), alone between two runs (an added column, a column
 rename), and as an online schema change cut-over (a shadow swapped in by RENAME). All of it
-under two server configurations: FULL row metadata, and the MINIMAL row metadata and row
-image defaults with compressed events and no checksums.
+under two server configurations and two topologies: FULL row metadata loaded in the embedded
+mode (local Spark, a Hadoop catalog, the file checkpoint store), and the MINIMAL row metadata
+and row image defaults with compressed events and no checksums loaded as in production: the
+merge submitted to a live Spark standalone cluster (a master and two workers on loopback,
+executors in their own JVMs), an Iceberg JDBC catalog on a private PostgreSQL given by an
+``iceberg_catalog`` connection, and the SQL checkpoint store on that PostgreSQL.
 
 Airflow runs on an SQLite metadata database in the test session's private AIRFLOW_HOME
 (``airflow db migrate`` once); the DAG file, made with the factory, sits in its dags folder.
-The merges run through spark-submit (local Spark) into the warehouse of the ``spark``
-fixture, which then reads the tables.
+The merges run through spark-submit; the ``spark`` fixture's session reads the tables (the
+JDBC catalog registered in it under the same name).
 """
 from __future__ import annotations
 
@@ -24,16 +28,21 @@ import subprocess
 import sys
 from collections import Counter
 from decimal import Decimal
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytest.importorskip("airflow")
 
-from airflow_provider_binlog.checkpoint import Checkpoint, FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.checkpoint import Checkpoint, open_checkpoint_store  # noqa: E402
+from airflow_provider_binlog.spark.catalogs import IcebergCatalog  # noqa: E402
 from airflow_provider_binlog.local.quickstart import asset_events, run_results, task_states  # noqa: E402
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.all_types import ALL_TYPES, ALL_TYPES_COLUMNS, all_types_row, normalize  # noqa: E402
+from tests.postgres import postgres_server  # noqa: E402,F401
+from tests.spark_cluster import spark_cluster  # noqa: E402,F401
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -95,14 +104,58 @@ def server(request, mariadb_factory):
     return srv
 
 
+#: Where each server configuration is loaded: ``embedded`` (local Spark, Hadoop catalog,
+#: file store) or ``cluster`` (standalone Spark cluster, JDBC catalog and SQL store on PostgreSQL).
+TOPOLOGY = {"full-metadata": "embedded", "minimal-metadata-minimal-image-compressed": "cluster"}
+
+
+@dataclass
+class Load:
+    load: Any              # name -> a DAG freshly parsed from the file
+    store: Any             # the checkpoint store
+    store_uri: str
+    catalog: str
+    job_args: list         # the merge job's catalog arguments, for a rerun in this process
+    cluster: Any = None
+
+
 @pytest.fixture()
-def dags(dags_folder, server, spark_warehouse, tmp_path, monkeypatch):
-    set_connection(monkeypatch, server, conn_id=CONN_ID,
-                   extra={"server_id": 7390, "flavor": "mariadb", "checkpoint_store_uri": str(tmp_path / "store")})
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_E2E", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeypatch):
+    topology = TOPOLOGY[request.node.callspec.params["server"]]
     kwargs = dict(binlog_conn_id=CONN_ID, tables=TABLES, staging_dir=str(tmp_path / "staging"),
-                  namespace=NAMESPACE, catalog="lake", spark_conn_id="spark_e2e", warehouse=spark_warehouse,
-                  poke_interval=1, sensor_timeout=4, sensor_mode="poke")
+                  namespace=NAMESPACE, poke_interval=1, sensor_timeout=4, sensor_mode="poke")
+    cluster = None
+    if topology == "embedded":
+        store_uri, catalog = str(tmp_path / "store"), "lake"
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_E2E", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+        kwargs.update(catalog=catalog, spark_conn_id="spark_e2e", warehouse=spark_warehouse)
+        job_args = ["--warehouse", spark_warehouse, "--catalog", catalog]
+    else:
+        pg = request.getfixturevalue("postgres_server")
+        cluster = request.getfixturevalue("spark_cluster")
+        store_uri = pg.url(pg.create_database("e2e_state"))
+        catalog = "pglake"
+        # the catalog: a connection of type iceberg_catalog (a password, unused by trust
+        # authentication, so that it travels the way a real one does)
+        warehouse = str(tmp_path / "pg-warehouse")
+        monkeypatch.setenv("AIRFLOW_CONN_E2E_CATALOG", json.dumps({
+            "conn_type": "iceberg_catalog", "host": pg.host, "port": pg.port,
+            "schema": pg.create_database("e2e_iceberg"), "login": pg.user, "password": "unused-secret",
+            "extra": {"type": "jdbc", "warehouse": warehouse}}))
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_E2E", json.dumps({
+            "conn_type": "spark", "host": cluster.master_url, "extra": {"deploy-mode": "client"}}))
+        kwargs.update(catalog=catalog, spark_conn_id="spark_e2e", catalog_conn_id="e2e_catalog",
+                      spark_conf={"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                                  "spark.executor.memory": "512m", "spark.cores.max": "2",
+                                  "spark.sql.shuffle.partitions": "4"})
+        # the test session reads the same catalog under the same name
+        same = IcebergCatalog(catalog, "jdbc", uri=pg.jdbc_url("e2e_iceberg"), warehouse=warehouse,
+                              properties={"jdbc.user": pg.user})
+        for key, value in same.spark_conf().items():
+            spark.conf.set(key, value)
+        job_args = ["--catalog", catalog]
+    set_connection(monkeypatch, server, conn_id=CONN_ID,
+                   extra={"server_id": 7390, "flavor": "mariadb", "checkpoint_store_uri": store_uri})
     path = dags_folder / "binlog_e2e.py"
     path.write_text("from airflow_provider_binlog.dags import make_cdc_dags\n\n"
                     f"binlog_cdc, binlog_backfill = make_cdc_dags({SOURCE_ID!r}, **{kwargs!r})\n")
@@ -115,7 +168,7 @@ def dags(dags_folder, server, spark_warehouse, tmp_path, monkeypatch):
         spec.loader.exec_module(module)
         return getattr(module, name)
 
-    yield load, FileCheckpointStore(tmp_path / "store")
+    yield Load(load, open_checkpoint_store(store_uri), store_uri, catalog, job_args, cluster)
     path.unlink()
 
 
@@ -233,8 +286,8 @@ class Workload:
 
 # ---------------------------------------------------------------------------- comparison
 
-def iceberg(table: str) -> str:
-    return f"lake.{NAMESPACE}.shop__{table}"
+def iceberg(table: str, catalog: str = "lake") -> str:
+    return f"{catalog}.{NAMESPACE}.shop__{table}"
 
 
 def columns(server, table: str) -> list[str]:
@@ -242,7 +295,7 @@ def columns(server, table: str) -> list[str]:
                                        "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (table,))]
 
 
-def assert_iceberg_equals_mariadb(spark, server) -> None:
+def assert_iceberg_equals_mariadb(spark, server, catalog: str) -> None:
     for table in KEYED:
         cols = columns(server, table)
         bits = {r[0] for r in server.query("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE "
@@ -250,15 +303,15 @@ def assert_iceberg_equals_mariadb(spark, server) -> None:
         source = ", ".join(f"CAST(`{c}` AS UNSIGNED)" if c in bits else f"`{c}`" for c in cols)
         expected = sorted((tuple(normalize(v) for v in r) for r in server.query(f"SELECT {source} FROM shop.{table}")),
                           key=repr)
-        spark.sql(f"REFRESH TABLE {iceberg(table)}")
+        spark.sql(f"REFRESH TABLE {iceberg(table, catalog)}")
         select = ", ".join(f"`{c}`" for c in cols)
-        rows = spark.sql(f"SELECT {select} FROM {iceberg(table)}").collect()
+        rows = spark.sql(f"SELECT {select} FROM {iceberg(table, catalog)}").collect()
         got = sorted((tuple(normalize(v) for v in r) for r in rows), key=repr)
         assert got == expected, f"shop.{table} differs"
     # the table without a primary key: its change log replayed in binlog order
     cols = columns(server, "events")
-    spark.sql(f"REFRESH TABLE {iceberg('events')}")
-    log = spark.sql(f"SELECT _op, {', '.join(cols)} FROM {iceberg('events')} "
+    spark.sql(f"REFRESH TABLE {iceberg('events', catalog)}")
+    log = spark.sql(f"SELECT _op, {', '.join(cols)} FROM {iceberg('events', catalog)} "
                     "ORDER BY _binlog_seq, _binlog_pos, _row").collect()
     rows: Counter = Counter()
     for record in log:
@@ -276,19 +329,19 @@ def assert_iceberg_equals_mariadb(spark, server) -> None:
     assert +rows == expected, "shop.events differs"
 
 
-def heads(spark) -> dict:
+def heads(spark, catalog: str) -> dict:
     out = {}
     for table in [*KEYED, "events", "_binlog_batches"]:
-        name = iceberg(table) if not table.startswith("_") else f"lake.{NAMESPACE}.{table}"
+        name = iceberg(table, catalog) if not table.startswith("_") else f"{catalog}.{NAMESPACE}.{table}"
         spark.sql(f"REFRESH TABLE {name}")
         out[table] = spark.sql(f"SELECT snapshot_id FROM {name}.refs WHERE name = 'main'").collect()[0][0]
     return out
 
 
-def events_by_table(dag_run) -> dict:
+def events_by_table(dag_run, catalog: str) -> dict:
     out = {}
     for event in asset_events(dag_run):
-        assert event["uri"].startswith(f"iceberg://lake/{NAMESPACE}/shop__")
+        assert event["uri"].startswith(f"iceberg://{catalog}/{NAMESPACE}/shop__")
         out["shop." + event["uri"].rsplit("/", 1)[1][len("shop__"):]] = event["extra"]
     return out
 
@@ -296,12 +349,12 @@ def events_by_table(dag_run) -> dict:
 # ---------------------------------------------------------------------------- the test
 
 def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, server, spark, spark_warehouse):
-    load, store = dags
+    load, store, catalog = dags.load, dags.store, dags.catalog
     incremental, backfill = "binlog_cdc", "binlog_backfill"
     # the tables of a load under another server configuration go first
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS lake.{NAMESPACE}")
-    for row in spark.sql(f"SHOW TABLES IN lake.{NAMESPACE}").collect():
-        spark.sql(f"DROP TABLE lake.{NAMESPACE}.{row.tableName}")
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{NAMESPACE}")
+    for row in spark.sql(f"SHOW TABLES IN {catalog}.{NAMESPACE}").collect():
+        spark.sql(f"DROP TABLE {catalog}.{NAMESPACE}.{row.tableName}")
     work = Workload(server, seed=20240611)
     work.run(60)                                       # the tables' content before the snapshot
 
@@ -313,14 +366,14 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
     results = run_results(dag_run)
     snapshot_end = Checkpoint.from_json(results["snapshot"]["end"])
     assert store.load(SOURCE_ID) == snapshot_end
-    events = events_by_table(dag_run)
+    events = events_by_table(dag_run, catalog)
     assert set(events) == set(TABLES)
     for table in TABLES:
         n = server.query(f"SELECT COUNT(*) FROM {table}")[0][0]
         assert (events[table]["inserted"], events[table]["updated"], events[table]["deleted"]) == (n, 0, 0)
         assert events[table]["mode"] == "snapshot"
         assert Checkpoint.from_json(events[table]["end_checkpoint"]) == snapshot_end
-    assert_iceberg_equals_mariadb(spark, server)
+    assert_iceberg_equals_mariadb(spark, server, catalog)
 
     # 2. three rounds of changes, each loaded by the incremental DAG; schema changes inside the
     # second round's batch (columns added with defaults, the same-type drop and add, a widening)
@@ -360,14 +413,14 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
         last_dump = results["dump"]
         end = store.load(SOURCE_ID)
         assert end == Checkpoint.from_json(last_dump["end"])
-        events = events_by_table(dag_run)
+        events = events_by_table(dag_run, catalog)
         assert set(events) == set(TABLES)
         for table in TABLES:
             got = {k: events[table][k] for k in ("inserted", "updated", "deleted")}
             assert got == expected[table], f"round {round_no + 1}, {table}"
             assert Checkpoint.from_json(events[table]["end_checkpoint"]) == end
             assert results["merge"]["tables"].get(table, {}).get("inserted", 0) == expected[table]["inserted"]
-        assert_iceberg_equals_mariadb(spark, server)
+        assert_iceberg_equals_mariadb(spark, server, catalog)
         if round_no == 1:
             # a schema change alone between two runs: the rows there get the default at once
             server.execute("ALTER TABLE shop.customers ADD COLUMN region CHAR(2) NOT NULL DEFAULT 'eu', "
@@ -375,35 +428,38 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
             work.note = "remark"
             dag_run, state, states = run(load, incremental)
             assert state == "success" and states["merge"] == "success", states
-            assert_iceberg_equals_mariadb(spark, server)
+            assert_iceberg_equals_mariadb(spark, server, catalog)
     for table in TABLES:  # the workload did every kind of change
         kinds = ("inserted", "deleted") if table == "shop.events" else ("inserted", "updated", "deleted")
         assert all(totals[table][k] > 0 for k in kinds), (table, totals[table])
 
     # 3. a run with no new data is skipped and changes nothing
-    before, checkpoint = heads(spark), store.load(SOURCE_ID)
+    before, checkpoint = heads(spark, catalog), store.load(SOURCE_ID)
     dag_run, state, states = run(load, incremental)
     assert state == "success"
     assert states == {"wait_for_changes": "skipped", "dump": "skipped", "merge": "skipped"}
     assert asset_events(dag_run) == []
-    assert heads(spark) == before and store.load(SOURCE_ID) == checkpoint
+    assert heads(spark, catalog) == before and store.load(SOURCE_ID) == checkpoint
 
     # 4. the last merge run again with the same manifest: already applied, nothing changes
     from airflow_provider_binlog.merge.spark import job as merge_job
     out = Path(spark_warehouse).parent / "e2e-rerun.json"
-    argv = ["--warehouse", spark_warehouse, "--catalog", "lake", "--namespace", NAMESPACE,
-            "--checkpoint-store", store.root,
+    argv = [*dags.job_args, "--namespace", NAMESPACE, "--checkpoint-store", dags.store_uri,
             "--checkpoint-key", SOURCE_ID, "--manifest", last_dump["manifest"], "--output-json", str(out)]
     assert merge_job.main(argv) == 0
     assert [b["status"] for b in json.loads(out.read_text())["batches"]] == ["already-applied"]
-    assert heads(spark) == before and store.load(SOURCE_ID) == checkpoint
+    assert heads(spark, catalog) == before and store.load(SOURCE_ID) == checkpoint
 
     # 5. a replay must start where the checkpoint is: one that would leave a gap is refused
     work.run(5)
     file, pos = server.master_status()
     dag_run, state, states = run(load, backfill, {"mode": "from_position", "from_position": f"{file}:{pos}"})
     assert state == "failed" and states["dump"] == "success" and states["merge"] == "failed", states
-    assert heads(spark) == before and store.load(SOURCE_ID) == checkpoint
+    assert heads(spark, catalog) == before and store.load(SOURCE_ID) == checkpoint
     # and the parameters are checked before anything runs
     dag_run, state, states = run(load, backfill, {"mode": "from_position"})
     assert state == "failed" and states["plan"] == "failed" and states.get("dump") in (None, "upstream_failed")
+    if dags.cluster is not None:  # the merges ran as applications of the cluster
+        # (the snapshot, four incremental runs and the refused replay; reruns and skips submit nothing)
+        merges = [a["name"] for a in dags.cluster.completed_apps()]
+        assert merges == [f"binlog-merge-{NAMESPACE}"] * 6, merges

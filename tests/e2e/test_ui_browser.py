@@ -106,6 +106,13 @@ with DAG("binlog_ui_merge", schedule=None, start_date=dt.datetime(2026, 1, 1)):
     BinlogMergeOperator(task_id="merge", summary={summary})
 """
 
+FACTORY_DAG = """
+from airflow_provider_binlog.dags import make_cdc_dags
+
+binlog_cdc, binlog_backfill = make_cdc_dags({key!r}, binlog_conn_id="shop_db", tables=["{db}.*"],
+                                            staging_dir={staging!r}, namespace="shop", warehouse="/nonexistent")
+"""
+
 SNAPSHOT_IDS = {"orders": 6204335771953124917, "customers": 3950120583385140062}
 
 
@@ -140,7 +147,9 @@ def browser_paths():
 
 @pytest.fixture(scope="module")
 def load_history(mariadb, tmp_path_factory):
-    return build_history(mariadb, tmp_path_factory.mktemp("ui-browser-history"), conn_id="shop_db", runs=5)
+    # stored under the source id "shop", not the connection id: the view finds it from the DAGs
+    return build_history(mariadb, tmp_path_factory.mktemp("ui-browser-history"), conn_id="shop_db", runs=5,
+                         key="shop")
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +171,6 @@ def api_server(mariadb, load_history, tmp_path_factory):
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
         "AIRFLOW_CONN_SHOP_DB": json.dumps(load_history.connection(mariadb)),
         "AIRFLOW_CONN_DOWN_DB": json.dumps(down),
-        "BINLOG_UI_SOURCES": json.dumps([load_history.ui_source(), {"conn_id": "down_db"}]),
         "BINLOG_UI_CACHE_SECONDS": "0",
         "PYTHONUNBUFFERED": "1",
     })
@@ -178,6 +186,12 @@ def api_server(mariadb, load_history, tmp_path_factory):
     run = subprocess.run([airflow, "dags", "test", "binlog_ui_merge"], env=env, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    # the source's DAGs, made by the factory: no source configuration, the view finds the
+    # connection, checkpoint key and staging directory in them (as serialized by a parse)
+    (home / "dags" / "binlog_shop.py").write_text(FACTORY_DAG.format(
+        key=load_history.key, staging=str(load_history.staging_dir), db=load_history.database))
+    parse = subprocess.run([airflow, "dags", "reserialize"], env=env, capture_output=True, text=True, timeout=300)
+    assert parse.returncode == 0, parse.stdout[-3000:] + parse.stderr[-3000:]
     with open(log, "wb") as out:
         proc = subprocess.Popen([airflow, "api-server", "--host", "127.0.0.1", "--port", str(port),
                                  "--workers", "1", "--apps", "core"],
@@ -254,6 +268,9 @@ def test_the_json_endpoint_shows_both_sources_and_no_secret(api_server, load_his
     data = json.loads(text)
     states = {s["conn_id"]: s["state"] for s in data["sources"]}
     assert states == {"shop_db": "ok", "down_db": "error"}, data
+    # found with no source configuration: the key and staging directory from the factory's DAG
+    found = {s["conn_id"]: (s["checkpoint_key"], s["found_by"], s["staging_configured"]) for s in data["sources"]}
+    assert found == {"shop_db": ("shop", "dag:binlog_cdc__shop", True), "down_db": ("down_db", "connection", False)}
     assert data["warnings"] == []  # the metadata database was read (connections, task runs)
     assert SECRET not in text and str(load_history.store_dir) not in text
 
@@ -273,6 +290,8 @@ def test_the_view_in_headless_chromium(api_server, browser, load_history, tmp_pa
     assert "cannot connect" in down.text
     lag = shop.find_element(By.CSS_SELECTOR, ".lag-value")
     assert int(lag.get_attribute("data-bytes")) > 0 and lag.text.strip()
+    behind = shop.find_element(By.CSS_SELECTOR, ".lag-seconds")   # in source time
+    assert float(behind.get_attribute("data-seconds")) >= 0 and "of source time" in behind.text
     assert "mariadb" in shop.find_element(By.CSS_SELECTOR, ".card.server").text
     first_file = load_history.dumps[0]["end"]["file"]
     assert shop.find_element(By.CSS_SELECTOR, ".position").text.startswith(first_file.rsplit(".", 1)[0])

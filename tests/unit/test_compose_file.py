@@ -14,7 +14,8 @@ yaml = pytest.importorskip("yaml")
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 INIT_SQL = ROOT / "docker" / "mysql-init" / "01-replication.sql"
-SERVICES = ("mysql", "airflow", "spark-master", "spark-worker")
+SERVICES = ("mysql", "postgres", "airflow", "spark-master", "spark-worker")
+POSTGRES_INIT = ROOT / "docker" / "postgres-init" / "01-databases.sql"
 CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
 
 
@@ -153,9 +154,17 @@ def test_binlog_connection(compose):
     server_id = extra["server_id"]
     assert isinstance(server_id, int) and 1 <= server_id < 2**32
     assert server_id != mysql_server_id(compose)
+    # checkpoints in the stack's PostgreSQL, the password not in the URL
     store = extra["checkpoint_store_uri"]
-    assert volume_at(services(compose)["airflow"], store.removeprefix("file://")), \
-        "the checkpoint store must be on a volume"
+    from sqlalchemy.engine import make_url
+
+    url = make_url(store)
+    assert url.drivername == "postgresql+psycopg" and url.host == "postgres" and url.password is None
+    pg = environment(services(compose)["postgres"])
+    assert url.username == pg["POSTGRES_USER"]
+    assert environment(services(compose)["airflow"])["PGPASSWORD"] == pg["POSTGRES_PASSWORD"]
+    created = re.findall(r"CREATE DATABASE\s+(\w+)", POSTGRES_INIT.read_text(), re.I)
+    assert url.database in created + [pg["POSTGRES_DB"]]
 
 
 def test_binlog_connection_is_accepted_by_the_hook(compose, monkeypatch):
@@ -180,10 +189,35 @@ def test_spark_connection_points_at_the_master(compose):
 
 def test_binlog_variables(compose):
     env = environment(services(compose)["airflow"])
-    for name in ("BINLOG_SOURCE_ID", "BINLOG_CONN_ID", "BINLOG_TABLES", "BINLOG_STAGING_DIR"):
+    for name in ("BINLOG_SOURCE_ID", "BINLOG_CONN_ID", "BINLOG_TABLES", "BINLOG_STAGING_DIR",
+                 "BINLOG_CATALOG_CONN_ID", "BINLOG_SPARK_JARS"):
         assert env.get(name), f"{name} is not set"
-    assert "BINLOG_WAREHOUSE" in env  # empty: the catalog of spark-defaults.conf
+    assert env.get("BINLOG_WAREHOUSE") == ""  # the catalog of the connection, not the embedded one
     assert f"AIRFLOW_CONN_{str(env['BINLOG_CONN_ID']).upper()}" in env
+    assert f"AIRFLOW_CONN_{str(env['BINLOG_CATALOG_CONN_ID']).upper()}" in env
+
+
+def test_catalog_connection_is_the_jdbc_catalog_on_the_stacks_postgresql(compose, monkeypatch):
+    pytest.importorskip("airflow")
+    from airflow_provider_binlog.hooks.iceberg_catalog import IcebergCatalogHook
+
+    env = environment(services(compose)["airflow"])
+    conn_id = str(env["BINLOG_CATALOG_CONN_ID"])
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", env[f"AIRFLOW_CONN_{conn_id.upper()}"])
+    catalog = IcebergCatalogHook(conn_id).get_catalog("lake")
+    pg = environment(services(compose)["postgres"])
+    assert catalog.type == "jdbc"
+    assert catalog.uri == f"jdbc:postgresql://postgres:5432/{pg['POSTGRES_DB']}"
+    assert catalog.properties == {"jdbc.user": pg["POSTGRES_USER"], "jdbc.password": pg["POSTGRES_PASSWORD"]}
+    # the warehouse is shared by Airflow and Spark; Spark sessions started by hand see the same catalog
+    conf = spark_defaults(compose)
+    assert conf["spark.sql.catalog.lake.uri"] == catalog.uri
+    assert conf["spark.sql.catalog.lake.warehouse"] == catalog.warehouse
+    assert "/usr/share/java/postgresql.jar" in conf["spark.jars"].split(",")
+    (_, dockerfile), = set(_dockerfiles(compose))
+    assert "libpostgresql-jdbc-java" in dockerfile.read_text()
+    for jar in str(env["BINLOG_SPARK_JARS"]).split(","):
+        assert jar in dockerfile.read_text(), f"{dockerfile} does not create {jar}"
 
 
 def spark_defaults(compose: dict) -> dict[str, str]:
@@ -207,7 +241,7 @@ def test_spark_defaults_configure_the_iceberg_catalog(compose):
     conf = spark_defaults(compose)
     assert conf["spark.sql.extensions"] == "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
     assert conf["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
-    assert conf["spark.sql.catalog.lake.type"] == "hadoop"
+    assert conf["spark.sql.catalog.lake.type"] == "jdbc"
     assert conf["spark.sql.session.timeZone"] == "UTC"
     # the Iceberg runtime jars: put at these paths by the image
     (_, dockerfile), = set(_dockerfiles(compose))
@@ -215,7 +249,7 @@ def test_spark_defaults_configure_the_iceberg_catalog(compose):
     jars = conf["spark.jars"].split(",")
     assert any("iceberg-spark-runtime" in j for j in jars)
     for jar in jars:
-        assert jar in text, f"{dockerfile} does not create {jar}"
+        assert jar in text or jar == "/usr/share/java/postgresql.jar", f"{dockerfile} does not create {jar}"
 
 
 def test_example_dag_variables_are_set(compose):
@@ -234,8 +268,10 @@ def test_storage_is_shared_by_airflow_and_spark(compose, storage):
     env = environment(svc["airflow"])
     if storage == "staging":
         paths = {str(env["BINLOG_STAGING_DIR"])}
-    else:  # the embedded catalog's, and that of spark-defaults.conf
+    else:  # the embedded catalog's, the catalog connection's, and that of spark-defaults.conf
         paths = {str(env["BINLOG_WAREHOUSE"] or "")} - {""}
+        catalog = json.loads(env[f"AIRFLOW_CONN_{str(env['BINLOG_CATALOG_CONN_ID']).upper()}"])
+        paths.add(catalog["extra"]["warehouse"])
         paths |= {v.removeprefix("file://") for k, v in spark_defaults(compose).items()
                   if re.fullmatch(r"spark\.sql\.catalog\.\w+\.warehouse", k)}
     assert paths
@@ -261,7 +297,7 @@ def test_depends_on_names_defined_services(compose):
             assert spec["condition"] in CONDITIONS
             if spec["condition"] == "service_healthy":
                 assert svc[dep].get("healthcheck"), f"{dep} has no healthcheck"
-    assert {"mysql", "spark-master"} <= set(svc["airflow"]["depends_on"])
+    assert {"mysql", "postgres", "spark-master"} <= set(svc["airflow"]["depends_on"])
 
 
 def test_every_service_has_a_healthcheck(compose):
@@ -332,7 +368,7 @@ def test_airflow_image_installs_the_provider(compose):
     (context, dockerfile), = {d for d in _dockerfiles(compose)}
     text = dockerfile.read_text()
     assert re.search(r"apache/airflow:\S*3\.3\.2", text)
-    assert "[spark,airflow]" in text and "constraints.txt" in text
+    assert "[spark,airflow,sql]" in text and "constraints.txt" in text
     assert re.search(r"(jre|jdk)\S*17|17\S*(jre|jdk)", text, re.I), "no Java 17"
     for source in re.findall(r"^COPY\s+(?!.*--from)(?:--\S+\s+)*(.+)\s+\S+$", text, re.M):
         for path in source.split():

@@ -9,13 +9,16 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from ...checkpoint import open_checkpoint_store
+from ...spark.catalogs import CatalogConfigError, secret_conf_from_env
 from ...spark.runtime import local_spark_session
 from ...staging.manifest import ManifestError
 from ..errors import MergeJobError
 from ..iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS, DEFAULT_PARALLEL_TABLES
+from ..layout import LayoutError, TableLayouts
 from .batch import apply_manifests
 
 
@@ -55,6 +58,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --maintenance: expire snapshots older than this (default 7)")
     p.add_argument("--retain-last", type=int, default=10,
                    help="with --maintenance: always keep this many snapshots (default 10)")
+    p.add_argument("--maintenance-every-hours", type=float, metavar="H",
+                   help="with --maintenance: only tables maintained more than H hours ago")
+    p.add_argument("--table-layout", metavar="JSON",
+                   help="partition spec, sort order and properties of the tables this run creates, "
+                        "for all and per schema.table (see airflow_provider_binlog/merge/layout.py)")
     return p
 
 
@@ -76,17 +84,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not sep or not k:
             _parser().error(f"--table-property wants KEY=VALUE, not {item!r}")
         properties[k] = v
+    try:
+        layouts = TableLayouts.parse(args.table_layout)
+    except LayoutError as exc:
+        _parser().error(str(exc))
     stop = False
+    try:  # catalog secrets come in the environment, not on the command line
+        secrets = secret_conf_from_env()
+    except CatalogConfigError as exc:
+        _parser().error(str(exc))
     if args.warehouse:
         stop = SparkSession.getActiveSession() is None
-        spark = local_spark_session(args.warehouse, args.catalog, app_name="merge_cdc")
+        spark = local_spark_session(args.warehouse, args.catalog, secrets, app_name="merge_cdc")
     else:
-        spark = SparkSession.builder.appName("merge_cdc").getOrCreate()
+        builder = SparkSession.builder
+        SparkContext._ensure_initialized()  # the JVM's settings: spark-submit's --name stays
+        if not SparkConf().contains("spark.app.name"):
+            builder = builder.appName("merge_cdc")
+        for key, value in secrets.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
     try:
         store = open_checkpoint_store(args.checkpoint_store) if args.checkpoint_store else None
         result = apply_manifests(spark, args.manifest, args.catalog, args.namespace, store,
                                  args.checkpoint_key, stream=args.stream,
-                                 table_properties=properties,
+                                 table_properties=properties, layouts=layouts,
+                                 maintenance_every_hours=args.maintenance_every_hours,
                                  max_key_change_rows=args.max_key_change_rows,
                                  parallel_tables=args.parallel_tables,
                                  maintenance=args.maintenance,

@@ -35,7 +35,10 @@ def test_entry_point_returns_the_provider_info():
     assert info == get_provider_info()
     assert info["package-name"] == "airflow-provider-binlog"
     assert info["versions"] == [__version__]
-    (conn,) = info["connection-types"]
+    conn, catalog = info["connection-types"]
+    assert catalog["connection-type"] == "iceberg_catalog"
+    assert catalog["hook-class-name"] == "airflow_provider_binlog.hooks.iceberg_catalog.IcebergCatalogHook"
+    assert set(catalog["conn-fields"]) == {"type", "uri", "warehouse", "jars"}
     assert conn["connection-type"] == "mysql_binlog"
     assert conn["hook-class-name"] == "airflow_provider_binlog.hooks.binlog.BinlogHook"
     assert {"server_id", "ssl_ca", "ssl_cert", "ssl_key", "ssl_verify", "flavor", "checkpoint_store_uri",
@@ -53,9 +56,10 @@ def test_provider_info_validates_against_airflows_schemas():
     for conn in info["connection-types"]:
         jsonschema.validate(conn, item)
     behaviour = json.loads((AIRFLOW_DIR / "customized_form_field_behaviours.schema.json").read_text())
-    ui = info["connection-types"][0]["ui-field-behaviour"]
-    jsonschema.validate({"hidden_fields": ui["hidden-fields"], "relabeling": ui["relabeling"],
-                         "placeholders": ui["placeholders"]}, behaviour)
+    for conn in info["connection-types"]:
+        ui = conn["ui-field-behaviour"]
+        jsonschema.validate({"hidden_fields": ui.get("hidden-fields", []), "relabeling": ui["relabeling"],
+                             "placeholders": ui["placeholders"]}, behaviour)
     for module in [m for key in ("hooks", "operators", "sensors", "triggers") for entry in info[key]
                    for m in entry["python-modules"]]:
         __import__(module)
@@ -76,6 +80,10 @@ def test_providers_manager_sees_the_provider_and_its_connection_type():
     assert flavor.hook_class_name == "airflow_provider_binlog.hooks.binlog.BinlogHook"
     assert flavor.field["schema"]["enum"][:3] == ["auto", "mysql", "mariadb"]
     assert manager.field_behaviours["mysql_binlog"]["hidden_fields"] == ["schema", "extra"]
+    assert manager.field_behaviours["iceberg_catalog"]["relabeling"]["schema"] == "Database"
+    assert widgets["extra__iceberg_catalog__type"].field["schema"]["enum"][0] == "jdbc"
+    catalog_hook = ProvidersManagerTaskRuntime().hooks["iceberg_catalog"]
+    assert catalog_hook.hook_class_name == "airflow_provider_binlog.hooks.iceberg_catalog.IcebergCatalogHook"
     hook = ProvidersManagerTaskRuntime().hooks["mysql_binlog"]
     assert hook.hook_class_name == "airflow_provider_binlog.hooks.binlog.BinlogHook"
     assert hook.connection_id_attribute_name == "binlog_conn_id"

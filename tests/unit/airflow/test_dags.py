@@ -246,13 +246,16 @@ def test_example_dag_file_defines_both_dags(monkeypatch, tmp_path):
     monkeypatch.setenv("BINLOG_CONN_ID", "crm_db")
     monkeypatch.setenv("BINLOG_TABLES", "crm.accounts, crm.contacts")
     monkeypatch.setenv("BINLOG_STAGING_DIR", str(tmp_path / "s"))
-    monkeypatch.setenv("BINLOG_WAREHOUSE", "")
+    monkeypatch.setenv("BINLOG_CATALOG_CONN_ID", "lakehouse")
+    monkeypatch.setenv("BINLOG_SPARK_JARS", "/opt/a.jar,/opt/b.jar")
     configured = runpy.run_path(str(ROOT / "dags" / "binlog_cdc.py"))
     incremental = configured["binlog_cdc"]
     assert incremental.dag_id == "binlog_cdc__crm"
     dump = incremental.get_task("dump")
     assert (dump.binlog_conn_id, dump.tables, dump.staging_dir) == \
         ("crm_db", ["crm.accounts", "crm.contacts"], str(tmp_path / "s"))
-    assert incremental.get_task("merge").warehouse is None
+    merge = incremental.get_task("merge")
+    assert merge.warehouse is None and merge.catalog_conn_id == "lakehouse"
+    assert merge.jars == ["/opt/a.jar", "/opt/b.jar"]
     assert [a.uri for a in incremental.get_task("merge").outlets] == [
         "iceberg://lake/crm_cdc/crm__accounts", "iceberg://lake/crm_cdc/crm__contacts"]

@@ -143,6 +143,102 @@ def test_embedded_configuration_puts_the_catalog_and_jars_in_the_conf(submitted,
     assert _conf_args(submitted[1]["command"])["spark.jars"] == ",".join(iceberg_runtime_jars())
 
 
+def test_a_jdbc_catalog_connection_gives_the_catalog_and_its_driver_and_keeps_the_password_off_the_command(
+        submitted, manifest, monkeypatch):
+    from airflow_provider_binlog.spark.catalogs import SECRET_CONF_ENV
+
+    monkeypatch.setenv("AIRFLOW_CONN_LAKEHOUSE", json.dumps({
+        "conn_type": "iceberg_catalog", "host": "pg.internal", "port": 5433, "schema": "iceberg",
+        "login": "cat", "password": "pg-secret",
+        "extra": {"type": "jdbc", "warehouse": "/data/wh", "jars": "/opt/postgresql.jar"}}))
+    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
+                             catalog_conn_id="lakehouse", jars=["/opt/iceberg.jar"], advance_checkpoint=False)
+    op.execute(context={})
+    (call,) = submitted
+    command, env = call["command"], call["env"]
+    conf = _conf_args(command)
+    assert conf["spark.sql.catalog.lake.type"] == "jdbc"
+    assert conf["spark.sql.catalog.lake.uri"] == "jdbc:postgresql://pg.internal:5433/iceberg"
+    assert conf["spark.sql.catalog.lake.jdbc.user"] == "cat"
+    assert conf["spark.jars"] == "/opt/iceberg.jar,/opt/postgresql.jar"
+    assert "--jars" not in command and "--warehouse" not in command
+    assert not any("pg-secret" in part for part in command)
+    assert json.loads(env[SECRET_CONF_ENV]) == {"spark.sql.catalog.lake.jdbc.password": "pg-secret"}
+
+
+def test_catalog_settings_are_checked_when_the_dag_is_made_and_one_catalog_only_is_accepted(manifest):
+    from airflow_provider_binlog.spark.catalogs import CatalogConfigError
+
+    with pytest.raises(CatalogConfigError, match="needs a warehouse"):
+        BinlogMergeOperator(task_id="m1", manifests=manifest, namespace="n",
+                            catalog_settings={"type": "jdbc", "uri": "jdbc:postgresql://h/db"})
+    with pytest.raises(ValueError, match="give one Iceberg catalog, not warehouse and catalog_conn_id"):
+        BinlogMergeOperator(task_id="m2", manifests=manifest, namespace="n", warehouse="/w",
+                            catalog_conn_id="lakehouse")
+    with pytest.raises(ValueError, match="deploy_mode is client or cluster"):
+        BinlogMergeOperator(task_id="m3", manifests=manifest, namespace="n", deploy_mode="local")
+
+
+def test_cluster_deploy_mode_forces_no_local_interpreter_and_reads_the_result_from_the_staging_path(
+        submitted, manifest, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({
+        "conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}))
+    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_yarn",
+                             catalog_settings={"type": "rest", "uri": "http://iceberg-rest:8181"}, jars=[],
+                             advance_checkpoint=False)
+    summary = op.execute(context={})
+    assert summary["batches"] == [("mariadb-bin.000001.4-mariadb-bin.000001.400", "applied")]
+    (call,) = submitted
+    command, env = call["command"], call["env"]
+    assert _value(command, "--deploy-mode") == "cluster"
+    assert "PYSPARK_PYTHON" not in env and "PATH" not in env
+    result = Path(_value(command, "--output-json"))
+    assert result.parent == Path(manifest).parent and result.name.startswith(".merge-result-")
+    assert not result.exists()  # read, then removed
+    assert _conf_args(command)["spark.sql.catalog.lake.uri"] == "http://iceberg-rest:8181"
+
+
+def test_table_layout_properties_and_maintenance_reach_the_job_and_bad_ones_are_refused(submitted, manifest):
+    import datetime as dt
+
+    from airflow_provider_binlog.merge.layout import LayoutError
+
+    layout = {"tables": {"shop.orders": {"partition_by": ["days(at)"]}}}
+    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
+                             conf=CLUSTER_CONF, advance_checkpoint=False, table_layout=layout,
+                             table_properties={"write.format.default": "orc"}, maintenance=True,
+                             maintenance_every=dt.timedelta(hours=12), expire_older_than_days=3, retain_last=5)
+    op.execute(context={})
+    command = submitted[0]["command"]
+    assert json.loads(_value(command, "--table-layout"))["tables"]["shop.orders"] == {"partition_by": ["days(at)"]}
+    assert _value(command, "--table-property") == "write.format.default=orc"
+    assert (_value(command, "--maintenance-every-hours"), _value(command, "--expire-older-than-days"),
+            _value(command, "--retain-last")) == ("12", "3", "5")
+    with pytest.raises(LayoutError, match="partition field"):
+        BinlogMergeOperator(task_id="bad1", manifests=manifest, namespace="n",
+                            table_layout={"default": {"partition_by": ["weeks(at)"]}})
+    with pytest.raises(ValueError, match="retain_last must be"):
+        BinlogMergeOperator(task_id="bad2", manifests=manifest, namespace="n", retain_last=0)
+
+
+def test_secrets_are_refused_for_a_driver_whose_environment_goes_on_the_command_line(submitted, manifest,
+                                                                                  monkeypatch):
+    from airflow.sdk.exceptions import AirflowException
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn"}))
+    settings = {"type": "rest", "uri": "https://cat", "properties": {"token": "t0ken-value"}}
+    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="n", conn_id="spark_yarn",
+                             catalog_settings=settings, jars=[], advance_checkpoint=False)
+    with pytest.raises(AirflowException, match="secretKeyRef.BINLOG_SPARK_SECRET_CONF") as err:
+        op.execute(context={})
+    assert "t0ken-value" not in str(err.value) and submitted == []
+    # the standalone master runs no Python application in cluster mode
+    standalone = BinlogMergeOperator(task_id="m2", manifests=manifest, namespace="n", conn_id="spark_cluster",
+                                     conf=CLUSTER_CONF, deploy_mode="cluster", advance_checkpoint=False)
+    with pytest.raises(AirflowException, match="standalone master .* client mode"):
+        standalone.execute(context={})
+
+
 def test_the_submitted_entry_point_sits_alone_in_the_package_so_nothing_shadows_a_module():
     from pathlib import Path
 

@@ -84,6 +84,69 @@ def test_connections_come_from_the_environment_and_only_binlog_ones(monkeypatch)
     assert status["state"] == "error" and "not found" in status["problems"][0]["message"]
 
 
+def _serialized(dag) -> dict:
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    return json.loads(json.dumps(DagSerialization.to_dict(dag), default=str))
+
+
+def test_the_factorys_dags_name_their_connection_key_store_and_staging_directory():
+    from airflow_provider_binlog.dags import make_cdc_dags
+    from airflow_provider_binlog.plugins.sources import sources_of_dag
+
+    incremental, backfill = make_cdc_dags("shop", binlog_conn_id="shop_db", tables=["shop.*"],
+                                          staging_dir="/data/staging/shop", namespace="shop_cdc",
+                                          warehouse="/w", checkpoint_store_uri="postgresql://cat@pg/state")
+    (found,) = sources_of_dag(_serialized(incremental), "binlog_cdc__shop")
+    assert found == SourceConfig("shop_db", "shop", ("/data/staging/shop",),
+                                 checkpoint_store_uri="postgresql://cat@pg/state", origin="dag:binlog_cdc__shop")
+    # keyed by the connection: no explicit key
+    plain, _ = make_cdc_dags("shop_db", binlog_conn_id="shop_db", tables=["shop.*"], staging_dir="/s",
+                             namespace="n", warehouse="/w")
+    (found,) = sources_of_dag(_serialized(plain))
+    assert (found.conn_id, found.checkpoint_key, found.key) == ("shop_db", None, "shop_db")
+    # templated arguments name nothing yet
+    assert sources_of_dag({"dag": {"tasks": [{"__var": {"task_type": "BinlogDumpOperator",
+                                                        "binlog_conn_id": "{{ params.conn }}"}}]}}) == []
+    assert sources_of_dag({"dag": {"tasks": [{"__var": {"task_type": "PythonOperator",
+                                                        "binlog_conn_id": "x"}}]}}) == []
+
+
+def test_sources_come_from_configuration_then_dags_then_connections(monkeypatch):
+    from airflow_provider_binlog.plugins import sources as sources_module
+
+    conn = json.dumps({"conn_type": "mysql_binlog", "host": "h", "extra": {"server_id": 3}})
+    env = {"AIRFLOW_CONN_SHOP_DB": conn, "AIRFLOW_CONN_CRM_DB": conn, "AIRFLOW_CONN_LONE_DB": conn,
+           SOURCES_ENV: json.dumps([{"conn_id": "crm_db", "checkpoint_key": "crm-by-hand"}])}
+    monkeypatch.setattr(sources_module, "db_connections", dict)
+    monkeypatch.setattr(sources_module, "dag_sources", lambda: [
+        SourceConfig("shop_db", "shop", ("/st/shop",), origin="dag:binlog_cdc__shop"),
+        SourceConfig("shop_db", "shop_eu", ("/st/eu",), origin="dag:binlog_cdc__shop_eu"),
+        SourceConfig("crm_db", "crm", origin="dag:binlog_cdc__crm")])
+    found, warnings = discover_sources(env)
+    assert [(c.conn_id, c.key, c.origin) for c, _conn in found] == [
+        ("crm_db", "crm-by-hand", "configured"),         # the configuration wins for its connection
+        ("lone_db", "lone_db", "connection"),            # named by nothing: under its own id
+        ("shop_db", "shop", "dag:binlog_cdc__shop"),     # two sources of one connection
+        ("shop_db", "shop_eu", "dag:binlog_cdc__shop_eu")]
+    assert warnings == []
+    assert all(conn.host == "h" for _c, conn in found)
+
+
+def test_an_unreadable_dag_table_is_a_warning_and_connections_still_show(monkeypatch):
+    from airflow_provider_binlog.plugins import sources as sources_module
+
+    def broken():
+        raise RuntimeError("no such table: dag")
+
+    monkeypatch.setattr(sources_module, "db_connections", dict)
+    monkeypatch.setattr(sources_module, "dag_sources", broken)
+    env = {"AIRFLOW_CONN_SHOP_DB": json.dumps({"conn_type": "mysql_binlog", "host": "h"})}
+    found, warnings = discover_sources(env)
+    assert [c.conn_id for c, _ in found] == ["shop_db"]
+    assert warnings == ["cannot read the binlog DAGs from the metadata database: RuntimeError: no such table: dag"]
+
+
 # ---------------------------------------------------------------------- redaction and escaping
 
 def test_secrets_are_the_password_and_the_non_plain_extras(tmp_path):

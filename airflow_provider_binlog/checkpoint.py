@@ -106,13 +106,24 @@ class Checkpoint:
             return ("pos", self.file, str(self.position))
         return ("gtid", str(self.gtid))
 
+    def same_server(self, server_id: int | None, server_uuid: str | None) -> bool | None:
+        """Whether this checkpoint was taken on the server of this identity: by ``server_uuid``
+        when both have one (MySQL), else by ``server_id``; ``None`` when either is unrecorded."""
+        if self.server_uuid and server_uuid:
+            return self.server_uuid.lower() == server_uuid.lower()
+        if self.server_id is not None and server_id is not None:
+            return self.server_id == server_id
+        return None
+
     def compare(self, other: "Checkpoint") -> int:
         """-1, 0 or 1 as this checkpoint is before, at or after ``other``: by binlog
-        coordinates when both have them (one series), else by GTID state (one kind, one
-        containing the other). Raises :class:`CheckpointOrderError` when they cannot be ordered."""
+        coordinates when both have them (one series, and not two servers: a promoted replica
+        writes other offsets), else by GTID state (one kind, one containing the other). Raises
+        :class:`CheckpointOrderError` when they cannot be ordered."""
         if not isinstance(other, Checkpoint):
             raise TypeError(f"cannot compare Checkpoint with {type(other).__name__}")
-        if self.file is not None and other.file is not None:
+        if self.file is not None and other.file is not None and \
+                self.same_server(other.server_id, other.server_uuid) is not False:
             if self.file_basename != other.file_basename:
                 raise CheckpointOrderError(
                     f"cannot order binlog files of different series: {self.file!r} vs {other.file!r} "

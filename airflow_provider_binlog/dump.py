@@ -36,6 +36,7 @@ from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
 from .codec.positions import position_key
 from .errors import ProviderError
 from .replica import ReplicaConnection, ReplicationConnectionLost
+from .replica.identity import require_not_behind, resume_point
 from .schema_history import (
     DdlSyntaxError,
     HistoryFollower,
@@ -466,6 +467,13 @@ def run_dump(replica: ReplicaConnection, *, staging_dir, start: Optional[Checkpo
             stop = Checkpoint(file=file, position=pos, gtid=gtid, flavor=info.flavor)
     if not start.has_coordinates and start.gtid is None:
         raise DumpError(f"start checkpoint {start} has neither coordinates nor GTIDs")
+    # on another server than the checkpoint's (a failover) the dump resumes by GTID; the
+    # manifest keeps the checkpoint as its start, so the batch follows the stored one
+    resume = resume_point(start, info.server_id, info.server_uuid)
+    if resume is not start:
+        gtid_text = replica.master_status()[2]
+        require_not_behind(resume, (MariadbGtidPosition.parse(gtid_text) if info.flavor == "mariadb"
+                                    else MysqlGtidSet.parse(gtid_text)) if gtid_text else None)
     table_filter = tables or TableFilter()
     if history is None and store is not None and key is not None:
         stored = store.load_schema_history(key)
@@ -473,12 +481,12 @@ def run_dump(replica: ReplicaConnection, *, staging_dir, start: Optional[Checkpo
             history = SchemaHistory.from_json(stored[1])
     if history is None and seed_connect is not None:
         history = seed_history_now(replica, seed_connect, table_filter, start)
-    dump = BoundedDump(replica, start=start, stop=stop, staging_dir=staging_dir,
+    dump = BoundedDump(replica, start=resume, stop=stop, staging_dir=staging_dir,
                        table_filter=table_filter, schemas=schemas, max_rows=max_rows,
                        max_bytes=max_bytes, max_seconds=max_seconds, history=history, **options)
     try:
-        if start.has_coordinates and stop.has_coordinates and \
-                position_key(start.file, start.position) >= position_key(stop.file, stop.position):
+        if resume.has_coordinates and stop.has_coordinates and \
+                position_key(resume.file, resume.position) >= position_key(stop.file, stop.position):
             end = start
         else:
             end = dump.run()

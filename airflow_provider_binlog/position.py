@@ -5,6 +5,7 @@ Used by the Airflow sensor and trigger; imports no Airflow code.
 """
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass, field
 from typing import Optional
@@ -12,8 +13,10 @@ from typing import Optional
 import pymysql
 
 from .checkpoint import Checkpoint, split_binlog_file_name
+from .codec.events import GtidEvent, MariadbGtidEvent, QueryEvent
 from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
 from .replica import BinlogPurgedError, ReplicaConnection, ReplicaError
+from .replica.identity import require_not_behind, resume_point
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,8 @@ class PositionCheck:
 
     def describe(self) -> str:
         lag = self.lag
-        parts = [f"{lag.get(k)} {k}" for k in ("bytes", "files", "transactions") if lag.get(k) is not None]
+        parts = [f"{lag.get(k)} {k}" for k in ("bytes", "files", "transactions", "seconds")
+                 if lag.get(k) is not None]
         return (f"binlog lag from [{self.start}] to [{self.target}]: "
                 + (", ".join(parts) if parts else "unknown"))
 
@@ -194,6 +198,11 @@ def check_position(replica: ReplicaConnection, start: Checkpoint, *, retention_m
     if start.flavor is not None and start.flavor != info.flavor:
         raise ReplicaError(f"the checkpoint is a {start.flavor} position but the server is {info.flavor}",
                            "use a checkpoint taken from this server")
+    # a checkpoint of another server (a failover): its GTIDs, not its coordinates
+    resumed = resume_point(start, info.server_id, info.server_uuid)
+    if resumed is not start:
+        require_not_behind(resumed, target.gtid)
+        start = resumed
 
     if start.has_coordinates:
         if start.file_basename != target.file_basename:
@@ -256,8 +265,41 @@ def check_position(replica: ReplicaConnection, start: Checkpoint, *, retention_m
     if start.has_coordinates and (start.file, start.position) == (target.file, target.position):
         lag["transactions"] = 0 if lag["transactions"] is not None else None
         lag["bytes"] = 0
-    return PositionCheck(start=start, target=target, lag=lag, oldest_binlog=oldest,
-                         files_of_headroom=headroom, warnings=warnings)
+    check = PositionCheck(start=start, target=target, lag=lag, oldest_binlog=oldest,
+                          files_of_headroom=headroom, warnings=warnings)
+    lag["seconds"] = 0.0 if not check.has_new_data else lag_seconds(replica, start)
+    return check
+
+
+#: Events that begin a transaction: the source time of the first one after a checkpoint is
+#: when the oldest change not loaded was made.
+_TRANSACTION_STARTS = (MariadbGtidEvent, GtidEvent, QueryEvent)
+
+
+def lag_seconds(replica: ReplicaConnection, start: Checkpoint, *, max_events: int = 64) -> Optional[float]:
+    """Seconds of source time the load is behind: the server's clock now less the timestamp of
+    the first transaction after ``start`` (read with a short binlog read that registers no
+    replica, so it never displaces the load's own); ``None`` when it cannot be read (no
+    coordinates, no such event among the first ``max_events``, the read refused)."""
+    if not start.has_coordinates:
+        return None
+    probe = copy.copy(replica)
+    probe.conn = None
+    try:
+        now = float(_scalar(replica.conn, "SELECT UNIX_TIMESTAMP()"))
+        for n, (_file, event) in enumerate(probe.stream(start.file, start.position, non_block=True,
+                                                          register=False, defer_rows=True)):
+            if isinstance(event, _TRANSACTION_STARTS) and event.header.timestamp:
+                return max(0.0, round(now - event.header.timestamp, 3))
+            if n >= max_events:
+                break
+    except Exception as exc:  # best effort: the lag in seconds is then unknown, the check stands
+        log.debug("the source time after [%s] cannot be read: %s", start, exc)
+    finally:
+        close = getattr(probe, "close", None)
+        if close is not None:
+            close()
+    return None
 
 
 __all__ = ["PositionCheck", "RESNAPSHOT_HINT", "ServerState", "check_position", "read_server_state"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 import pymysql
 from airflow.sdk import BaseHook
@@ -303,7 +303,8 @@ class BinlogHook(BaseHook):
         return {k: v for k, v in self.replica_kwargs().items() if k in keep}
 
     def snapshot(self, staging_dir, tables: Optional[Iterable[str]] = None,
-                 exclude: Optional[Iterable[str]] = None, *, chunk_rows: int = 10_000) -> dict:
+                 exclude: Optional[Iterable[str]] = None, *, chunk_rows: int = 10_000,
+                 progress: Optional[Callable[[str, int, int], None]] = None) -> dict:
         """Take an initial snapshot of the selected tables into ``staging_dir``: a consistent
         read with the binlog coordinates of that point (see
         :func:`~airflow_provider_binlog.snapshot.take_snapshot`). Returns the result like
@@ -329,7 +330,7 @@ class BinlogHook(BaseHook):
         self.log.info("snapshot of %s, tables %s", self.binlog_conn_id, table_filter.to_json())
         manifest = take_snapshot(lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **plain),
                                  staging_dir=staging_dir, tables=table_filter, flavor=info.flavor,
-                                 server=server, chunk_rows=chunk_rows)
+                                 server=server, chunk_rows=chunk_rows, progress=progress)
         rows = {f"{t['schema']}.{t['table']}": t["rows"] for t in manifest.tables}
         out = {"manifest": str(manifest.path), "dump_id": manifest.dump_id, "start": manifest.start,
                "end": manifest.end, "rows": rows, "transactions": 0, "mode": "snapshot"}

@@ -7,6 +7,7 @@ from .errors import (
                      ReplicationConnectionLost,
                      ServerUnavailableError,
 )
+from .identity import ServerChangedError
 
 __all__ = ["BinlogAccessDeniedError", "BinlogPurgedError", "ReplicaConnection", "ReplicaError",
-           "ReplicationConnectionLost", "ServerInfo", "ServerUnavailableError"]
+           "ReplicationConnectionLost", "ServerChangedError", "ServerInfo", "ServerUnavailableError"]

@@ -162,28 +162,33 @@ class ReplicaConnection:
 
     def stream(self, file: Optional[str] = None, position: int = 4, *, gtid=None,
                non_block: bool = True, decoder: Optional[EventDecoder] = None,
-               **decoder_kwargs) -> Iterator[tuple[str, Event]]:
+               register: bool = True, **decoder_kwargs) -> Iterator[tuple[str, Event]]:
         """Yield ``(binlog file, event)`` from (file, position) or from a GTID set/position.
 
-        With ``non_block`` the server ends the stream when it reaches its current end.
+        With ``non_block`` the server ends the stream when it reaches its current end. With
+        ``register=False`` the session neither registers as a replica nor uses the server id
+        (it reads as server id 0, as ``mysqlbinlog`` does): a short read next to a running
+        load, which a replica of the same server id would displace.
         """
+        server_id = self.server_id if register else 0
         if self.conn is None:
             self.connect()
         info = self.info
         try:
             self._prepare_session(gtid)
-            _pymysql.send_command(self.conn, protocol.COM_REGISTER_SLAVE,
-                                  protocol.register_slave_payload(self.server_id, socket.gethostname()))
-            _pymysql.read_packet(self.conn)
+            if register:
+                _pymysql.send_command(self.conn, protocol.COM_REGISTER_SLAVE,
+                                      protocol.register_slave_payload(self.server_id, socket.gethostname()))
+                _pymysql.read_packet(self.conn)
             if gtid is not None and info.flavor == "mysql":
-                payload = protocol.binlog_dump_gtid_payload(gtid.encode(), self.server_id, non_block=non_block)
+                payload = protocol.binlog_dump_gtid_payload(gtid.encode(), server_id, non_block=non_block)
                 _pymysql.send_command(self.conn, protocol.COM_BINLOG_DUMP_GTID, payload)
             else:
                 if gtid is not None:  # MariaDB: position comes from @slave_connect_state
                     file, position = "", 4
                 if file is None:
                     raise ValueError("give a binlog file (and position) or a GTID position")
-                payload = protocol.binlog_dump_payload(file, position, self.server_id, non_block=non_block,
+                payload = protocol.binlog_dump_payload(file, position, server_id, non_block=non_block,
                                                        annotate_rows=info.flavor == "mariadb")
                 _pymysql.send_command(self.conn, protocol.COM_BINLOG_DUMP, payload)
         except pymysql.err.MySQLError as exc:

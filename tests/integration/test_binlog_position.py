@@ -83,6 +83,93 @@ def test_no_new_data_then_an_insert_gives_the_target_position(source):
     json.dumps(value)
 
 
+def test_lag_in_seconds_is_the_source_time_of_the_oldest_change_not_loaded(source):
+    server, conn_id, hook = source
+    assert sensor(conn_id).poke({}).is_done is False
+    assert hook.check_position().lag["seconds"] == 0.0          # nothing to load: no lag
+    # the oldest change not loaded was made two minutes ago (its binlog timestamp), a newer one now
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET TIMESTAMP = UNIX_TIMESTAMP() - 120")
+            cur.execute("INSERT INTO sensedb.t (v) VALUES (2)")
+            cur.execute("SET TIMESTAMP = DEFAULT")
+            cur.execute("INSERT INTO sensedb.t (v) VALUES (3)")
+    finally:
+        conn.close()
+    value = sensor(conn_id).poke({}).xcom_value
+    assert 119.0 <= value["lag"]["seconds"] < 150.0, value["lag"]
+    assert "seconds" in hook.check_position().describe()
+
+
+def insert_minutes_ago(server, minutes):
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET TIMESTAMP = UNIX_TIMESTAMP() - %s", (minutes * 60,))
+            cur.execute("INSERT INTO sensedb.t (v) VALUES (4)")
+    finally:
+        conn.close()
+
+
+def test_a_lag_past_max_lag_seconds_notifies_then_fails_or_goes_on(source):
+    server, conn_id, hook = source
+    calls = []
+    within = sensor(conn_id, max_lag_seconds=600, lag_notifier=lambda ctx: calls.append(ctx))
+    assert within.poke({}).is_done is False                   # nothing to load: no lag
+    insert_minutes_ago(server, 3)
+    assert within.poke({}).is_done is True and calls == []     # 3 min behind, within 10 min
+    failing = sensor(conn_id, max_lag_seconds=60, on_max_lag="fail", lag_notifier=lambda ctx: calls.append(ctx))
+    with pytest.raises(AirflowFailException, match="s of source time behind the server, more than "
+                                                   "max_lag_seconds=60"):
+        failing.poke({})
+    assert len(calls) == 1 and calls[0]["binlog_lag"]["seconds"] >= 179
+    # the default: notify and go on; a notifier that fails does not stop the load
+    notifying = sensor(conn_id, max_lag_seconds=60, lag_notifier=lambda ctx: calls.append(ctx))
+    assert notifying.poke({}).is_done is True and len(calls) == 2
+
+    def broken(ctx):
+        raise RuntimeError("the alerting service is down")
+    assert sensor(conn_id, max_lag_seconds=60, lag_notifier=broken).poke({}).is_done is True
+    assert sensor(conn_id, max_lag_seconds=60).poke({}).is_done is True   # a warning in the log only
+    with pytest.raises(ValueError, match="on_max_lag is"):
+        sensor(conn_id, max_lag_seconds=60, on_max_lag="page")
+    with pytest.raises(ValueError, match="max_lag_seconds must be"):
+        sensor(conn_id, max_lag_seconds=0)
+
+
+def test_the_lag_read_does_not_displace_a_running_load_of_the_same_server_id(source):
+    """The source time is read without registering as a replica: a load streaming with the
+    connection's server id goes on receiving events."""
+    import threading
+
+    server, conn_id, hook = source
+    received, stop = [], threading.Event()
+    load = hook.get_replica()
+    file, pos = server.master_status()
+
+    def stream():
+        try:
+            for _file, event in load.stream(file, pos, non_block=False):
+                received.append(type(event).__name__)
+                if stop.is_set() and received.count("XidEvent") >= 2:
+                    return
+        except Exception as exc:  # a displaced replica's stream ends with an error
+            received.append(f"error: {exc}")
+
+    thread = threading.Thread(target=stream, daemon=True)
+    thread.start()
+    time.sleep(1)
+    insert(server)
+    check = hook.check_position()                             # the same server id, at the same time
+    assert check.lag["seconds"] is not None and check.lag["seconds"] >= 0
+    stop.set()
+    insert(server)                                            # still reaches the running load
+    thread.join(30)
+    assert not thread.is_alive() and not any(r.startswith("error") for r in received), received
+    assert received.count("XidEvent") >= 2
+
+
 def test_the_sensor_xcom_is_the_dump_stop(source, tmp_path):
     server, conn_id, hook = source
     insert(server, 2)
@@ -227,7 +314,7 @@ def test_deferrable_sensor_defers_and_the_trigger_fires_on_new_data(source):
     payload = asyncio.run(_first_event(trigger, during=write))
     assert payload["status"] == "success"
     assert {k: payload["target"][k] for k in ("file", "pos", "gtid")} == here(server)
-    assert payload["lag"]["transactions"] == 1
+    assert payload["lag"]["transactions"] == 1 and payload["lag"]["seconds"] >= 0   # source time too
     json.dumps(payload)
     value = task.execute_complete({}, payload)
     assert value["target"] == payload["target"] and "status" not in value

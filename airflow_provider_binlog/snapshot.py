@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import logging
 from decimal import Decimal
-from typing import Optional
+from typing import Callable, Optional
 
 import pymysql
 
@@ -166,11 +166,13 @@ def _snapshot_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
 
 
 def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, server: dict,
-                  chunk_rows: int = 10_000) -> Manifest:
+                  chunk_rows: int = 10_000,
+                  progress: Optional[Callable[[str, int, int], None]] = None) -> Manifest:
     """Read the selected tables consistently and publish them as a snapshot batch.
 
     ``connect()`` returns a new pymysql connection (autocommit). The manifest has
     ``"mode": "snapshot"`` and ``start == end`` = the snapshot's binlog coordinates.
+    ``progress(table, rows_just_read, rows_read_of_the_table)`` is called after each chunk.
     """
     conn = connect()
     writer = StagingWriter(staging_dir)
@@ -200,7 +202,7 @@ def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, ser
         checkpoint = Checkpoint(file=file, position=pos, gtid=gtid, flavor=flavor,
                                 server_id=server.get("server_id"), server_uuid=server.get("server_uuid"))
         for (schema, table), tm in maps.items():
-            _copy_table(conn, writer, tm, file, pos, gtid_text or None, taken_at, chunk_rows)
+            _copy_table(conn, writer, tm, file, pos, gtid_text or None, taken_at, chunk_rows, progress)
         conn.rollback()
         dump_id = f"snapshot-{file}.{pos}"
         return writer.publish(dump_id=dump_id, start=checkpoint.to_json(), end=checkpoint.to_json(),
@@ -216,7 +218,14 @@ def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, ser
 
 
 def _copy_table(conn, writer: StagingWriter, tm: TableMap, file: str, pos: int,
-                gtid: Optional[str], taken_at: dt.datetime, chunk_rows: int) -> None:
+                gtid: Optional[str], taken_at: dt.datetime, chunk_rows: int,
+                progress: Optional[Callable[[str, int, int], None]] = None) -> None:
+    name = f"{tm.schema}.{tm.table}"
+
+    def report(n: int) -> None:
+        if progress is not None and n:
+            progress(name, n, written)
+
     cols = ", ".join(quote_identifier(c.name) for c in tm.columns)
     source = f"{quote_identifier(tm.schema)}.{quote_identifier(tm.table)}"
     converters = [_converter(c) for c in tm.columns]
@@ -237,9 +246,10 @@ def _copy_table(conn, writer: StagingWriter, tm: TableMap, file: str, pos: int,
                 rows = cur.fetchall()
             if not rows:
                 break
-            written += writer.add_snapshot_rows(tm, _convert_rows(rows, converters), binlog_file=file,
-                                                position=pos, gtid=gtid, taken_at=taken_at,
-                                                first_index=written)
+            n = writer.add_snapshot_rows(tm, _convert_rows(rows, converters), binlog_file=file,
+                                         position=pos, gtid=gtid, taken_at=taken_at, first_index=written)
+            written += n
+            report(n)
             last = tuple(rows[-1][i] for i in pk_idx)
             if len(rows) < chunk_rows:
                 break
@@ -250,9 +260,10 @@ def _copy_table(conn, writer: StagingWriter, tm: TableMap, file: str, pos: int,
                 rows = cur.fetchmany(chunk_rows)
                 if not rows:
                     break
-                written += writer.add_snapshot_rows(tm, _convert_rows(rows, converters), binlog_file=file,
-                                                    position=pos, gtid=gtid, taken_at=taken_at,
-                                                    first_index=written)
+                n = writer.add_snapshot_rows(tm, _convert_rows(rows, converters), binlog_file=file,
+                                             position=pos, gtid=gtid, taken_at=taken_at, first_index=written)
+                written += n
+                report(n)
     if written == 0:
         writer.add_snapshot_rows(tm, [], binlog_file=file, position=pos, gtid=gtid,
                                  taken_at=taken_at, first_index=0)

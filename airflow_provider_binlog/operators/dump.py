@@ -1,11 +1,14 @@
 """Operator that dumps a bounded binlog range into Parquet staging."""
 from __future__ import annotations
 
+import time
+
 from typing import Any, Optional, Sequence
 
 from airflow.sdk import BaseOperator
 
 from ..hooks.binlog import BinlogHook
+from ..metrics import record_dump
 
 
 class BinlogDumpOperator(BaseOperator):
@@ -54,10 +57,29 @@ class BinlogDumpOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         hook = BinlogHook(self.binlog_conn_id, checkpoint_store_uri=self.checkpoint_store_uri)
-        return hook.dump(staging_dir=self.staging_dir, start=self.start or None, stop=self.stop or "current",
-                         tables=self.tables, exclude=self.exclude, max_rows=self.max_rows,
-                         max_bytes=self.max_bytes, max_seconds=self.max_seconds,
-                         checkpoint_key=self.checkpoint_key)
+        began = time.monotonic()
+        result = hook.dump(staging_dir=self.staging_dir, start=self.start or None, stop=self.stop or "current",
+                           tables=self.tables, exclude=self.exclude, max_rows=self.max_rows,
+                           max_bytes=self.max_bytes, max_seconds=self.max_seconds,
+                           checkpoint_key=self.checkpoint_key)
+        try:  # a metric must not fail a staged dump
+            from airflow_provider_binlog.staging import load_manifest
+            binlog_bytes = load_manifest(result["manifest"]).data.get("binlog_bytes")
+            record_dump(self.checkpoint_key or self.binlog_conn_id, result, time.monotonic() - began,
+                        binlog_bytes)
+        except Exception:
+            self.log.warning("the dump's metrics could not be sent", exc_info=True)
+        self._manifest = result["manifest"]
+        return result
+
+    def get_openlineage_facets_on_complete(self, task_instance) -> Any:
+        """OpenLineage: the source tables in, their staged files out (see :mod:`..lineage`)."""
+        from airflow_provider_binlog import lineage
+
+        manifest = getattr(self, "_manifest", None)
+        if manifest is None:
+            return lineage.operator_lineage([], [])
+        return lineage.operator_lineage(lineage.source_datasets([manifest]), lineage.staged_datasets(manifest))
 
 
 __all__ = ["BinlogDumpOperator"]

@@ -1,11 +1,14 @@
 """Operator that takes an initial snapshot of the selected tables into Parquet staging."""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import time
+
+from typing import Any, Optional, Sequence
 
 from airflow.sdk import BaseOperator
 
 from ..hooks.binlog import BinlogHook
+from ..metrics import record_snapshot, record_snapshot_progress
 
 
 class BinlogSnapshotOperator(BaseOperator):
@@ -42,8 +45,35 @@ class BinlogSnapshotOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         hook = BinlogHook(self.binlog_conn_id)
-        return hook.snapshot(staging_dir=self.staging_dir, tables=self.tables or None,
-                             exclude=self.exclude or None, chunk_rows=self.chunk_rows)
+        began = time.monotonic()
+        last_log = [began]
+
+        def progress(table: str, new_rows: int, rows_read: int) -> None:
+            try:  # a metric must not fail the snapshot
+                record_snapshot_progress(self.binlog_conn_id, table, new_rows, rows_read)
+            except Exception:
+                self.log.debug("the snapshot's metrics could not be sent", exc_info=True)
+            if time.monotonic() - last_log[0] >= 10:
+                self.log.info("snapshot of %s: %d rows read", table, rows_read)
+                last_log[0] = time.monotonic()
+
+        result = hook.snapshot(staging_dir=self.staging_dir, tables=self.tables or None,
+                               exclude=self.exclude or None, chunk_rows=self.chunk_rows, progress=progress)
+        try:
+            record_snapshot(self.binlog_conn_id, time.monotonic() - began)
+        except Exception:
+            self.log.warning("the snapshot's metrics could not be sent", exc_info=True)
+        self._manifest = result["manifest"]
+        return result
+
+    def get_openlineage_facets_on_complete(self, task_instance) -> Any:
+        """OpenLineage: the source tables in, their staged copies out (see :mod:`..lineage`)."""
+        from airflow_provider_binlog import lineage
+
+        manifest = getattr(self, "_manifest", None)
+        if manifest is None:
+            return lineage.operator_lineage([], [])
+        return lineage.operator_lineage(lineage.source_datasets([manifest]), lineage.staged_datasets(manifest))
 
 
 __all__ = ["BinlogSnapshotOperator"]

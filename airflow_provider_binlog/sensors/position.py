@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
@@ -40,6 +40,15 @@ class BinlogPositionSensor(BaseSensorOperator):
     With ``deferrable=True`` the waiting happens in the triggerer
     (:class:`~airflow_provider_binlog.triggers.position.BinlogPositionTrigger`).
 
+    ``lag`` also holds ``seconds``: source time the load is behind (the server's clock less
+    the binlog timestamp of the oldest change not loaded; 0 with nothing to load). With
+    ``max_lag_seconds``, a check that finds the load further behind logs a warning and calls
+    ``lag_notifier`` (an Airflow notifier or any callable taking the context, which also holds
+    ``binlog_lag``; its errors are logged, never raised), and the load goes on
+    (``on_max_lag="notify"``, the default). ``on_max_lag="fail"`` fails the task instead (no
+    retry): the incremental runs then stop loading until the threshold is raised or a
+    backfill (mode ``from_position`` at the stored checkpoint) catches up.
+
     ``checkpoint_store_uri`` overrides the connection's checkpoint store. With
     ``skip_on_timeout=True``, a sensor that times out without new data is skipped (and with it
     the tasks after it) instead of failing: a scheduled load that found nothing to do. Unlike
@@ -54,7 +63,8 @@ class BinlogPositionSensor(BaseSensorOperator):
                  min_bytes: Optional[int] = None, min_transactions: Optional[int] = None,
                  max_threshold_wait: Union[dt.timedelta, float, None] = None,
                  retention_margin_files: int = 1, checkpoint_store_uri: Optional[str] = None,
-                 skip_on_timeout: bool = False,
+                 skip_on_timeout: bool = False, max_lag_seconds: Optional[float] = None,
+                 on_max_lag: str = "notify", lag_notifier: Optional[Callable[[Any], Any]] = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  **kwargs) -> None:
         super().__init__(**kwargs)
@@ -65,6 +75,13 @@ class BinlogPositionSensor(BaseSensorOperator):
             max_threshold_wait = max_threshold_wait.total_seconds()
         if max_threshold_wait is not None and max_threshold_wait < 0:
             raise ValueError("max_threshold_wait must not be negative")
+        if max_lag_seconds is not None and (isinstance(max_lag_seconds, bool) or max_lag_seconds <= 0):
+            raise ValueError(f"max_lag_seconds must be a number of seconds > 0, not {max_lag_seconds!r}")
+        if on_max_lag not in ("fail", "notify"):
+            raise ValueError(f"on_max_lag is 'fail' or 'notify', not {on_max_lag!r}")
+        self.max_lag_seconds = max_lag_seconds
+        self.on_max_lag = on_max_lag
+        self.lag_notifier = lag_notifier
         self.binlog_conn_id = binlog_conn_id
         self.checkpoint_key = checkpoint_key
         self.start = start
@@ -113,8 +130,28 @@ class BinlogPositionSensor(BaseSensorOperator):
         except BinlogPurgedError as exc:
             raise BinlogPurgedFailure(exc.message, exc.hint) from None
 
+    def _check_lag(self, context, result: dict) -> None:
+        """Notify, then fail unless told to go on, when the lag passes ``max_lag_seconds``."""
+        seconds = (result.get("lag") or {}).get("seconds")
+        if self.max_lag_seconds is None or seconds is None or seconds <= self.max_lag_seconds:
+            return
+        start = _checkpoint_text(result.get("start") or {})
+        message = (f"the load is {seconds:.0f} s of source time behind the server, more than "
+                   f"max_lag_seconds={self.max_lag_seconds:g} (checkpoint [{start}])")
+        self.log.warning("%s", message)
+        if self.lag_notifier is not None:
+            if hasattr(context, "__setitem__"):
+                context["binlog_lag"] = result.get("lag")
+            try:
+                self.lag_notifier(context)
+            except Exception:  # an alert must not stop the load
+                self.log.exception("the lag notifier failed")
+        if self.on_max_lag == "fail":
+            raise AirflowFailException(message)
+
     def poke(self, context) -> PokeReturnValue:
         result = self._check(context)
+        self._check_lag(context, result)
         ready = result.pop("ready")
         if ready:
             self.log.info("new binlog data (%s); the dump can stop at [%s]", result["reason"],
@@ -161,6 +198,7 @@ class BinlogPositionSensor(BaseSensorOperator):
                 raise BinlogPurgedFailure(event.get("message", ""))
             raise ReplicaError(f"{event.get('error_type', 'error')}: {event.get('message', '')}")
         result = {k: v for k, v in event.items() if k != "status"}
+        self._check_lag(context, result)
         for warning in result.get("warnings") or ():
             self.log.warning("%s", warning)
         self.log.info("new binlog data (%s), lag %s; the dump can stop at [%s]", result.get("reason"),

@@ -28,6 +28,11 @@ def poll_position(hook: BinlogHook, *, start: Any = None, checkpoint_key: Option
         hook.log.warning("the transactions behind [%s] cannot be counted (no GTIDs): "
                          "min_transactions is not applied", check.start)
     hook.log.info("%s", check.describe())
+    try:  # a metric must not fail the check
+        from airflow_provider_binlog.metrics import record_lag
+        record_lag(checkpoint_key or hook.binlog_conn_id, check.lag)
+    except Exception:
+        hook.log.debug("the lag metrics could not be sent", exc_info=True)
     out = check.to_json()
     if check.meets(min_bytes, min_transactions):
         out.update(ready=True, reason=REASON_THRESHOLDS)

@@ -1,0 +1,100 @@
+"""OpenLineage datasets of the loads, for the operators' ``get_openlineage_facets_on_complete``.
+
+Inputs are the MySQL/MariaDB tables of the staged dumps, named as OpenLineage names MySQL
+datasets: namespace ``mysql://<host>:<port>`` (MariaDB too), name ``<schema>.<table>``. The
+dump's outputs are its staged files (namespace ``file``, the dump directory's path and the
+table). The merge's outputs are the Iceberg tables: namespace the catalog's warehouse when it
+is known (``file`` for a local path, ``s3://bucket``...), else ``iceberg://<catalog>``; name
+the table's location under it (``<warehouse path>/<namespace>/<schema>__<table>``) or, without
+a warehouse, ``<namespace>.<schema>__<table>``. Each dataset carries a schema facet with its
+columns (MySQL types for the source, Arrow types of the staged and Iceberg columns).
+
+Nothing here is imported unless OpenLineage is installed (the Airflow OpenLineage provider).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Optional
+from urllib.parse import urlsplit
+
+from .staging import load_manifest
+from .tables import iceberg_table_name
+
+
+def _schema_facet(columns: Iterable[tuple[str, str]]) -> dict:
+    from openlineage.client.facet_v2 import schema_dataset
+
+    return {"schema": schema_dataset.SchemaDatasetFacet(fields=[
+        schema_dataset.SchemaDatasetFacetFields(name=name, type=kind) for name, kind in columns])}
+
+
+def _dataset(namespace: str, name: str, columns: Iterable[tuple[str, str]]) -> Any:
+    from openlineage.client.event_v2 import Dataset
+
+    return Dataset(namespace=namespace, name=name, facets=_schema_facet(columns))
+
+
+def _tables(manifest_paths: Iterable[str]) -> tuple[dict, dict]:
+    """``{(server namespace, schema.table): [(column, MySQL type)]}`` and the same keys to
+    ``[(column, Arrow type)]``, the latest manifest's columns winning."""
+    source: dict = {}
+    staged: dict = {}
+    for path in manifest_paths:
+        manifest = load_manifest(path)
+        server = manifest.data.get("server") or {}
+        namespace = f"mysql://{server.get('host') or 'unknown'}:{server.get('port') or 3306}"
+        for entry in manifest.tables:
+            key = (namespace, f"{entry['schema']}.{entry['table']}")
+            columns = entry.get("columns") or []
+            source[key] = [(c["name"], c.get("data_type") or c.get("mysql_type") or "") for c in columns]
+            staged[key] = [(c["name"], c.get("arrow_type") or "") for c in columns]
+    return source, staged
+
+
+def source_datasets(manifest_paths: Iterable[str]) -> list:
+    """The MySQL/MariaDB tables of these manifests."""
+    source, _ = _tables(manifest_paths)
+    return [_dataset(ns, name, cols) for (ns, name), cols in sorted(source.items())]
+
+
+def staged_datasets(manifest_path: str) -> list:
+    """The staged files of one dump, one dataset per table."""
+    manifest = load_manifest(manifest_path)
+    _, staged = _tables([manifest_path])
+    directory = str(manifest.directory)
+    return [_dataset("file", f"{directory}/{name}", cols) for (_ns, name), cols in sorted(staged.items())]
+
+
+def iceberg_namespace_and_root(catalog: str, warehouse: Optional[str]) -> tuple[str, Optional[str]]:
+    """The OpenLineage namespace of the catalog's tables, and the path their locations start with."""
+    if not warehouse:
+        return f"iceberg://{catalog}", None
+    if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", warehouse):
+        return "file", warehouse.rstrip("/")
+    parts = urlsplit(warehouse)
+    if parts.scheme == "file":
+        return "file", parts.path.rstrip("/")
+    return f"{parts.scheme}://{parts.netloc}", parts.path.strip("/")
+
+
+def iceberg_datasets(manifest_paths: Iterable[str], *, catalog: str, namespace: str,
+                     warehouse: Optional[str]) -> list:
+    """The Iceberg tables these manifests load."""
+    ns, root = iceberg_namespace_and_root(catalog, warehouse)
+    _, staged = _tables(manifest_paths)
+    out = []
+    for (_server, name), cols in sorted(staged.items()):
+        table = iceberg_table_name(*name.split(".", 1))
+        out.append(_dataset(ns, f"{root}/{namespace}/{table}" if root is not None else f"{namespace}.{table}",
+                            cols))
+    return out
+
+
+def operator_lineage(inputs: list, outputs: list) -> Any:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    return OperatorLineage(inputs=inputs, outputs=outputs)
+
+
+__all__ = ["iceberg_datasets", "iceberg_namespace_and_root", "operator_lineage", "source_datasets",
+           "staged_datasets"]

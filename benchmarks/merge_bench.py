@@ -161,6 +161,7 @@ def create_table(spark, namespace: str, manifest, start: Checkpoint, rows: int,
     from airflow_provider_binlog.merge import iceberg_contract as contract
     from airflow_provider_binlog.merge.spark.collapse import read_staged
     from airflow_provider_binlog.merge.spark.column_types import iceberg_type_for_spark
+    from airflow_provider_binlog.merge.layout import TableLayout
     from airflow_provider_binlog.merge.spark.schema import create_table_statements
 
     name = f"{CATALOG}.{namespace}.{iceberg_table_name(*SOURCE)}"
@@ -169,7 +170,8 @@ def create_table(spark, namespace: str, manifest, start: Checkpoint, rows: int,
     staged = read_staged(spark, str(manifest.files(manifest.tables[0])[0])).schema
     columns = [(f.name, iceberg_type_for_spark(f.dataType))
                for f in staged["_after"].dataType.fields]
-    for sql in create_table_statements(name, SOURCE, columns, contract.MODE_MERGE, ["id"], extra_properties):
+    for sql in create_table_statements(name, SOURCE, columns, contract.MODE_MERGE, ["id"],
+                                       TableLayout(properties=extra_properties or {})):
         spark.sql(sql)
     partitions = max(1, rows // 250_000)
     data = spark.range(0, 2 * rows, 2, numPartitions=partitions).selectExpr(*ROW_SQL)

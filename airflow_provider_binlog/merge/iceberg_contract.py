@@ -12,6 +12,8 @@ SUMMARY_MOVE = "binlog.move"
 PROP_SOURCE = "binlog.source"
 PROP_MODE = "binlog.mode"
 PROP_PRIMARY_KEY = "binlog.primary-key"
+#: When maintenance last ran on the table (ISO 8601, UTC): the cadence of --maintenance-every-hours.
+PROP_MAINTAINED_AT = "binlog.maintained-at"
 MODE_MERGE = "merge"
 MODE_CHANGELOG = "changelog"
 LEDGER_TABLE = "_binlog_batches"

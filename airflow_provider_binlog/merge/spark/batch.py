@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from ...checkpoint import ABSENT, Checkpoint, CheckpointLockedError, CheckpointStore
 from ...spark import runtime
 from ...tables import iceberg_table_name
+from ..layout import TableLayouts
 from ..batches import Batch, compare_checkpoints, plan_batches
 from ..batches import binlog_point as _position
 from ..batches import checkpoint_text as _checkpoint_text
@@ -55,7 +56,7 @@ def _save_checkpoint(store: CheckpointStore, key: str, batch: Batch, *, expected
 
 def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
                 store: Optional[CheckpointStore] = None, key: Optional[str] = None, *,
-                stream: Optional[str] = None, table_properties: Optional[Mapping[str, str]] = None,
+                stream: Optional[str] = None, layouts: Optional[TableLayouts] = None,
                 max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS,
                 parallel_tables: int = DEFAULT_PARALLEL_TABLES) -> dict:
     """Apply one batch (see :func:`apply_manifests`)."""
@@ -128,7 +129,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         schema_name, table_name = pair
         return prepare_table(spark, batch, catalog, namespace, schema_name, table_name,
                              entries.get((schema_name, table_name)),
-                             resets.get(f"{schema_name}.{table_name}", []), table_properties or {})
+                             resets.get(f"{schema_name}.{table_name}", []), layouts or TableLayouts())
 
     work = each_table(plan, sorted(names), parallel_tables)
 
@@ -160,7 +161,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
 
     # 2b. renames between captured tables, at the batch end
     if moves:
-        result["moves"] = apply_moves(spark, batch, catalog, namespace, stream, moves, table_properties or {})
+        result["moves"] = apply_moves(spark, batch, catalog, namespace, stream, moves, layouts or TableLayouts())
 
     # 3. the ledger row, then 4. the checkpoint store
     if ledger_state.checkpoint is None or compare_checkpoints(batch.end, ledger_state.checkpoint) > 0:
@@ -184,10 +185,11 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
                     store: Optional[CheckpointStore] = None, key: Optional[str] = None, *,
                     stream: Optional[str] = None,
                     table_properties: Optional[Mapping[str, str]] = None,
+                    layouts: Optional[TableLayouts] = None,
                     max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS,
                     parallel_tables: int = DEFAULT_PARALLEL_TABLES, maintenance: bool = False,
                     expire_older_than_days: float = 7.0,
-                    retain_last: int = 10) -> dict:
+                    retain_last: int = 10, maintenance_every_hours: Optional[float] = None) -> dict:
     """Apply the batches of ``manifests`` to ``catalog.namespace``, in checkpoint order,
     exactly once; advance ``store[key]`` after each batch. Returns a JSON-able summary.
 
@@ -196,7 +198,11 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
     gaps when no checkpoint store is given.
 
     ``parallel_tables``: how many tables of a batch are planned and committed at once, from
-    that many driver threads (1: one after the other)."""
+    that many driver threads (1: one after the other).
+
+    ``layouts`` give the tables the job creates their partition spec, sort order and properties
+    (:class:`~airflow_provider_binlog.merge.layout.TableLayouts`); ``table_properties`` are
+    properties of every created table under them."""
     if parallel_tables < 1:
         raise MergeJobError(f"parallel_tables must be at least 1, not {parallel_tables}")
     _check_identifier("catalog", catalog)
@@ -205,6 +211,7 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
         raise MergeJobError("a checkpoint store needs a key, and a key a store")
     stream = stream or key or DEFAULT_STREAM
     _check_identifier("stream", stream.replace("-", "_").replace(".", "_"))
+    table_layouts = (layouts or TableLayouts()).with_properties(table_properties)
     batches = plan_batches(manifests)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{namespace}")
     results = []
@@ -215,7 +222,7 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
             for batch in batches:
                 log.info("applying batch %s: [%s] .. [%s]", batch.batch_id, batch.start, batch.end)
                 results.append(apply_batch(spark, batch, catalog, namespace, store, key, stream=stream,
-                                           table_properties=table_properties,
+                                           layouts=table_layouts,
                                            max_key_change_rows=max_key_change_rows,
                                            parallel_tables=parallel_tables))
     except CheckpointLockedError as exc:
@@ -228,5 +235,5 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
                          if table_exists(spark, t["table"])} | {ledger_name(catalog, namespace)})
         out["maintenance"] = run_maintenance(spark, catalog, namespace, tables,
                                              older_than_days=expire_older_than_days,
-                                             retain_last=retain_last)
+                                             retain_last=retain_last, every_hours=maintenance_every_hours)
     return out

@@ -4,19 +4,20 @@ that keeps the applied checkpoint."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Iterable
+from typing import Iterable, Optional
 
 from pyspark.sql import SparkSession
 
 from ...spark import runtime
 from ..batches import checkpoint_text as _checkpoint_text
-from ..iceberg_contract import MODE_MERGE, PROP_MODE, SUMMARY_BATCH, SUMMARY_CHECKPOINT
+from ..iceberg_contract import MODE_MERGE, PROP_MAINTAINED_AT, PROP_MODE, SUMMARY_BATCH, SUMMARY_CHECKPOINT
 from ..sql import literal as _lit
 from .catalog import applied_state, read_table_properties
 
 
 def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: Iterable[str], *,
-                    older_than_days: float = 7.0, retain_last: int = 10) -> list[dict]:
+                    older_than_days: float = 7.0, retain_last: int = 10,
+                    every_hours: Optional[float] = None) -> list[dict]:
     """Compact each table, then expire its old snapshots.
 
     - ``rewrite_data_files`` (sorted by the write order when there is one) rewrites the small
@@ -29,18 +30,26 @@ def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: I
       last ``retain_last``) and deletes the files only they reference.
 
     The newest snapshot holding a binlog checkpoint is never expired, and the compaction
-    commits carry that checkpoint, so the applied position survives maintenance."""
-    out = []
-    cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=older_than_days)
+    commits carry that checkpoint, so the applied position survives maintenance.
+
+    With ``every_hours``, a table maintained less than that long ago (its property
+    ``binlog.maintained-at``) is left for a later run."""
+    out: list[dict] = []
+    now = dt.datetime.now(dt.timezone.utc)
+    cutoff = now - dt.timedelta(days=older_than_days)
     cutoff_micros = int(cutoff.timestamp() * 1_000_000)
     for name in tables:
         short = name.split(".", 1)[1]
+        table_props = read_table_properties(spark, name)
+        if every_hours is not None and _maintained_within(table_props.get(PROP_MAINTAINED_AT), now, every_hours):
+            out.append({"table": name, "skipped": f"maintained at {table_props[PROP_MAINTAINED_AT]}"})
+            continue
         state = applied_state(spark, name)
         props = {}
         if state.checkpoint is not None:
             props = {SUMMARY_CHECKPOINT: _checkpoint_text(state.checkpoint),
                      SUMMARY_BATCH: state.batch_id or ""}
-        sort = "sort" if read_table_properties(spark, name).get(PROP_MODE) == MODE_MERGE else "binpack"
+        sort = "sort" if table_props.get(PROP_MODE) == MODE_MERGE else "binpack"
         rewrite = runtime.run_with_commit_properties(spark, props, lambda: spark.sql(
             f"CALL {catalog}.system.rewrite_data_files(table => {_lit(short)}, "
             f"strategy => {_lit(sort)}, options => map('delete-file-threshold', '1', "
@@ -56,7 +65,16 @@ def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: I
         expired = spark.sql(
             f"CALL {catalog}.system.expire_snapshots(table => {_lit(short)}, older_than => "
             f"TIMESTAMP {_lit(stamp)}, retain_last => {int(retain_last)})").collect()
+        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({_lit(PROP_MAINTAINED_AT)}={_lit(now.isoformat())})")
         out.append({"table": name, "rewrite": rewrite[0].asDict() if rewrite else {},
                     "rewrite_deletes": deletes[0].asDict() if deletes else {},
                     "expire": expired[0].asDict() if expired else {}})
     return out
+
+
+def _maintained_within(stamp: Optional[str], now: dt.datetime, hours: float) -> bool:
+    try:
+        at = dt.datetime.fromisoformat(stamp) if stamp else None
+    except ValueError:
+        return False
+    return at is not None and now - at < dt.timedelta(hours=hours)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Mapping
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from ...spark import runtime
 from ...tables import iceberg_table_name
+from ..layout import TableLayouts
 from ..batches import Batch
 from ..iceberg_contract import MODE_CHANGELOG, MODE_MERGE, PROP_MODE, PROP_PRIMARY_KEY, SUMMARY_MOVE
 from ..sql import literal as _lit
@@ -20,7 +20,7 @@ from .schema import CHANGELOG_ENVELOPE, create_table_statements, table_columns
 
 
 def apply_moves(spark: SparkSession, batch: Batch, catalog: str, namespace: str, stream: str,
-                 moves: list, table_properties: Mapping[str, str]) -> list[dict]:
+                 moves: list, layouts: TableLayouts) -> list[dict]:
     """Carry renames between captured tables into Iceberg at the batch end: each target gets
     the content its source had (every change before the rename is applied by then), sources
     that no name holds any more are emptied. The contents are first copied into work tables,
@@ -71,8 +71,10 @@ def apply_moves(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         if mode == MODE_CHANGELOG:
             envelope = dict(CHANGELOG_ENVELOPE)
             columns = [c for c in columns if c[0] not in envelope]
+        # the statements first: a layout that does not fit fails before the target is dropped
+        statements = create_table_statements(target, dst, columns, mode, primary_key, layouts.for_table(*dst))
         spark.sql(f"DROP TABLE IF EXISTS {target}")
-        for sql in create_table_statements(target, dst, columns, mode, primary_key, table_properties):
+        for sql in statements:
             spark.sql(sql)
         rows = spark.table(work_table)
         runtime.run_with_commit_properties(spark, props, lambda: rows.writeTo(target).append())

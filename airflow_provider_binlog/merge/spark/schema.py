@@ -19,6 +19,7 @@ from ..iceberg_contract import (
     PROP_PRIMARY_KEY,
     PROP_SOURCE,
 )
+from ..layout import TableLayout
 from ..sql import literal as _lit
 from ..sql import quote as _q
 from .column_types import can_widen, fits, iceberg_type_for_spark, sql_type
@@ -99,7 +100,9 @@ def schema_statements(table: str, operations: Sequence[tuple], properties: Mappi
         if op[0] == "create":
             cols = ", ".join(f"{_q(n)} {sql_type(t)}" for n, t in op[1])
             props = ", ".join(f"{_lit(k)}={_lit(v)}" for k, v in properties.items())
+            partitions = op[2] if len(op) > 2 else ()
             out.append(f"CREATE TABLE {table} ({cols}) USING iceberg"
+                       + (f" PARTITIONED BY ({', '.join(partitions)})" if partitions else "")
                        + (f" TBLPROPERTIES ({props})" if props else ""))
         elif op[0] == "add":
             where = " FIRST" if op[3] is None else f" AFTER {_q(op[3])}"
@@ -120,19 +123,25 @@ def schema_statements(table: str, operations: Sequence[tuple], properties: Mappi
 
 def create_table_statements(name: str, source: Sequence[str], columns: Sequence[tuple[str, T.DataType]],
                             mode: str, primary_key: Sequence[str],
-                            table_properties: Optional[Mapping[str, str]] = None) -> list[str]:
+                            layout: Optional[TableLayout] = None) -> list[str]:
     """The statements creating the Iceberg table ``name`` of source table ``source``
     (``(schema, table)``) with ``columns`` (the image columns; a change log gets its envelope
     columns first): the ``binlog.*`` properties, :data:`DEFAULT_TABLE_PROPERTIES` overridden
-    by ``table_properties``, and for a merged table the write order of its primary key, so
-    the files it writes hold sorted runs of keys."""
-    props = {PROP_SOURCE: json.dumps(list(source)), PROP_MODE: mode,
-             PROP_PRIMARY_KEY: json.dumps(list(primary_key)), **DEFAULT_TABLE_PROPERTIES,
-             **(table_properties or {})}
+    by the layout's properties, its partition spec, and its sort order, else for a merged
+    table the write order of its primary key, so the files it writes hold sorted runs of keys."""
+    layout = layout or TableLayout()
+    props = {**DEFAULT_TABLE_PROPERTIES, **layout.properties, PROP_SOURCE: json.dumps(list(source)),
+             PROP_MODE: mode, PROP_PRIMARY_KEY: json.dumps(list(primary_key))}
     if mode == MODE_CHANGELOG:
         columns = [*CHANGELOG_ENVELOPE, *columns]
-    statements = schema_statements(name, [("create", list(columns))], props)
-    if mode == MODE_MERGE:
+    names = {c[0] for c in columns}
+    where = ".".join(source)
+    partitions = layout.partition_sql(names, where)
+    sort = layout.sort_sql(names, where)
+    statements = schema_statements(name, [("create", list(columns), partitions)], props)
+    if sort:
+        statements.append(f"ALTER TABLE {name} WRITE ORDERED BY {', '.join(sort)}")
+    elif mode == MODE_MERGE:
         statements += schema_statements(name, [("order", list(primary_key))], {})
     return statements
 

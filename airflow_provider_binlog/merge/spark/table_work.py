@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Mapping, Optional
+from typing import Optional
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from ...staging.contract import ENVELOPE_COLUMNS
 from ...tables import iceberg_table_name
+from ..layout import TableLayouts
 from ..batches import Batch, compare_checkpoints
 from ..batches import binlog_point as _position
 from ..ddl_plan import column_defaults as _column_defaults
@@ -88,7 +89,7 @@ def _altered_layout(batch: Batch, work: "TableWork") -> Optional[list[tuple[str,
 
 def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
                    schema: str, table: str, entry: Optional[dict], resets: list[dict],
-                   table_properties: Mapping[str, str]) -> TableWork:
+                   layouts: TableLayouts) -> TableWork:
     name = f"{catalog}.{namespace}.{iceberg_table_name(schema, table)}"
     exists = table_exists(spark, name)
     properties = read_table_properties(spark, name) if exists else {}
@@ -190,7 +191,7 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
     ops = list(work.plan.operations)
     if ops and ops[0][0] == "create":
         statements = create_table_statements(name, (schema, table), ops[0][1], mode, primary_key,
-                                             table_properties)
+                                             layouts.for_table(schema, table))
         statements += schema_statements(name, ops[1:], {})
     else:
         pre = []

@@ -30,3 +30,30 @@ def test_two_manifests_with_one_dump_id_and_different_ranges_are_refused(tmp_pat
     (other.path).write_text(__import__("json").dumps(other.data))
     with pytest.raises(MergeJobError, match="cover different ranges"):
         plan_batches([first, other.path])
+
+
+def test_batches_across_a_failover_follow_each_other_by_gtid_not_by_offsets(tmp_path):
+    """Before the failover the primary (server 101); the batch that resumed by GTID on the
+    promoted replica (server 102) starts at the primary's checkpoint and ends at smaller offsets
+    of the replica's binlog; the next batch is the replica's alone."""
+    def cp(pos, seq, server):
+        return {"file": "mariadb-bin.000001", "pos": pos, "gtid": f"0-101-{seq}", "flavor": "mariadb",
+                "server_id": server}
+
+    def write(name, start, end):
+        m = manifest(tmp_path / name, 4, 5)
+        m.data.update(dump_id=name, start=start, end=end)
+        m.path.write_text(__import__("json").dumps(m.data))
+        return m.path
+
+    before = write("before", cp(4, 1, 101), cp(9000, 40, 101))
+    across = write("across", cp(9000, 40, 101), cp(3000, 55, 102))
+    after = write("after", cp(3000, 55, 102), cp(4100, 60, 102))
+    assert [b.batch_id for b in plan_batches([after, across, before])] == ["before", "across", "after"]
+    # a replica's batch from after the primary's end leaves a gap, one from before it overlaps
+    late = write("late", cp(2000, 45, 102), cp(3000, 55, 102))
+    with pytest.raises(BatchGapError, match="gap between batches"):
+        plan_batches([before, late])
+    early = write("early", cp(2000, 30, 102), cp(3000, 55, 102))
+    with pytest.raises(BatchGapError, match="overlapping batches"):
+        plan_batches([before, early])

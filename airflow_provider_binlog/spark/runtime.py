@@ -451,6 +451,26 @@ class _Callable:
         implements = ["java.util.concurrent.Callable"]
 
 
+_CALLBACK_SERVER_LOCK = threading.Lock()
+
+
+def _start_callback_server_once(gateway: Any) -> None:
+    """pyspark's ``ensure_callback_server_started``, made safe for several
+    driver threads (the merge applies tables concurrently): it publishes the
+    new callback server before it replaces the JVM's callback client, so a
+    second thread could call back through the client being shut down (py4j:
+    "Cannot obtain a new communication channel").  The lock makes the others
+    wait until the replacement is complete."""
+    if gateway.__dict__.get("_binlog_callback_ready"):
+        return
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    with _CALLBACK_SERVER_LOCK:
+        if not gateway.__dict__.get("_binlog_callback_ready"):
+            ensure_callback_server_started(gateway)
+            gateway.__dict__["_binlog_callback_ready"] = True
+
+
 def run_with_commit_properties(spark: Any, props: Mapping[str, Any], fn: Callable[[], T]) -> T:
     """Run ``fn()`` so that every Iceberg commit it makes from this thread
     (e.g. a ``MERGE INTO`` through ``spark.sql``) records ``props`` in its
@@ -478,9 +498,7 @@ def run_with_commit_properties(spark: Any, props: Mapping[str, Any], fn: Callabl
             "org.apache.iceberg.spark.CommitMetadata is not on Spark's classpath: "
             "the session lacks the Iceberg Spark runtime"
         )
-    from pyspark.java_gateway import ensure_callback_server_started
-
-    ensure_callback_server_started(gateway)
+    _start_callback_server_once(gateway)
     java_props = jvm.java.util.HashMap()
     for key, value in props.items():
         java_props.put(str(key), str(value))

@@ -267,3 +267,45 @@ def test_relocate_class_with_no_mapping_is_the_identity(embedded) -> None:
                     assert relocate_class(data, {}) == data, name
                     count += 1
     assert count > 900
+
+
+def test_callback_server_is_started_once_and_no_thread_goes_on_before_it_is_complete(monkeypatch):
+    """pyspark publishes the callback server before it replaces the JVM's callback client;
+    a merge thread that went on in between would call back through the client being shut
+    down. Every thread must wait for the one start to finish."""
+    import threading
+    import time
+
+    import pyspark.java_gateway
+
+    started: list[str] = []
+    finished = threading.Event()
+
+    def slow_start(gateway):
+        started.append(threading.current_thread().name)
+        gateway._callback_server = object()  # published early, as pyspark does
+        time.sleep(0.2)
+        finished.set()
+
+    monkeypatch.setattr(pyspark.java_gateway, "ensure_callback_server_started", slow_start)
+
+    class Gateway:
+        pass
+
+    gateway = Gateway()
+    went_on_early: list[str] = []
+
+    def merge_thread():
+        runtime._start_callback_server_once(gateway)
+        if not finished.is_set():
+            went_on_early.append(threading.current_thread().name)
+
+    threads = [threading.Thread(target=merge_thread, name=f"t{i}") for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(started) == 1
+    assert went_on_early == []
+    runtime._start_callback_server_once(gateway)
+    assert len(started) == 1

@@ -84,8 +84,15 @@ def insert_defaults(batch: Batch, work: Any) -> dict[str, str]:
     if tdef is None:
         return {}
     columns = {n for n, _ in work.plan.columns} if work.plan else set()
-    return {c.name: v for c in tdef.columns
-            for v in [c.value_for_omitted()] if v is not None and c.name in columns}
+    out = {c.name: v for c in tdef.columns
+           for v in [c.value_for_omitted()] if v is not None and c.name in columns}
+    entry = getattr(work, "entry", None) or {}
+    for name in entry.get("masked") or {}:  # masked in the dump: its masked value, never the raw one
+        out.pop(name, None)
+        value = (entry.get("omitted_values") or {}).get(name)
+        if value is not None and name in columns:
+            out[name] = value
+    return out
 
 
 def column_renames(batch: Batch, work: Any) -> list[tuple[str, str]]:

@@ -12,6 +12,9 @@ SUMMARY_MOVE = "binlog.move"
 PROP_SOURCE = "binlog.source"
 PROP_MODE = "binlog.mode"
 PROP_PRIMARY_KEY = "binlog.primary-key"
+#: The columns the data-contract options added to the table (JSON list): never taken for
+#: source columns, so turning an option off keeps them (no longer maintained), never drops them.
+PROP_CONTRACT_COLUMNS = "binlog.contract-columns"
 #: When maintenance last ran on the table (ISO 8601, UTC): the cadence of --maintenance-every-hours.
 PROP_MAINTAINED_AT = "binlog.maintained-at"
 MODE_MERGE = "merge"

@@ -189,6 +189,8 @@ class BinlogMergeOperator(BaseOperator):
     ``table_properties``. ``maintenance=True`` compacts the tables and expires snapshots
     older than ``expire_older_than_days`` (7), keeping ``retain_last`` (10); with
     ``maintenance_every`` (a timedelta or hours) only tables maintained longer ago than that.
+    ``data_contract`` gives merged tables change columns, soft deletes and change logs, for
+    all tables and per ``schema.table`` (:mod:`airflow_provider_binlog.merge.contract`).
 
     Assets among the ``outlets`` get an asset event whose ``extra`` says what this run loaded:
     an asset ``iceberg://<catalog>/<namespace>/<table>`` the rows inserted/updated/deleted of
@@ -214,10 +216,14 @@ class BinlogMergeOperator(BaseOperator):
                  table_properties: Optional[dict] = None,
                  maintenance_every: Union[dt.timedelta, float, None] = None,
                  expire_older_than_days: Optional[float] = None, retain_last: Optional[int] = None,
+                 data_contract: Union[dict, str, None] = None,
                  **kwargs) -> None:
         super().__init__(**kwargs)
+        from airflow_provider_binlog.merge.contract import DataContract
         from airflow_provider_binlog.merge.layout import TableLayouts
         self.table_layout = TableLayouts.parse(table_layout).to_json() if table_layout else None
+        # parsed here: bad options fail when the DAG is parsed, not in the merge job
+        self.data_contract = DataContract.parse(data_contract).to_json() if data_contract else None
         self.table_properties = {str(k): str(v) for k, v in (table_properties or {}).items()}
         if isinstance(maintenance_every, dt.timedelta):
             maintenance_every = maintenance_every.total_seconds() / 3600
@@ -368,6 +374,8 @@ class BinlogMergeOperator(BaseOperator):
                 args += ["--table-property", f"{key}={value}"]
             if self.table_layout:
                 args += ["--table-layout", json.dumps(self.table_layout, separators=(",", ":"))]
+            if self.data_contract:
+                args += ["--data-contract", json.dumps(self.data_contract, separators=(",", ":"))]
             if self.parallel_tables is not None:
                 args += ["--parallel-tables", str(self.parallel_tables)]
             self._hook = SparkSubmitHook(

@@ -7,7 +7,7 @@ import datetime as dt
 import functools
 import hashlib
 import logging
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -27,7 +27,7 @@ from ..iceberg_contract import (
 )
 from ..sql import literal as _lit
 from ..sql import quote as _q
-from .collapse import collapse_with_chains, flat_changes, order_at_or_after, order_struct
+from .collapse import collapse_with_chains, flat_changes, last_changes, order_at_or_after, order_struct
 from .column_types import sql_type
 from .schema import CHANGELOG_ENVELOPE, SchemaPlan
 from .table_work import TableWork
@@ -65,27 +65,51 @@ def merge_table(spark: SparkSession, work: TableWork, *,
     key_columns = [names.index(k) for k in work.primary_key]
     reset = work.resets[-1]["_position"] if work.resets else None
     if work.files:
+        meta = bool(work.contract_columns)
         flat = flat_changes(spark, work.staged, work.layouts, plan, work.primary_key, work.defaults,
-                            work.fields, work.insert_defaults)
+                            work.fields, work.insert_defaults, change_meta=meta)
         if work.since is not None:
             flat = flat.filter(order_at_or_after(work.since))
         if reset is not None:
             flat = flat.filter(order_at_or_after(reset, strict=True))
-        return collapse_with_chains(spark, flat, n_keys, n_cols, key_columns, max_key_change_rows,
-                                    None if work.facts is None else work.facts.key_changes)
+        source, chained = collapse_with_chains(spark, flat, n_keys, n_cols, key_columns, max_key_change_rows,
+                                               None if work.facts is None else work.facts.key_changes)
+        if meta:  # each key's last change, for the change columns and soft deletes
+            source = source.join(last_changes(flat, n_keys), [f"k{j}" for j in range(n_keys)], "left")
+        return source, chained
     return None, False
 
 
+def contract_values(work: TableWork, batch_id: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The SQL values (over the MERGE source ``s``) of the data-contract columns: for a row
+    inserted or updated, and for a row deleted when deletes are soft (``{}`` otherwise)."""
+    upsert: dict[str, str] = {}
+    change = work.contract.change_columns or {}
+    for key, column in change.items():
+        upsert[column] = _lit(batch_id) if key == "batch_id" else f"s._m.{key}"
+    soft = work.contract.soft_delete
+    if not soft:
+        return upsert, {}
+    delete = {**upsert, soft["flag"]: "true", soft["at"]: "s._m.commit_ts"}
+    upsert.update({soft["flag"]: "false", soft["at"]: "CAST(NULL AS TIMESTAMP)"})
+    return upsert, delete
+
+
 def merge_statement(table: str, view: str, plan: SchemaPlan, primary_key: Sequence[str], *,
-                     target_values: bool = True, key_filter: Optional[str] = None) -> str:
+                     target_values: bool = True, key_filter: Optional[str] = None,
+                     extra: Optional[Mapping[str, str]] = None,
+                     soft_delete: Optional[Mapping[str, str]] = None) -> str:
     """The MERGE of the collapsed changes in ``view`` into ``table``.
 
     ``target_values`` False: no row keeps a column of its target row (every update carries
     all columns), so the target's non-key columns are not referenced and its scan reads the
     key columns only. ``key_filter``: a condition on the target's columns that every target
     row a change applies to meets (see :func:`key_filter`); the target rows failing it are
-    dropped as they are read, before the join."""
+    dropped as they are read, before the join. ``extra`` (column -> SQL value) sets the
+    data-contract columns of rows inserted or updated; ``soft_delete`` (column -> SQL value),
+    when given, updates a deleted row with these instead of deleting it."""
     names = [n for n, _ in plan.columns]
+    extra = dict(extra or {})
     keyset = set(primary_key)
     on = " AND ".join(f"t.{_q(k)} = s.k{j}" for j, k in enumerate(primary_key))
     if key_filter:
@@ -99,12 +123,16 @@ def merge_statement(table: str, view: str, plan: SchemaPlan, primary_key: Sequen
         updates.append(f"t.{_q(name)} = CASE WHEN s.h{i} THEN s.v{i} WHEN s._fresh THEN NULL "
                        f"{kept}ELSE s.o{i} END")
         values.append(f"CASE WHEN s.h{i} THEN s.v{i} WHEN s._fresh OR s._self THEN NULL ELSE s.o{i} END")
+    updates += [f"t.{_q(n)} = {v}" for n, v in extra.items()]
     matched_update = f"WHEN MATCHED THEN UPDATE SET {', '.join(updates)} " if updates else ""
+    on_delete = ("UPDATE SET " + ", ".join(f"t.{_q(n)} = {v}" for n, v in soft_delete.items())
+                 if soft_delete else "DELETE")
+    columns = [*names, *extra]
     return (f"MERGE INTO {table} t USING {view} s ON {on} "
-            f"WHEN MATCHED AND s._op = 'delete' THEN DELETE "
+            f"WHEN MATCHED AND s._op = 'delete' THEN {on_delete} "
             f"{matched_update}"
-            f"WHEN NOT MATCHED AND s._op <> 'delete' THEN INSERT ({', '.join(_q(n) for n in names)}) "
-            f"VALUES ({', '.join(values)})")
+            f"WHEN NOT MATCHED AND s._op <> 'delete' THEN INSERT ({', '.join(_q(n) for n in columns)}) "
+            f"VALUES ({', '.join([*values, *extra.values()])})")
 
 
 def _needs_target_values(source: DataFrame, work: TableWork) -> bool:
@@ -189,13 +217,17 @@ def apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, stream
         # TRUNCATE / DROP TABLE: the table's content becomes the rows upserted after it; a
         # table without data yet gets them appended (no MERGE needed)
         if source is None:
-            rows = spark.createDataFrame([], T.StructType([T.StructField(n, t) for n, t in work.plan.columns]))
+            rows = spark.createDataFrame([], T.StructType([T.StructField(n, t) for n, t in
+                                                           [*work.plan.columns, *work.contract_columns]]))
         else:
             live = source.filter(F.col("_op") == "upsert")
+            upsert, _ = contract_values(work, batch.batch_id)
+            types = dict(work.contract_columns)
             rows = live.select(*[
                 (F.col(f"k{work.primary_key.index(n)}") if n in keyset
                  else F.when(F.col(f"h{i}"), F.col(f"v{i}"))).cast(t).alias(n)
-                for i, (n, t) in enumerate(work.plan.columns)])
+                for i, (n, t) in enumerate(work.plan.columns)],
+                *[F.expr(v.replace("s._m.", "_m.")).cast(types[n]).alias(n) for n, v in upsert.items()])
         if work.resets:
             write = lambda: rows.writeTo(work.name).overwrite(F.lit(True))  # noqa: E731
         else:
@@ -213,11 +245,13 @@ def apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, stream
     # and its write)
     source = source.persist(StorageLevel.MEMORY_AND_DISK)
     source.createOrReplaceTempView(view)
+    upsert, soft = contract_values(work, batch.batch_id)
     try:
         sql = merge_statement(work.name, view, work.plan, work.primary_key,
                                target_values=(work.facts is None or work.facts.partial_updates)
                                and _needs_target_values(source, work),
-                               key_filter=key_filter(source, work, max_filter_keys))
+                               key_filter=key_filter(source, work, max_filter_keys),
+                               extra=upsert, soft_delete=soft or None)
         runtime.run_with_commit_properties(spark, props, lambda: spark.sql(sql))
     finally:
         spark.catalog.dropTempView(view)

@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from ...checkpoint import ABSENT, Checkpoint, CheckpointLockedError, CheckpointStore
 from ...spark import runtime
 from ...tables import iceberg_table_name
+from ..contract import DataContract
 from ..layout import TableLayouts
 from ..batches import Batch, compare_checkpoints, plan_batches
 from ..batches import binlog_point as _position
@@ -57,6 +58,7 @@ def _save_checkpoint(store: CheckpointStore, key: str, batch: Batch, *, expected
 def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
                 store: Optional[CheckpointStore] = None, key: Optional[str] = None, *,
                 stream: Optional[str] = None, layouts: Optional[TableLayouts] = None,
+                contract: Optional[DataContract] = None,
                 max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS,
                 parallel_tables: int = DEFAULT_PARALLEL_TABLES) -> dict:
     """Apply one batch (see :func:`apply_manifests`)."""
@@ -125,13 +127,29 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
                                 f"map to the same table {target}")
         seen_targets[target] = (schema_name, table_name)
 
-    def plan(pair: tuple) -> TableWork:
-        schema_name, table_name = pair
+    contracts = {pair: (contract or DataContract()).for_table(*pair) for pair in names}
+    # the change logs of merged tables (data contract): tables of their own, each with its own
+    # exactly-once state
+    # (a table without a primary key is a change log already)
+    logged = sorted(pair for pair in names if contracts[pair].change_log
+                    and (pair not in entries or entries[pair]["primary_key"]))
+    for schema_name, table_name in logged:
+        target = iceberg_table_name(schema_name, table_name) + (contracts[(schema_name, table_name)].change_log or "")
+        if target in seen_targets:
+            raise MergeJobError(f"the change log of {schema_name}.{table_name} and the table "
+                                f"{'.'.join(seen_targets[target])} map to the same table {target}; "
+                                f"give the change log another suffix")
+        seen_targets[target] = (schema_name, table_name)
+
+    def plan(item: tuple) -> TableWork:
+        (schema_name, table_name), change_log = item
         return prepare_table(spark, batch, catalog, namespace, schema_name, table_name,
                              entries.get((schema_name, table_name)),
-                             resets.get(f"{schema_name}.{table_name}", []), layouts or TableLayouts())
+                             resets.get(f"{schema_name}.{table_name}", []), layouts or TableLayouts(),
+                             contracts[(schema_name, table_name)], change_log_of=change_log)
 
-    work = each_table(plan, sorted(names), parallel_tables)
+    items = [(pair, False) for pair in sorted(names)] + [(pair, True) for pair in logged]
+    work = each_table(plan, items, parallel_tables)
 
     # 2. schema changes and one commit per table, each carrying the batch end; the tables
     # at once (each commit is atomic and holds the batch end: a failure or a crash leaves
@@ -186,6 +204,7 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
                     stream: Optional[str] = None,
                     table_properties: Optional[Mapping[str, str]] = None,
                     layouts: Optional[TableLayouts] = None,
+                    contract: Optional[DataContract] = None,
                     max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS,
                     parallel_tables: int = DEFAULT_PARALLEL_TABLES, maintenance: bool = False,
                     expire_older_than_days: float = 7.0,
@@ -202,7 +221,9 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
 
     ``layouts`` give the tables the job creates their partition spec, sort order and properties
     (:class:`~airflow_provider_binlog.merge.layout.TableLayouts`); ``table_properties`` are
-    properties of every created table under them."""
+    properties of every created table under them. ``contract`` gives merged tables change
+    columns, soft deletes and change logs
+    (:class:`~airflow_provider_binlog.merge.contract.DataContract`)."""
     if parallel_tables < 1:
         raise MergeJobError(f"parallel_tables must be at least 1, not {parallel_tables}")
     _check_identifier("catalog", catalog)
@@ -222,7 +243,7 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
             for batch in batches:
                 log.info("applying batch %s: [%s] .. [%s]", batch.batch_id, batch.start, batch.end)
                 results.append(apply_batch(spark, batch, catalog, namespace, store, key, stream=stream,
-                                           layouts=table_layouts,
+                                           layouts=table_layouts, contract=contract,
                                            max_key_change_rows=max_key_change_rows,
                                            parallel_tables=parallel_tables))
     except CheckpointLockedError as exc:

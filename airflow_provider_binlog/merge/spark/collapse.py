@@ -87,7 +87,8 @@ def flat_changes(spark: SparkSession, staged: Sequence[DataFrame], layouts: Sequ
                  schema: SchemaPlan, primary_key: Sequence[str],
                  defaults: Optional[Mapping[str, str]] = None,
                  fields: Optional[Sequence[Mapping[str, str]]] = None,
-                 insert_defaults: Optional[Mapping[str, str]] = None) -> DataFrame:
+                 insert_defaults: Optional[Mapping[str, str]] = None,
+                 change_meta: bool = False) -> DataFrame:
     """The staged changes of one table (``staged``: its files, read by :func:`read_staged`) as
     one frame, values cast to the target types.
     ``defaults`` (column -> SQL literal text) fills the columns added in the batch with a
@@ -99,7 +100,8 @@ def flat_changes(spark: SparkSession, staged: Sequence[DataFrame], layouts: Sequ
     else the before image's, as MINIMAL images leave unchanged key columns out). ``fields``
     gives, per file, the staged field name of a column renamed after the file's rows.
     ``insert_defaults`` (column -> literal text) is what an INSERT that left the column out gave
-    it (MINIMAL row images log only the columns the statement set)."""
+    it (MINIMAL row images log only the columns the statement set). ``change_meta`` adds each
+    change's ``_commit_ts``, ``_binlog_file`` and ``_gtid`` (see :func:`last_changes`)."""
     names = [n for n, _ in schema.columns]
     frames = []
     for part, (df, layout) in enumerate(zip(staged, layouts)):
@@ -108,6 +110,8 @@ def flat_changes(spark: SparkSession, staged: Sequence[DataFrame], layouts: Sequ
         present = {n for n, _ in layout}
         absent = F.coalesce(F.col("_after_absent"), F.array().cast("array<string>"))
         select = [order_struct().alias("_o"), F.col("_op")]
+        if change_meta:
+            select += [F.col("_commit_ts"), F.col("_binlog_file"), F.col("_gtid")]
         for i, (name, typ) in enumerate(schema.columns):
             if name in present and part >= schema.valid_from.get(name, 0):
                 value = F.col("_after").getField(field(name)).cast(typ)
@@ -129,6 +133,28 @@ def flat_changes(spark: SparkSession, staged: Sequence[DataFrame], layouts: Sequ
         i = names.index(key)
         flat = flat.withColumn(f"ka{j}", F.when(F.col(f"h{i}"), F.col(f"v{i}")).otherwise(F.col(f"kb{j}")))
     return flat
+
+
+def last_changes(flat: DataFrame, n_keys: int) -> DataFrame:
+    """The last change of every key ``flat`` touches (``flat_changes(change_meta=True)``):
+    ``k<j>`` and ``_m`` (struct ``op``, ``commit_ts``, ``binlog_file``, ``binlog_pos``,
+    ``gtid``). ``op`` is what happened to the key: ``insert``, ``update`` or ``delete``; an
+    update that changes the primary key deletes its old key and inserts its new one."""
+    same_key = functools.reduce(lambda a, b: a & b,
+                                [F.col(f"kb{j}").eqNullSafe(F.col(f"ka{j}")) for j in range(n_keys)])
+    op = F.col("_op")
+
+    def side(prefix: str, kind: SparkColumn) -> list[SparkColumn]:
+        return [*[F.col(f"{prefix}{j}").alias(f"k{j}") for j in range(n_keys)], F.col("_o"),
+                F.struct(kind.alias("op"), F.col("_commit_ts").alias("commit_ts"),
+                         F.col("_binlog_file").alias("binlog_file"),
+                         F.col("_o").getField("pos").alias("binlog_pos"), F.col("_gtid").alias("gtid")).alias("_m")]
+
+    after = flat.filter(op != "delete").select(
+        *side("ka", F.when((op == "update") & same_key, F.lit("update")).otherwise(F.lit("insert"))))
+    before = flat.filter((op == "delete") | ((op == "update") & ~same_key)).select(*side("kb", F.lit("delete")))
+    keys = [f"k{j}" for j in range(n_keys)]
+    return after.unionByName(before).groupBy(*keys).agg(F.max_by("_m", "_o").alias("_m"))
 
 
 def _key_struct(prefix: str, n: int) -> SparkColumn:

@@ -18,6 +18,7 @@ from ...spark.runtime import local_spark_session
 from ...staging.manifest import ManifestError
 from ..errors import MergeJobError
 from ..iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS, DEFAULT_PARALLEL_TABLES
+from ..contract import ContractError, DataContract
 from ..layout import LayoutError, TableLayouts
 from .batch import apply_manifests
 
@@ -63,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--table-layout", metavar="JSON",
                    help="partition spec, sort order and properties of the tables this run creates, "
                         "for all and per schema.table (see airflow_provider_binlog/merge/layout.py)")
+    p.add_argument("--data-contract", metavar="JSON",
+                   help="change columns, soft deletes and change logs of merged tables, for all and "
+                        "per schema.table (see airflow_provider_binlog/merge/contract.py)")
     return p
 
 
@@ -86,7 +90,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         properties[k] = v
     try:
         layouts = TableLayouts.parse(args.table_layout)
-    except LayoutError as exc:
+        contract = DataContract.parse(args.data_contract)
+    except (LayoutError, ContractError) as exc:
         _parser().error(str(exc))
     stop = False
     try:  # catalog secrets come in the environment, not on the command line
@@ -108,7 +113,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         store = open_checkpoint_store(args.checkpoint_store) if args.checkpoint_store else None
         result = apply_manifests(spark, args.manifest, args.catalog, args.namespace, store,
                                  args.checkpoint_key, stream=args.stream,
-                                 table_properties=properties, layouts=layouts,
+                                 table_properties=properties, layouts=layouts, contract=contract,
                                  maintenance_every_hours=args.maintenance_every_hours,
                                  max_key_change_rows=args.max_key_change_rows,
                                  parallel_tables=args.parallel_tables,

@@ -12,7 +12,14 @@ from ...spark import runtime
 from ...tables import iceberg_table_name
 from ..layout import TableLayouts
 from ..batches import Batch
-from ..iceberg_contract import MODE_CHANGELOG, MODE_MERGE, PROP_MODE, PROP_PRIMARY_KEY, SUMMARY_MOVE
+from ..iceberg_contract import (
+    MODE_CHANGELOG,
+    MODE_MERGE,
+    PROP_CONTRACT_COLUMNS,
+    PROP_MODE,
+    PROP_PRIMARY_KEY,
+    SUMMARY_MOVE,
+)
 from ..sql import literal as _lit
 from .apply import commit_properties
 from .catalog import read_table_properties, refresh, table_exists
@@ -73,6 +80,9 @@ def apply_moves(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
             columns = [c for c in columns if c[0] not in envelope]
         # the statements first: a layout that does not fit fails before the target is dropped
         statements = create_table_statements(target, dst, columns, mode, primary_key, layouts.for_table(*dst))
+        if PROP_CONTRACT_COLUMNS in source_props:  # the data-contract columns stay theirs
+            statements.append(f"ALTER TABLE {target} SET TBLPROPERTIES ({_lit(PROP_CONTRACT_COLUMNS)}="
+                              f"{_lit(source_props[PROP_CONTRACT_COLUMNS])})")
         spark.sql(f"DROP TABLE IF EXISTS {target}")
         for sql in statements:
             spark.sql(sql)

@@ -12,6 +12,7 @@ from pyspark.sql import types as T
 
 from ...staging.contract import ENVELOPE_COLUMNS
 from ...tables import iceberg_table_name
+from ..contract import TableContract
 from ..layout import TableLayouts
 from ..batches import Batch, compare_checkpoints
 from ..batches import binlog_point as _position
@@ -20,12 +21,20 @@ from ..ddl_plan import column_renames as _column_renames
 from ..ddl_plan import ddl_ops as _ddl_ops
 from ..ddl_plan import insert_defaults as _insert_defaults
 from ..errors import MergeJobError
-from ..iceberg_contract import MODE_CHANGELOG, MODE_MERGE, PROP_MODE, PROP_PRIMARY_KEY, PROP_SOURCE
+from ..iceberg_contract import (
+    MODE_CHANGELOG,
+    MODE_MERGE,
+    PROP_CONTRACT_COLUMNS,
+    PROP_MODE,
+    PROP_PRIMARY_KEY,
+    PROP_SOURCE,
+)
+from ..sql import literal as _lit
 from ..sql import quote as _q
 from ..staged_facts import StagedFacts, staged_facts
 from .catalog import AppliedState, applied_state, read_table_properties, table_exists
 from .collapse import read_staged
-from .column_types import arrow_to_spark
+from .column_types import arrow_to_spark, sql_type
 from .schema import (
     CHANGELOG_ENVELOPE,
     SchemaPlan,
@@ -59,6 +68,9 @@ class TableWork:
     statements: list[str] = dataclasses.field(default_factory=list)
     status: str = "pending"
     facts: Optional[StagedFacts] = None  # what the staged files say, read without Spark (small tables)
+    contract: TableContract = dataclasses.field(default_factory=TableContract)
+    #: the columns of the data-contract options the table has (after its statements)
+    contract_columns: list[tuple[str, T.DataType]] = dataclasses.field(default_factory=list)
 
     @property
     def source(self) -> str:
@@ -87,10 +99,22 @@ def _altered_layout(batch: Batch, work: "TableWork") -> Optional[list[tuple[str,
             for c in last]
 
 
+_CONTRACT_TYPES = {"string": T.StringType(), "timestamp": T.TimestampType(), "bigint": T.LongType(),
+                   "boolean": T.BooleanType()}
+
+
+def contract_spark_columns(contract: TableContract) -> list[tuple[str, T.DataType]]:
+    return [(n, _CONTRACT_TYPES[t]) for n, t in contract.extra_columns()]
+
+
 def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
                    schema: str, table: str, entry: Optional[dict], resets: list[dict],
-                   layouts: TableLayouts) -> TableWork:
-    name = f"{catalog}.{namespace}.{iceberg_table_name(schema, table)}"
+                   layouts: TableLayouts, contract: Optional[TableContract] = None,
+                   change_log_of: bool = False) -> TableWork:
+    """Plan one table of the batch. ``change_log_of``: plan instead the append-only change log
+    of the table (``contract.change_log`` is its name's suffix)."""
+    suffix = (contract.change_log or "") if change_log_of and contract is not None else ""
+    name = f"{catalog}.{namespace}.{iceberg_table_name(schema, table)}{suffix}"
     exists = table_exists(spark, name)
     properties = read_table_properties(spark, name) if exists else {}
     source = json.dumps([schema, table])
@@ -101,7 +125,10 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
         raise MergeJobError(f"{name} exists but was not created by the merge job (no "
                             f"{PROP_SOURCE} property); refusing to write into it")
     primary_key = list(entry["primary_key"]) if entry else json.loads(properties.get(PROP_PRIMARY_KEY, "[]"))
-    mode = properties.get(PROP_MODE) or (MODE_MERGE if primary_key else MODE_CHANGELOG)
+    mode = properties.get(PROP_MODE) or (MODE_MERGE if primary_key and not suffix else MODE_CHANGELOG)
+    if suffix and mode != MODE_CHANGELOG:
+        raise MergeJobError(f"{name} should be the change log of {schema}.{table} but is merged by key; "
+                            f"give the change log another suffix")
     if mode == MODE_MERGE and not primary_key:
         raise MergeJobError(f"{schema}.{table} has no primary key any more, but {name} is merged "
                             f"by key; give the table a primary key again, or rename the Iceberg "
@@ -109,6 +136,8 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
     state = applied_state(spark, name) if exists else AppliedState(None, None, None, None, None)
     work = TableWork(schema, table, name, entry, [], [], [], mode, primary_key, exists, properties,
                      state, None, [])
+    if mode == MODE_MERGE and contract is not None:  # a change log has its envelope already
+        work.contract = contract
     if state.checkpoint is not None:
         if compare_checkpoints(batch.end, state.checkpoint) <= 0:
             work.status = "already-applied"
@@ -166,11 +195,16 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
                 raise MergeJobError(f"{schema}.{table}: column(s) {clash} clash with the envelope "
                                     f"columns of its change-log table")
     current = None
+    wanted = contract_spark_columns(work.contract)
+    kept = set(json.loads(properties.get(PROP_CONTRACT_COLUMNS, "[]"))) | {n for n, _ in wanted}
+    actual: list[tuple[str, T.DataType]] = []
     if exists:
-        current = table_columns(spark, name)
+        current = actual = table_columns(spark, name)
         if mode == MODE_CHANGELOG:
             envelope = dict(CHANGELOG_ENVELOPE)
             current = [c for c in current if c[0] not in envelope]
+        else:  # the data-contract columns are not the source's
+            current = [c for c in current if c[0] not in kept]
     rename_statements = []
     for old, new in renames:
         if current is not None and old in dict(current) and new not in dict(current):
@@ -188,16 +222,28 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
             if work.plan.valid_from.get(key, 0) != 0:
                 raise MergeJobError(f"{schema}.{table}: primary key column {key!r} was added or "
                                     f"re-added within batch {batch.batch_id}")
+    if mode == MODE_MERGE:
+        work.contract.check_columns([n for n, _ in work.plan.columns], f"{schema}.{table}")
     ops = list(work.plan.operations)
+    have = {n for n, _ in actual}
     if ops and ops[0][0] == "create":
-        statements = create_table_statements(name, (schema, table), ops[0][1], mode, primary_key,
-                                             layouts.for_table(schema, table))
+        statements = create_table_statements(name, (schema, table), list(ops[0][1]) + wanted, mode,
+                                             primary_key, layouts.for_table(schema, table))
         statements += schema_statements(name, ops[1:], {})
+        have |= {n for n, _ in wanted}
     else:
         pre = []
         if mode == MODE_MERGE and json.loads(properties.get(PROP_PRIMARY_KEY, "[]")) != primary_key:
             pre = [("order", primary_key), ("properties", {PROP_PRIMARY_KEY: json.dumps(primary_key)})]
         statements = schema_statements(name, pre + ops, {})
+    to_add = [(n, t) for n, t in wanted if n not in have]
+    if to_add:  # an option turned on for a table that exists
+        statements.append(f"ALTER TABLE {name} ADD COLUMNS ("
+                          + ", ".join(f"{_q(n)} {sql_type(t)}" for n, t in to_add) + ")")
+    if wanted and json.loads(properties.get(PROP_CONTRACT_COLUMNS, "[]")) != sorted(kept):
+        statements.append(f"ALTER TABLE {name} SET TBLPROPERTIES ({_lit(PROP_CONTRACT_COLUMNS)}="
+                          f"{_lit(json.dumps(sorted(kept)))})")
+    work.contract_columns = wanted
     if mode == MODE_CHANGELOG:  # image columns stay after the envelope
         after_envelope = f" AFTER {_q(CHANGELOG_ENVELOPE[-1][0])}"
         statements = [s[:-len(" FIRST")] + after_envelope if s.startswith("ALTER") and s.endswith(" FIRST")

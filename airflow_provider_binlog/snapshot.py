@@ -24,6 +24,7 @@ from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
 from .errors import ProviderError
 from .schema_history import seed_history
 from .staging import Manifest, StagingWriter
+from .staging.masking import Masking
 from .tables import TableFilter
 
 log = logging.getLogger(__name__)
@@ -167,15 +168,17 @@ def _snapshot_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
 
 def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, server: dict,
                   chunk_rows: int = 10_000,
-                  progress: Optional[Callable[[str, int, int], None]] = None) -> Manifest:
+                  progress: Optional[Callable[[str, int, int], None]] = None,
+                  masking: Optional[Masking] = None) -> Manifest:
     """Read the selected tables consistently and publish them as a snapshot batch.
 
     ``connect()`` returns a new pymysql connection (autocommit). The manifest has
     ``"mode": "snapshot"`` and ``start == end`` = the snapshot's binlog coordinates.
     ``progress(table, rows_just_read, rows_read_of_the_table)`` is called after each chunk.
+    ``masking`` excludes and masks columns as the rows are staged (see :mod:`.staging.masking`).
     """
     conn = connect()
-    writer = StagingWriter(staging_dir)
+    writer = StagingWriter(staging_dir, masking=masking)
     try:
         with conn.cursor() as cur:
             cur.execute("SET SESSION time_zone = '+00:00'")

@@ -269,7 +269,9 @@ class BinlogHook(BaseHook):
         ``start=None`` reads the checkpoint stored under ``checkpoint_key`` (default: the
         connection id). ``stop`` is ``"current"`` (the server's position when the dump starts),
         a checkpoint, or a sensor's XCom value. ``tables``/``exclude`` are ``schema.table``
-        patterns. The dump never advances the stored checkpoint.
+        patterns. ``masking=`` (a :class:`~airflow_provider_binlog.staging.masking.Masking`)
+        excludes and masks columns as rows are staged. The dump never advances the stored
+        checkpoint.
         """
         begin = as_checkpoint(start, "start") if start is not None else self.stored_checkpoint(checkpoint_key)
         end = stop if stop == "current" else as_checkpoint(stop, "stop")
@@ -304,7 +306,8 @@ class BinlogHook(BaseHook):
 
     def snapshot(self, staging_dir, tables: Optional[Iterable[str]] = None,
                  exclude: Optional[Iterable[str]] = None, *, chunk_rows: int = 10_000,
-                 progress: Optional[Callable[[str, int, int], None]] = None) -> dict:
+                 progress: Optional[Callable[[str, int, int], None]] = None,
+                 masking: Optional[Any] = None) -> dict:
         """Take an initial snapshot of the selected tables into ``staging_dir``: a consistent
         read with the binlog coordinates of that point (see
         :func:`~airflow_provider_binlog.snapshot.take_snapshot`). Returns the result like
@@ -330,7 +333,7 @@ class BinlogHook(BaseHook):
         self.log.info("snapshot of %s, tables %s", self.binlog_conn_id, table_filter.to_json())
         manifest = take_snapshot(lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **plain),
                                  staging_dir=staging_dir, tables=table_filter, flavor=info.flavor,
-                                 server=server, chunk_rows=chunk_rows, progress=progress)
+                                 server=server, chunk_rows=chunk_rows, progress=progress, masking=masking)
         rows = {f"{t['schema']}.{t['table']}": t["rows"] for t in manifest.tables}
         out = {"manifest": str(manifest.path), "dump_id": manifest.dump_id, "start": manifest.start,
                "end": manifest.end, "rows": rows, "transactions": 0, "mode": "snapshot"}

@@ -8,6 +8,7 @@ from typing import Any, Optional, Sequence
 from airflow.sdk import BaseOperator
 
 from ..hooks.binlog import BinlogHook
+from ..hooks.masking import check_masking, load_masking
 from ..metrics import record_dump
 
 
@@ -30,6 +31,9 @@ class BinlogDumpOperator(BaseOperator):
         ``max_bytes`` and ``max_seconds`` likewise.
     :param checkpoint_store_uri: the checkpoint store to read ``start`` from; default: the
         connection's extra ``checkpoint_store_uri``.
+    :param masking: columns to exclude, hash or truncate as rows are staged (see
+        :mod:`airflow_provider_binlog.staging.masking`); ``masking_secret_conn_id`` names the
+        connection whose password is the key of the hashes.
     """
 
     template_fields: Sequence[str] = ("binlog_conn_id", "staging_dir", "start", "stop", "tables", "exclude",
@@ -41,8 +45,11 @@ class BinlogDumpOperator(BaseOperator):
                  exclude: Optional[Sequence[str]] = None, max_rows: Optional[int] = None,
                  max_bytes: Optional[int] = None, max_seconds: Optional[float] = None,
                  checkpoint_key: Optional[str] = None, checkpoint_store_uri: Optional[str] = None,
+                 masking: Any = None, masking_secret_conn_id: Optional[str] = None,
                  **kwargs) -> None:
         super().__init__(**kwargs)
+        self.masking = check_masking(masking, masking_secret_conn_id)
+        self.masking_secret_conn_id = masking_secret_conn_id
         self.binlog_conn_id = binlog_conn_id
         self.staging_dir = staging_dir
         self.start = start
@@ -61,7 +68,8 @@ class BinlogDumpOperator(BaseOperator):
         result = hook.dump(staging_dir=self.staging_dir, start=self.start or None, stop=self.stop or "current",
                            tables=self.tables, exclude=self.exclude, max_rows=self.max_rows,
                            max_bytes=self.max_bytes, max_seconds=self.max_seconds,
-                           checkpoint_key=self.checkpoint_key)
+                           checkpoint_key=self.checkpoint_key,
+                           masking=load_masking(self.masking, self.masking_secret_conn_id))
         try:  # a metric must not fail a staged dump
             from airflow_provider_binlog.staging import load_manifest
             binlog_bytes = load_manifest(result["manifest"]).data.get("binlog_bytes")

@@ -8,6 +8,7 @@ from typing import Any, Optional, Sequence
 from airflow.sdk import BaseOperator
 
 from ..hooks.binlog import BinlogHook
+from ..hooks.masking import check_masking, load_masking
 from ..metrics import record_snapshot, record_snapshot_progress
 
 
@@ -28,6 +29,8 @@ class BinlogSnapshotOperator(BaseOperator):
     :param exclude: ``schema.table`` patterns to leave out.
     :param chunk_rows: rows read per query (tables with a primary key are read in key order,
         in chunks of this size).
+    :param masking: columns to exclude, hash or truncate as rows are staged, with
+        ``masking_secret_conn_id`` (see :class:`~.dump.BinlogDumpOperator`).
     """
 
     template_fields: Sequence[str] = ("binlog_conn_id", "staging_dir", "tables", "exclude")
@@ -35,8 +38,11 @@ class BinlogSnapshotOperator(BaseOperator):
 
     def __init__(self, *, staging_dir: str, binlog_conn_id: str = BinlogHook.default_conn_name,
                  tables: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None,
-                 chunk_rows: int = 10_000, **kwargs) -> None:
+                 chunk_rows: int = 10_000, masking: Any = None,
+                 masking_secret_conn_id: Optional[str] = None, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.masking = check_masking(masking, masking_secret_conn_id)
+        self.masking_secret_conn_id = masking_secret_conn_id
         self.binlog_conn_id = binlog_conn_id
         self.staging_dir = staging_dir
         self.tables = tables
@@ -58,7 +64,8 @@ class BinlogSnapshotOperator(BaseOperator):
                 last_log[0] = time.monotonic()
 
         result = hook.snapshot(staging_dir=self.staging_dir, tables=self.tables or None,
-                               exclude=self.exclude or None, chunk_rows=self.chunk_rows, progress=progress)
+                               exclude=self.exclude or None, chunk_rows=self.chunk_rows, progress=progress,
+                               masking=load_masking(self.masking, self.masking_secret_conn_id))
         try:
             record_snapshot(self.binlog_conn_id, time.monotonic() - began)
         except Exception:

@@ -19,6 +19,7 @@ from ..codec.events import ABSENT, TableMap
 from .contract import schema_fingerprint, staging_schema
 from .convert import ColumnStager, Counters
 from .manifest import file_sha256
+from .masking import EXCLUDE, Masking, MaskingError, masked_image_type
 
 if TYPE_CHECKING:
     from ..codec.rows import DeferredRows
@@ -104,7 +105,8 @@ class PartFile:
     image) and written as a row group when :meth:`flush` is called."""
 
     def __init__(self, path: Path, relpath: str, table_map: TableMap, counters: Counters,
-                 row_group_rows: int, background: BackgroundWriter) -> None:
+                 row_group_rows: int, background: BackgroundWriter,
+                 masking: Optional[Masking] = None) -> None:
         self.path = path
         self.key = (table_map.schema, table_map.table)
         self.generation = 0
@@ -113,6 +115,19 @@ class PartFile:
         self.columns = table_map.columns
         self.names = [c.name for c in self.columns]
         self.schema = staging_schema(self.columns)
+        # column exclusion and masking (see .masking): applied as the arrays are built
+        self.masking = masking
+        self.rules = masking.for_table(*self.key, self.names) if masking else {}
+        self.excluded = {n for n, r in self.rules.items() if r.action == EXCLUDE}
+        keys = sorted(c.name for c in self.columns if c.primary_key and c.name in self.excluded)
+        if keys:
+            raise MaskingError(f"masking: {'.'.join(self.key)}: primary key column(s) {', '.join(keys)} "
+                               f"cannot be excluded (the rows would lose their identity); hash them instead")
+        if self.rules:
+            image = masked_image_type(self.schema.field("_before").type, self.rules, ".".join(self.key))
+            for name in ("_before", "_after"):
+                index = self.schema.get_field_index(name)
+                self.schema = self.schema.set(index, pa.field(name, image))
         self.image_fields = list(self.schema.field("_before").type)
         self.stagers = [ColumnStager(c, counters) for c in self.columns]
         self.fingerprint = schema_fingerprint(self.columns)
@@ -263,6 +278,14 @@ class PartFile:
             mask = pa.array(nulls, type=pa.bool_())
         if False not in nulls:  # the before images of inserts, the after images of deletes
             children = [pa.nulls(n, type=f.type) for f in self.image_fields]
+        elif self.rules:
+            children = []
+            for name, stager, values in zip(self.names, self.stagers, image):
+                rule = self.rules.get(name)
+                if rule is None:
+                    children.append(stager.array(values))
+                elif rule.action != EXCLUDE:
+                    children.append(cast(Masking, self.masking).mask_array(rule, stager.array(values)))
         else:
             children = [stager.array(values) for stager, values in zip(self.stagers, image)]
         return pa.StructArray.from_arrays(children, fields=self.image_fields, mask=mask)
@@ -285,6 +308,9 @@ class PartFile:
                 arrays.append(pa.array(per_event[name], type=field.type).take(rows_event))
             else:  # the absent columns of each row: mostly none at all
                 absent = self.before_absent if name == "_before_absent" else self.after_absent
+                if self.excluded and any(absent):  # an excluded column is not a column here
+                    absent = [None if names is None else [n for n in names if n not in self.excluded] or None
+                              for names in absent]
                 arrays.append(pa.array(absent, type=field.type) if any(absent)
                               else pa.nulls(self.count, type=field.type))
         table = pa.Table.from_arrays(arrays, schema=self.schema)
@@ -309,8 +335,9 @@ class Stager:
     that plus the largest single event, whatever the transaction size."""
 
     def __init__(self, work_dir: Path, counters: Counters, *, row_group_rows: int,
-                 row_group_bytes: int, suffix: str = "") -> None:
+                 row_group_bytes: int, suffix: str = "", masking: Optional[Masking] = None) -> None:
         self.work_dir = work_dir
+        self.masking = masking
         self.counters = counters
         self.row_group_rows = row_group_rows
         self.row_group_bytes = row_group_bytes
@@ -334,7 +361,7 @@ class Stager:
         folder.mkdir(exist_ok=True, mode=0o700)
         name = f"part-{generation:05d}{self.suffix}.parquet"
         part = PartFile(folder / name, f"tables/{folder.name}/{name}", table_map, self.counters,
-                         self.row_group_rows, self.background)
+                         self.row_group_rows, self.background, self.masking)
         part.generation = generation
         self.open[key] = part
         return part

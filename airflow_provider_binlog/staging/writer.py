@@ -23,6 +23,7 @@ from ..codec.positions import binlog_sequence
 from .contract import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, column_descriptions, schema_fingerprint
 from .convert import Counters
 from .manifest import Manifest, ManifestError, load_manifest, write_json_atomically
+from .masking import Masking, mask_ddl_record, masked_entry
 from .parts import Stager, safe_name
 
 if TYPE_CHECKING:
@@ -62,7 +63,8 @@ class StagingWriter:
     between the workers."""
 
     def __init__(self, staging_dir: str | os.PathLike[str], *, row_group_rows: int = 50_000,
-                 row_group_bytes: int = 8 << 20, workers: int = 0) -> None:
+                 row_group_bytes: int = 8 << 20, workers: int = 0,
+                 masking: Optional[Masking] = None) -> None:
         self.staging_dir = Path(staging_dir)
         self.staging_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.work_dir = self.staging_dir / f".incomplete-{uuid.uuid4().hex}"
@@ -80,8 +82,10 @@ class StagingWriter:
         self._pool: Optional[WorkerPool] = None
         #: what the staging workers reported when closed (:class:`.parallel.PoolResult`)
         self.workers_result: Optional[PoolResult] = None
+        #: column exclusion and masking applied to every staged value (see .masking)
+        self.masking = masking or Masking()
         self._local = Stager(self.work_dir, self.counters, row_group_rows=row_group_rows,
-                              row_group_bytes=row_group_bytes)
+                              row_group_bytes=row_group_bytes, masking=self.masking or None)
         if workers and multiprocessing.current_process().daemon:
             # a daemonic process (some executors' workers) may not start processes
             log.warning("staging in the dump's own process: this process is a daemon and "
@@ -92,7 +96,7 @@ class StagingWriter:
             # the memory budget is shared: the workers together buffer what one process would
             self._pool = WorkerPool(self.work_dir, workers, row_group_rows=row_group_rows,
                                     row_group_bytes=max(row_group_bytes // workers, 1 << 20),
-                                    inherited_fds=(self._lock_fd,))
+                                    inherited_fds=(self._lock_fd,), masking=self.masking or None)
 
     @property
     def rows_staged(self) -> int:
@@ -156,7 +160,7 @@ class StagingWriter:
         return len(rows)
 
     def add_ddl(self, record: dict[str, Any]) -> None:
-        self.ddl.append(record)
+        self.ddl.append(mask_ddl_record(self.masking, record))
 
     def _close_files(self) -> dict[_Key, list[_FileDesc]]:
         """Close every part file (the workers' too); the files of each table, in order."""
@@ -179,13 +183,17 @@ class StagingWriter:
         """Close the files, write the manifest, and move the batch to ``<staging_dir>/<dump_id>``."""
         files_of = self._close_files()
         tables = []
+        history = (extra or {}).get("schema_history")
         for key, stage in sorted(self.tables.items()):
             cols = column_descriptions(cast(TableMap, stage.table_map).columns)
-            tables.append({
+            entry: dict[str, Any] = {
                 "schema": stage.schema, "table": stage.table, "rows": dict(stage.counts),
                 "columns": cols, "primary_key": [c["name"] for c in cols if c["primary_key"]],
                 "fingerprint": stage.fingerprint, "files": files_of.get(key, []),
-            })
+            }
+            if self.masking:
+                entry.update(masked_entry(self.masking, stage.schema, stage.table, cols, history))
+            tables.append(entry)
         manifest: dict[str, Any] = {
             "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "dump_id": dump_id,
             "created_at": dt.datetime.now(UTC).isoformat(), "server": server,

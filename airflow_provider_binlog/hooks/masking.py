@@ -1,0 +1,34 @@
+"""The key of the masking rules' keyed hashes, from an Airflow connection (its password, else
+its extra ``key``): the rules live in the DAG, the key in the secrets backend."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from airflow.sdk import BaseHook
+
+from ..staging.masking import Masking, MaskingError
+
+
+def check_masking(rules: Any, secret_conn_id: Optional[str]) -> Optional[dict]:
+    """The rules as JSON, checked when the DAG is parsed (without reading the key)."""
+    if not rules:
+        return None
+    masking = Masking.parse(rules, secret="checked-at-parse" if secret_conn_id else None)
+    return masking.to_json()
+
+
+def load_masking(rules: Any, secret_conn_id: Optional[str]) -> Optional[Masking]:
+    """The rules with their key read from connection ``secret_conn_id``; None without rules."""
+    if not rules:
+        return None
+    secret = None
+    if secret_conn_id:
+        conn = BaseHook.get_connection(secret_conn_id)
+        secret = conn.password or (conn.extra_dejson or {}).get("key")
+        if not secret:
+            raise MaskingError(f"masking: connection {secret_conn_id!r} has no password (nor extra 'key') "
+                               f"to use as the hash key")
+    return Masking.parse(rules, secret=secret)
+
+
+__all__ = ["check_masking", "load_masking"]

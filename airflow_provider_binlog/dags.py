@@ -194,6 +194,9 @@ def make_cdc_dags(
     retain_last: Optional[int] = None,
     table_layout: Union[Mapping[str, Any], str, None] = None,
     table_properties: Optional[Mapping[str, str]] = None,
+    data_contract: Union[Mapping[str, Any], str, None] = None,
+    masking: Union[Mapping[str, Any], str, None] = None,
+    masking_secret_conn_id: Optional[str] = None,
     min_bytes: Optional[int] = None,
     min_transactions: Optional[int] = None,
     max_threshold_wait: Union[dt.timedelta, float, None] = None,
@@ -242,6 +245,11 @@ def make_cdc_dags(
         ``expire_older_than_days`` and ``retain_last`` for the snapshots.
     :param table_layout: partition spec, sort order and properties of the Iceberg tables, for
         all and per ``schema.table`` (docs/merge.md); ``table_properties`` for every table.
+    :param data_contract: change columns, soft deletes and change logs of the merged tables,
+        for all and per ``schema.table`` (docs/data-contract.md).
+    :param masking: columns to exclude, hash (HMAC-SHA256 keyed by the password of connection
+        ``masking_secret_conn_id``) or truncate in the dump and the snapshot, before anything
+        is staged (docs/data-contract.md).
     :param parallel_tables: tables of a batch the merge job plans and commits at once
         (default 8).
     :param min_bytes: sensor threshold (also ``min_transactions``, ``max_threshold_wait``).
@@ -276,9 +284,12 @@ def make_cdc_dags(
              "catalog_settings": dict(catalog_settings) if catalog_settings else None,
              "deploy_mode": spark_deploy_mode,
              "table_layout": dict(table_layout) if isinstance(table_layout, Mapping) else table_layout,
-             "table_properties": dict(table_properties) if table_properties else None}
+             "table_properties": dict(table_properties) if table_properties else None,
+             "data_contract": dict(data_contract) if isinstance(data_contract, Mapping) else data_contract}
     store = {"binlog_conn_id": binlog_conn_id, "checkpoint_store_uri": checkpoint_store_uri,
              "checkpoint_key": key}
+    masked = {"masking": dict(masking) if isinstance(masking, Mapping) else masking,
+              "masking_secret_conn_id": masking_secret_conn_id}
     asset_text = ", ".join(f"`{a.uri}`" for a in assets)
 
     with DAG(
@@ -307,7 +318,7 @@ def make_cdc_dags(
         dump = BinlogDumpOperator(
             task_id="dump", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir, stop=wait.output,
             tables=tables, exclude=exclude or None, max_rows=max_rows, max_bytes=max_bytes,
-            max_seconds=max_seconds, checkpoint_key=key, checkpoint_store_uri=checkpoint_store_uri)
+            max_seconds=max_seconds, checkpoint_key=key, checkpoint_store_uri=checkpoint_store_uri, **masked)
         BinlogMergeOperator(
             task_id="merge", manifests=dump.output, namespace=namespace, catalog=catalog,
             maintenance=maintenance, maintenance_every=maintenance_every,
@@ -368,11 +379,11 @@ def make_cdc_dags(
         branch = choose(planned["branch"])
         snapshot = BinlogSnapshotOperator(
             task_id="snapshot", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir,
-            tables=planned["tables"], exclude=exclude or None)
+            tables=planned["tables"], exclude=exclude or None, **masked)
         replay = BinlogDumpOperator(
             task_id="dump", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir,
             start=planned["start"], stop=planned["stop"], tables=planned["tables"],
-            exclude=exclude or None, checkpoint_key=key, checkpoint_store_uri=checkpoint_store_uri)
+            exclude=exclude or None, checkpoint_key=key, checkpoint_store_uri=checkpoint_store_uri, **masked)
         branch >> [snapshot, replay]
         BinlogMergeOperator(
             task_id="merge", manifests=[snapshot.output, replay.output], namespace=namespace,

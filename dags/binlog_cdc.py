@@ -54,4 +54,11 @@ binlog_cdc, binlog_backfill = make_cdc_dags(
     spark_jars=SPARK_JARS,
     # Or the catalog as settings: catalog_settings={"type": "rest", "uri": "http://..."}
     schedule="*/15 * * * *",
+    # Data-contract options (docs/data-contract.md), all opt-in, for example:
+    # data_contract={"default": {"change_columns": True, "soft_delete": True},
+    #                "tables": {"shop.orders": {"change_log": True}}},
+    # masking={"exclude": ["shop.customers.password_hash"], "hash": ["shop.customers.email"],
+    #          "truncate": {"shop.customers.phone": 4}},
+    # masking_secret_conn_id="binlog_masking_key",   # its password keys the hashes
+    # table_layout={"tables": {"shop.orders": {"partition_by": ["days(created_at)"]}}},
 )

@@ -259,3 +259,36 @@ def test_example_dag_file_defines_both_dags(monkeypatch, tmp_path):
     assert merge.jars == ["/opt/a.jar", "/opt/b.jar"]
     assert [a.uri for a in incremental.get_task("merge").outlets] == [
         "iceberg://lake/crm_cdc/crm__accounts", "iceberg://lake/crm_cdc/crm__contacts"]
+
+
+def test_data_contract_and_masking_reach_the_merge_the_dumps_and_the_snapshot():
+    from airflow_provider_binlog.merge.contract import ContractError
+    from airflow_provider_binlog.staging.masking import MaskingError
+
+    contract = {"default": {"soft_delete": True}, "tables": {"shop.orders": {"change_log": True}}}
+    rules = {"hash": ["shop.customers.email"]}
+    incremental, backfill = make(data_contract=contract, masking=rules, masking_secret_conn_id="mask_key")
+    for dag in (incremental, backfill):
+        assert dag.get_task("merge").data_contract["tables"]["shop.orders"] == {"change_log": {"suffix": "__changes"}}
+        assert dag.get_task("dump").masking == rules and dag.get_task("dump").masking_secret_conn_id == "mask_key"
+    assert backfill.get_task("snapshot").masking == rules
+    # bad options fail when the DAG file is parsed, with what to change
+    with pytest.raises(ContractError, match="unknown key\\(s\\) soft_deletes"):
+        make(data_contract={"default": {"soft_deletes": True}})
+    with pytest.raises(MaskingError, match="hash rules need a secret key; give masking_secret_conn_id"):
+        make(masking=rules)
+
+
+def test_the_masking_key_is_read_from_its_connection_at_run_time(monkeypatch):
+    from airflow_provider_binlog.hooks.masking import load_masking
+    from airflow_provider_binlog.staging.masking import MaskingError
+
+    monkeypatch.setenv("AIRFLOW_CONN_MASK_KEY", json.dumps({"conn_type": "generic", "password": "k1"}))
+    monkeypatch.setenv("AIRFLOW_CONN_MASK_EXTRA", json.dumps({"conn_type": "generic", "extra": {"key": "k2"}}))
+    monkeypatch.setenv("AIRFLOW_CONN_MASK_NONE", json.dumps({"conn_type": "generic"}))
+    rules = {"hash": ["s.t.c"]}
+    assert load_masking(rules, "mask_key").secret == b"k1"
+    assert load_masking(rules, "mask_extra").secret == b"k2"
+    with pytest.raises(MaskingError, match="connection 'mask_none' has no password"):
+        load_masking(rules, "mask_none")
+    assert load_masking(None, "mask_key") is None

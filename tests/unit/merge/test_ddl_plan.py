@@ -61,6 +61,16 @@ def test_insert_defaults_come_from_the_history_at_the_batch_end(tmp_path):
     assert insert_defaults(b, work(["id", "c", "ts"])) == {"c": "5"}
 
 
+def test_insert_defaults_of_columns_masked_in_the_dump_are_the_masked_ones_never_the_raw(tmp_path):
+    history = SchemaHistory.of([TableDef("s", "t", (
+        ColumnDef("id", "int"), ColumnDef("email", "varchar", default_kind="literal", default="raw@x.io"),
+        ColumnDef("note", "varchar", default_kind="literal", default="abcdef")))])
+    b = batch(manifest(tmp_path, 4, 900, history=history.to_json()))
+    masked = work(["id", "email", "note"])
+    masked.entry = {"masked": {"email": "hash", "note": "truncate"}, "omitted_values": {"note": "abc"}}
+    assert insert_defaults(b, masked) == {"note": "abc"}
+
+
 def test_a_batch_that_goes_on_after_a_move_is_refused(tmp_path):
     move = {"op": "move", "from": ["s", "a"], "to": ["s", "b"]}
     ok = batch(manifest(tmp_path, 4, 900, ddl=[ddl(800, move)]))

@@ -307,7 +307,7 @@ class BinlogHook(BaseHook):
     def snapshot(self, staging_dir, tables: Optional[Iterable[str]] = None,
                  exclude: Optional[Iterable[str]] = None, *, chunk_rows: int = 10_000,
                  progress: Optional[Callable[[str, int, int], None]] = None,
-                 masking: Optional[Any] = None) -> dict:
+                 masking: Optional[Any] = None, method: str = "consistent") -> dict:
         """Take an initial snapshot of the selected tables into ``staging_dir``: a consistent
         read with the binlog coordinates of that point (see
         :func:`~airflow_provider_binlog.snapshot.take_snapshot`). Returns the result like
@@ -316,8 +316,16 @@ class BinlogHook(BaseHook):
         each table and sets the stored checkpoint to its end; it never moves it here.
 
         The user needs SELECT on the tables (and RELOAD on MySQL, for the short
-        ``FLUSH TABLES WITH READ LOCK`` that pins the position)."""
+        ``FLUSH TABLES WITH READ LOCK`` that pins the position).
+
+        ``method="watermark"`` reads the tables by key chunks between binlog watermarks instead
+        (:mod:`~airflow_provider_binlog.watermark_snapshot`): no lock, no RELOAD, no
+        transaction longer than one chunk; the batch runs from the first watermark to the last."""
         from ..snapshot import take_snapshot
+        from ..watermark_snapshot import take_watermark_snapshot
+
+        if method not in ("consistent", "watermark"):
+            raise ValueError(f"snapshot method is 'consistent' or 'watermark', not {method!r}")
 
         table_filter = TableFilter(tables, exclude)
         with self.get_replica() as replica:
@@ -331,9 +339,14 @@ class BinlogHook(BaseHook):
                   "server_uuid": info.server_uuid}
         plain = self._plain_connect_kwargs()
         self.log.info("snapshot of %s, tables %s", self.binlog_conn_id, table_filter.to_json())
-        manifest = take_snapshot(lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **plain),
-                                 staging_dir=staging_dir, tables=table_filter, flavor=info.flavor,
-                                 server=server, chunk_rows=chunk_rows, progress=progress, masking=masking)
+        connect = lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **plain)  # noqa: E731
+        if method == "watermark":
+            manifest = take_watermark_snapshot(connect, self.get_replica, staging_dir=staging_dir,
+                                               tables=table_filter, flavor=info.flavor, server=server,
+                                               chunk_rows=chunk_rows, progress=progress, masking=masking)
+        else:
+            manifest = take_snapshot(connect, staging_dir=staging_dir, tables=table_filter, flavor=info.flavor,
+                                     server=server, chunk_rows=chunk_rows, progress=progress, masking=masking)
         rows = {f"{t['schema']}.{t['table']}": t["rows"] for t in manifest.tables}
         out = {"manifest": str(manifest.path), "dump_id": manifest.dump_id, "start": manifest.start,
                "end": manifest.end, "rows": rows, "transactions": 0, "mode": "snapshot"}

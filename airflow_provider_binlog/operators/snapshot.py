@@ -29,6 +29,9 @@ class BinlogSnapshotOperator(BaseOperator):
     :param exclude: ``schema.table`` patterns to leave out.
     :param chunk_rows: rows read per query (tables with a primary key are read in key order,
         in chunks of this size).
+    :param snapshot_method: ``consistent`` (one transaction over every table; on MySQL a short
+        ``FLUSH TABLES WITH READ LOCK``) or ``watermark`` (key chunks between binlog watermarks:
+        no lock, no long transaction; docs/snapshots.md).
     :param masking: columns to exclude, hash or truncate as rows are staged, with
         ``masking_secret_conn_id`` (see :class:`~.dump.BinlogDumpOperator`).
     """
@@ -39,8 +42,12 @@ class BinlogSnapshotOperator(BaseOperator):
     def __init__(self, *, staging_dir: str, binlog_conn_id: str = BinlogHook.default_conn_name,
                  tables: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None,
                  chunk_rows: int = 10_000, masking: Any = None,
-                 masking_secret_conn_id: Optional[str] = None, **kwargs) -> None:
+                 masking_secret_conn_id: Optional[str] = None, snapshot_method: str = "consistent",
+                 **kwargs) -> None:
         super().__init__(**kwargs)
+        if snapshot_method not in ("consistent", "watermark"):
+            raise ValueError(f"snapshot_method is 'consistent' or 'watermark', not {snapshot_method!r}")
+        self.snapshot_method = snapshot_method
         self.masking = check_masking(masking, masking_secret_conn_id)
         self.masking_secret_conn_id = masking_secret_conn_id
         self.binlog_conn_id = binlog_conn_id
@@ -65,7 +72,8 @@ class BinlogSnapshotOperator(BaseOperator):
 
         result = hook.snapshot(staging_dir=self.staging_dir, tables=self.tables or None,
                                exclude=self.exclude or None, chunk_rows=self.chunk_rows, progress=progress,
-                               masking=load_masking(self.masking, self.masking_secret_conn_id))
+                               masking=load_masking(self.masking, self.masking_secret_conn_id),
+                               method=self.snapshot_method)
         try:
             record_snapshot(self.binlog_conn_id, time.monotonic() - began)
         except Exception:

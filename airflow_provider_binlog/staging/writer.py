@@ -159,6 +159,27 @@ class StagingWriter:
         self._rows += len(rows)
         return len(rows)
 
+    def add_decoded_rows(self, table_map: TableMap, kind: str, rows: Sequence[Any], *, binlog_file: str,
+                         position: int, gtid: Optional[str], txn: str, commit_ts: dt.datetime,
+                         first_index: int) -> int:
+        """Stage decoded rows of one kind (``insert``/``update``/``delete``; an update's rows are
+        ``(before, after)`` pairs) as the rows ``first_index``... of the rows event at
+        ``position``: some rows of an event, or rows an event became (a watermark snapshot
+        keeps of a key change the half that concerns keys already read)."""
+        if self._pool is not None:
+            raise RuntimeError("decoded rows are staged by a writer without workers")
+        if not rows:
+            return 0
+        stage = self._stage_for(table_map)
+        part = self._local.part(table_map, stage.generation)
+        befores = [r[0] for r in rows] if kind == "update" else (rows if kind == "delete" else None)
+        afters = [r[1] for r in rows] if kind == "update" else (rows if kind == "insert" else None)
+        part.append_rows(kind, binlog_file, binlog_sequence(binlog_file), position, gtid, commit_ts, txn,
+                         befores, afters, first_index=first_index)
+        stage.counts[kind] += len(rows)
+        self._rows += len(rows)
+        return len(rows)
+
     def add_ddl(self, record: dict[str, Any]) -> None:
         self.ddl.append(mask_ddl_record(self.masking, record))
 

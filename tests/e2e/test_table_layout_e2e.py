@@ -1,7 +1,7 @@
 """Table layout and maintenance cadence from the DAG factory, end to end with ``dag.test()``: the
 snapshot creates the Iceberg tables with the partition spec (transforms included), sort order
 and properties given per table and for all; an incremental run keeps them and Iceberg equals
-MariaDB; maintenance runs once, then waits for its cadence."""
+MariaDB; maintenance runs once, then waits for its cadence. The snapshot is the watermark one."""
 from __future__ import annotations
 
 import datetime as dt
@@ -47,7 +47,8 @@ def test_layout_and_maintenance_cadence_from_the_factory(mariadb, dags_folder, s
                   namespace=NAMESPACE, spark_conn_id="spark_lay", warehouse=spark_warehouse, poke_interval=1,
                   sensor_timeout=4, sensor_mode="poke", table_layout=LAYOUT,
                   table_properties={"write.parquet.compression-codec": "zstd"}, maintenance=True,
-                  maintenance_every=dt.timedelta(hours=24), retain_last=3)
+                  maintenance_every=dt.timedelta(hours=24), retain_last=3,
+                  snapshot_method="watermark")  # the lock-free snapshot by key chunks
     path = dags_folder / "binlog_layout.py"
     path.write_text("import datetime\nfrom airflow_provider_binlog.dags import make_cdc_dags\n\n"
                     f"binlog_cdc, binlog_backfill = make_cdc_dags('lay', **{kwargs!r})\n")

@@ -103,11 +103,12 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
     moves = _moves(batch)
     if snapshot:
         # an initial snapshot replaces each table's content: an implicit TRUNCATE just before
-        # the snapshot's rows (which all sit at the snapshot position)
-        seq, pos = _position(batch.end)
+        # the snapshot's rows (a consistent snapshot's all sit at its position, start == end; a
+        # watermark snapshot's chunks and changes lie between its start and end)
+        seq, pos = _position(batch.start)
         for entry in batch.manifest.tables:
             resets.setdefault(f"{entry['schema']}.{entry['table']}", []).insert(
-                0, {"kind": "truncate", "file": batch.end.file, "pos": pos - 1,
+                0, {"kind": "truncate", "file": batch.start.file, "pos": pos - 1,
                     "tables": [f"{entry['schema']}.{entry['table']}"], "_position": (seq, pos - 1),
                     "_table": (entry["schema"], entry["table"])})
     entries = {(e["schema"], e["table"]): e for e in batch.manifest.tables}

@@ -190,3 +190,52 @@ def test_a_schema_change_during_the_snapshot_stops_it(mariadb, tmp_path):
         take_watermark_snapshot(lambda: mariadb.connect(), replica_factory(mariadb), staging_dir=tmp_path / "s",
                                 tables=TableFilter(["wsnap_ddl.*"]), flavor="mariadb",
                                 server={"server_id": mariadb.server_id}, chunk_rows=10, progress=progress)
+
+
+def snapshot_manifest(root, tm, rows, at: Checkpoint, name: str):
+    """A snapshot batch of ``rows`` of one table taken at ``at`` (start == end)."""
+    import datetime as dt
+
+    from airflow_provider_binlog.staging import StagingWriter
+
+    writer = StagingWriter(root / "staging")
+    writer.add_snapshot_rows(tm, rows, binlog_file=at.file, position=at.position, gtid=None,
+                             taken_at=dt.datetime.now(dt.timezone.utc), first_index=0)
+    return writer.publish(dump_id=name, start=at.to_json(), end=at.to_json(), server={"flavor": "mysql"},
+                          extra={"mode": "snapshot"})
+
+
+def test_a_reload_of_some_tables_applies_unless_the_incremental_load_went_past_it(spark, tmp_path):
+    """A snapshot of some tables (its own ledger stream, no checkpoint store) replaces them even
+    at the table's own position (a repair while the source is idle); merged after the incremental
+    load went past its end it is refused, not skipped; merged again after it applied, nothing."""
+    from airflow_provider_binlog.codec import constants as C
+    from airflow_provider_binlog.merge.errors import MergeJobError
+    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from tests.integration.test_merge_job import Binlog, col, table_map
+
+    tm = table_map("s", "re", [col(0, "id", C.MYSQL_TYPE_LONG, primary_key=True), col(1, "v", C.MYSQL_TYPE_LONG)])
+    log = Binlog(tmp_path).begin()
+    log.rows(tm, "insert", [(1, 1), (2, 2)])
+    first = log.publish()
+    name = "lake.wsnap_re.s__re"
+    apply_manifests(spark, [first], "lake", "wsnap_re")
+    spark.sql(f"DELETE FROM {name} WHERE id = 2")  # the table went wrong
+    repair = snapshot_manifest(tmp_path / "r", tm, [(1, 1), (2, 2)], log.here(), "repair")
+    result = apply_manifests(spark, [repair], "lake", "wsnap_re", stream="re.partial")
+    assert result["batches"][0]["tables"][0]["status"] == "committed"
+    assert sorted(r[0] for r in spark.table(name).collect()) == [1, 2]
+    again = apply_manifests(spark, [repair], "lake", "wsnap_re", stream="re.partial")
+    assert again["batches"][0]["status"] == "already-applied"
+
+    stale = snapshot_manifest(tmp_path / "s", tm, [(1, 1), (2, 2)], log.here(), "stale")
+    log.begin()
+    log.rows(tm, "update", [((1, 1), (1, 10))])
+    second = log.publish()
+    apply_manifests(spark, [second], "lake", "wsnap_re")
+    with pytest.raises(MergeJobError, match="past the end of snapshot stale .* Take the snapshot again"):
+        apply_manifests(spark, [stale], "lake", "wsnap_re", stream="re.partial2")
+    assert {r[0]: r[1] for r in spark.table(name).collect()} == {1: 10, 2: 2}
+    # the repair, merged again after the incremental load went on: it applied, nothing happens
+    assert apply_manifests(spark, [repair], "lake", "wsnap_re", stream="re.partial")["batches"][0]["status"] == \
+        "already-applied"

@@ -47,6 +47,12 @@ def applied_state(spark: SparkSession, table: str, stream: Optional[str] = None)
     return AppliedState(head, None, None, None, None)
 
 
+def committed_batch(spark: SparkSession, table: str, batch_id: str) -> bool:
+    """Whether a snapshot of the main branch of ``table`` (as far as they are kept) was
+    committed by batch ``batch_id``."""
+    return any(batch == batch_id for _sid, _cp, batch, _stream, _micros in _main_branch(spark, table))
+
+
 _Snapshot = tuple[int, Optional[str], Optional[str], Optional[str], int]
 
 

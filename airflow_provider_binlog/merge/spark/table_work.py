@@ -32,7 +32,7 @@ from ..iceberg_contract import (
 from ..sql import literal as _lit
 from ..sql import quote as _q
 from ..staged_facts import StagedFacts, staged_facts
-from .catalog import AppliedState, applied_state, read_table_properties, table_exists
+from .catalog import AppliedState, applied_state, committed_batch, read_table_properties, table_exists
 from .collapse import read_staged
 from .column_types import arrow_to_spark, sql_type
 from .schema import (
@@ -138,13 +138,26 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
                      state, None, [])
     if mode == MODE_MERGE and contract is not None:  # a change log has its envelope already
         work.contract = contract
+    snapshot = batch.manifest.data.get("mode") == "snapshot"
     if state.checkpoint is not None:
         if compare_checkpoints(batch.end, state.checkpoint) <= 0:
-            work.status = "already-applied"
-            return work
-        if compare_checkpoints(batch.start, state.checkpoint) < 0:
+            applied = not snapshot or committed_batch(spark, name, batch.batch_id)
+            if not applied and compare_checkpoints(batch.end, state.checkpoint) < 0:
+                # a reload of some tables that the incremental load went past before it was merged:
+                # skipping it would silently keep the content it was taken to replace
+                raise MergeJobError(
+                    f"{name} is at [{state.checkpoint}], past the end of snapshot {batch.batch_id} "
+                    f"[{batch.end}], which it never applied: the incremental load went further before this "
+                    f"snapshot was merged. Take the snapshot again (its merge must run before the next "
+                    f"incremental merge of the table)")
+            if applied:
+                work.status = "already-applied"
+                return work
+            # a snapshot at the table's own position that it never applied (a reload to repair
+            # the table while the source was idle): it replaces the content all the same
+        elif not snapshot and compare_checkpoints(batch.start, state.checkpoint) < 0:
             # the table went further than the batch start (a batch cut differently before):
-            # apply only the changes after its checkpoint
+            # apply only the changes after its checkpoint (a snapshot replaces it whole)
             work.since = _position(state.checkpoint)
             if work.since is None:
                 raise MergeJobError(f"{name} is at [{state.checkpoint}] inside batch "

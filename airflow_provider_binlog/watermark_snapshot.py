@@ -30,6 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Callable, Optional
 
 from .checkpoint import Checkpoint
@@ -46,7 +47,7 @@ from .codec.events import (
 )
 from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
 from .codec.positions import position_key
-from .schema_history import seed_history
+from .schema_history import SchemaHistory, seed_history
 from .schema_history.ddl import DdlSyntaxError, named_tables, parse_ddl, statement_kind
 from .snapshot import (
     SnapshotError,
@@ -125,6 +126,7 @@ class _Table:
     done_upto: Optional[tuple] = None  # keys at or below this are in chunks read (None: none)
     finished: bool = False             # every chunk read
     rows: int = 0
+    chunks: int = 0
 
 
 @dataclass
@@ -292,18 +294,22 @@ class _Follower:
 def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callable[[], Any], *, staging_dir,
                             tables: TableFilter, flavor: str, server: dict, chunk_rows: int = 10_000,
                             progress: Optional[Callable[[str, int, int], None]] = None,
-                            masking: Optional[Masking] = None) -> Manifest:
+                            masking: Optional[Masking] = None, resume_key: Optional[str] = None) -> Manifest:
     """Read the selected tables by key chunks between binlog watermarks and publish them as a
     snapshot batch from the first watermark (``start``) to the last (``end``): staged chunk
     rows, and the changes of rows already read made while the snapshot went on.
 
     ``connect()`` opens a plain pymysql connection (autocommit), ``replica_factory()`` a
     :class:`~airflow_provider_binlog.replica.ReplicaConnection` (it reads the binlog as server
-    id 0, next to any running load)."""
+    id 0, next to any running load).
+
+    With ``resume_key``, the staged work is sealed after every chunk; a snapshot with the same
+    key whose process died (killed, a lost worker) is continued where its last chunk was
+    sealed, so at most the chunk being read then is read again."""
     if chunk_rows < 1:
         raise SnapshotError(f"chunk_rows must be at least 1, not {chunk_rows}")
     conn = connect()
-    writer = StagingWriter(staging_dir, masking=masking)
+    writer: Optional[StagingWriter] = None
     try:
         with conn.cursor() as cur:
             cur.execute("SET SESSION time_zone = '+00:00'")
@@ -316,18 +322,52 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
             key = chunk_key(conn, tm)
             ordered = all(tm.columns[i].type in _ORDERED_TYPES or tm.columns[i].text is False for i in key)
             state[(schema, table)] = _Table(tm, key, ordered)
-        start_file, start_pos, start_gtid = _binlog_status(conn, flavor)
-        history = seed_history(conn, tables.schemas_possibly_included, flavor)
+        resumed = StagingWriter.resume(staging_dir, resume_key, {k: t.tm for k, t in state.items()},
+                                       masking=masking) if resume_key else None
+        if resumed is not None:
+            writer, saved = resumed
+            start_file, start_pos, start_gtid = saved["start"]
+            history = SchemaHistory.from_json(saved["history"])
+            taken_at = dt.datetime.fromisoformat(saved["taken_at"])
+            for name, info in saved["tables"].items():
+                t = state.get(tuple(name.split("\x00", 1)))  # type: ignore[arg-type]
+                if t is None:
+                    raise SnapshotError(f"{name.replace(chr(0), '.')} is no longer selected or gone; the "
+                                        f"snapshot to resume cannot go on: start it over")
+                t.done_upto = _decode_key(info["done_upto"])
+                t.finished, t.rows, t.chunks = info["finished"], info["rows"], info["chunks"]
+            resumed_rows = sum(t.rows for t in state.values())
+            log.info("watermark snapshot %s resumed at %s:%d, %d rows staged before", resume_key,
+                     saved["follower"][0], saved["follower"][1], resumed_rows)
+        else:
+            writer = StagingWriter(staging_dir, masking=masking)
+            start_file, start_pos, start_gtid = _binlog_status(conn, flavor)
+            history = seed_history(conn, tables.schemas_possibly_included, flavor)
+            taken_at = dt.datetime.now(UTC)
+            saved = {"follower": [start_file, start_pos], "replayed": 0, "changes": 0}
+            resumed_rows = 0
         for (schema, table), t in state.items():
             tdef = history.get(schema, table)
             if tdef is None or tdef.column_names != tuple(c.name for c in t.tm.columns):
                 raise SnapshotError(f"the schema of {schema}.{table} changed while the snapshot started; "
                                     f"run the snapshot again")
-        follower = _Follower(replica_factory, state, history, tables, writer, (start_file, start_pos))
-        taken_at = dt.datetime.now(UTC)
-        chunks = 0
+        follower = _Follower(replica_factory, state, history, tables, writer, tuple(saved["follower"]))
+        follower.replayed, follower.staged_changes = saved["replayed"], saved["changes"]
+
+        def seal() -> None:
+            if resume_key:
+                writer.seal({
+                    "resume_key": resume_key, "start": [start_file, start_pos, start_gtid],
+                    "history": history.to_json(), "taken_at": taken_at.isoformat(),
+                    "follower": [follower.file, follower.pos], "replayed": follower.replayed,
+                    "changes": follower.staged_changes,
+                    "tables": {f"{k[0]}\x00{k[1]}": {"done_upto": _encode_key(t.done_upto), "finished": t.finished,
+                                                      "rows": t.rows, "chunks": t.chunks}
+                               for k, t in state.items()}})
+
         for t in state.values():
-            chunks += _read_table(conn, flavor, writer, follower, t, chunk_rows, taken_at, progress)
+            if not t.finished:
+                _read_table(conn, flavor, writer, follower, t, chunk_rows, taken_at, progress, seal)
         end_file, end_pos, end_gtid = _binlog_status(conn, flavor)
         follower.follow_to(end_file, end_pos, None)
 
@@ -340,6 +380,7 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
 
         # the schema valid at the end, for the incremental loads (no schema change ran since the start)
         history = seed_history(conn, tables.schemas_possibly_included, flavor)
+        chunks = sum(t.chunks for t in state.values())
         log.info("watermark snapshot: %d tables in %d chunks, %d rows replayed on chunks, %d changes staged, "
                  "%s:%d .. %s:%d", len(state), chunks, follower.replayed, follower.staged_changes,
                  start_file, start_pos, end_file, end_pos)
@@ -350,16 +391,61 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
             extra={"mode": "snapshot", "snapshot_method": "watermark", "tables_filter": tables.to_json(),
                    "schema_history": history.to_json(), "snapshot_tables": [f"{s}.{t}" for s, t in state],
                    "snapshot_stats": {"chunks": chunks, "replayed": follower.replayed,
-                                      "changes": follower.staged_changes}})
-    except BaseException:
-        writer.abort()
+                                      "changes": follower.staged_changes, "resumed": resumed is not None,
+                                      "resumed_after_rows": resumed_rows}})
+    except BaseException as exc:
+        if writer is not None:
+            if resume_key and not isinstance(exc, SnapshotError):
+                writer.release()  # sealed: a rerun with the same key continues it
+            else:
+                writer.abort()
         raise
     finally:
         conn.close()
 
 
+def _encode_key(key: Optional[tuple]) -> Optional[list]:
+    """A chunk key as JSON: each value tagged with its type."""
+    if key is None:
+        return None
+    out: list = []
+    for v in key:
+        if isinstance(v, bool) or v is None:
+            raise SnapshotError(f"cannot record the chunk key value {v!r}")
+        if isinstance(v, int):
+            out.append(["i", v])
+        elif isinstance(v, Decimal):
+            out.append(["d", str(v)])
+        elif isinstance(v, dt.datetime):
+            out.append(["ts", v.isoformat()])
+        elif isinstance(v, dt.date):
+            out.append(["date", v.isoformat()])
+        elif isinstance(v, dt.timedelta):
+            out.append(["td", v.days, v.seconds, v.microseconds])
+        elif isinstance(v, (bytes, bytearray)):
+            out.append(["b", bytes(v).hex()])
+        else:
+            out.append(["s", str(v)])
+    return out
+
+
+def _decode_key(data: Optional[list]) -> Optional[tuple]:
+    if data is None:
+        return None
+    out: list = []
+    for item in data:
+        tag = item[0]
+        out.append(item[1] if tag in ("i", "s") else Decimal(item[1]) if tag == "d"
+                   else dt.datetime.fromisoformat(item[1]) if tag == "ts"
+                   else dt.date.fromisoformat(item[1]) if tag == "date"
+                   else dt.timedelta(days=item[1], seconds=item[2], microseconds=item[3]) if tag == "td"
+                   else bytes.fromhex(item[1]))
+    return tuple(out)
+
+
 def _read_table(conn, flavor: str, writer: StagingWriter, follower: _Follower, t: _Table, chunk_rows: int,
-                taken_at: dt.datetime, progress: Optional[Callable[[str, int, int], None]]) -> int:
+                taken_at: dt.datetime, progress: Optional[Callable[[str, int, int], None]],
+                seal: Callable[[], None]) -> None:
     tm = t.tm
     name = f"{tm.schema}.{tm.table}"
     cols = ", ".join(quote_identifier(c.name) for c in tm.columns)
@@ -367,8 +453,7 @@ def _read_table(conn, flavor: str, writer: StagingWriter, follower: _Follower, t
     key_cols = ", ".join(quote_identifier(tm.columns[i].name) for i in t.key)
     converters = [_converter(c) for c in tm.columns]
     limit = chunk_rows if t.ordered else None  # a text key: the table in one chunk
-    last: Optional[tuple] = None
-    chunks = 0
+    last: Optional[tuple] = t.done_upto
     while True:
         with conn.cursor() as cur:
             sql = f"SELECT {cols} FROM {source}"
@@ -397,15 +482,17 @@ def _read_table(conn, flavor: str, writer: StagingWriter, follower: _Follower, t
             writer.add_snapshot_rows(tm, staged, binlog_file=hw_file, position=hw_pos, gtid=None,
                                      taken_at=taken_at, first_index=_FIRST_INDEX + t.rows)
         t.rows += len(staged)
-        chunks += 1
+        t.chunks += 1
+        if full:
+            t.done_upto = last = upto
+        else:
+            t.finished = True
+        seal()
         if progress is not None and staged:
             progress(name, len(staged), t.rows)
-        if not full:
-            t.finished = True
+        if t.finished:
             break
-        t.done_upto = last = upto
-    log.info("watermark snapshot of %s: %d rows in %d chunks", name, t.rows, chunks)
-    return chunks
+    log.info("watermark snapshot of %s: %d rows in %d chunks", name, t.rows, t.chunks)
 
 
 __all__ = ["chunk_key", "take_watermark_snapshot"]

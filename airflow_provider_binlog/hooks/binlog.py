@@ -307,7 +307,8 @@ class BinlogHook(BaseHook):
     def snapshot(self, staging_dir, tables: Optional[Iterable[str]] = None,
                  exclude: Optional[Iterable[str]] = None, *, chunk_rows: int = 10_000,
                  progress: Optional[Callable[[str, int, int], None]] = None,
-                 masking: Optional[Any] = None, method: str = "consistent") -> dict:
+                 masking: Optional[Any] = None, method: str = "consistent",
+                 resume_key: Optional[str] = None) -> dict:
         """Take an initial snapshot of the selected tables into ``staging_dir``: a consistent
         read with the binlog coordinates of that point (see
         :func:`~airflow_provider_binlog.snapshot.take_snapshot`). Returns the result like
@@ -320,7 +321,9 @@ class BinlogHook(BaseHook):
 
         ``method="watermark"`` reads the tables by key chunks between binlog watermarks instead
         (:mod:`~airflow_provider_binlog.watermark_snapshot`): no lock, no RELOAD, no
-        transaction longer than one chunk; the batch runs from the first watermark to the last."""
+        transaction longer than one chunk; the batch runs from the first watermark to the last.
+        With ``resume_key`` it is sealed after every chunk, and a snapshot of the same key whose
+        process died is continued there."""
         from ..snapshot import take_snapshot
         from ..watermark_snapshot import take_watermark_snapshot
 
@@ -343,7 +346,8 @@ class BinlogHook(BaseHook):
         if method == "watermark":
             manifest = take_watermark_snapshot(connect, self.get_replica, staging_dir=staging_dir,
                                                tables=table_filter, flavor=info.flavor, server=server,
-                                               chunk_rows=chunk_rows, progress=progress, masking=masking)
+                                               chunk_rows=chunk_rows, progress=progress, masking=masking,
+                                               resume_key=resume_key)
         else:
             manifest = take_snapshot(connect, staging_dir=staging_dir, tables=table_filter, flavor=info.flavor,
                                      server=server, chunk_rows=chunk_rows, progress=progress, masking=masking)

@@ -73,13 +73,22 @@ class BinlogSnapshotOperator(BaseOperator):
         result = hook.snapshot(staging_dir=self.staging_dir, tables=self.tables or None,
                                exclude=self.exclude or None, chunk_rows=self.chunk_rows, progress=progress,
                                masking=load_masking(self.masking, self.masking_secret_conn_id),
-                               method=self.snapshot_method)
+                               method=self.snapshot_method, resume_key=self._resume_key(context))
         try:
             record_snapshot(self.binlog_conn_id, time.monotonic() - began)
         except Exception:
             self.log.warning("the snapshot's metrics could not be sent", exc_info=True)
         self._manifest = result["manifest"]
         return result
+
+    @staticmethod
+    def _resume_key(context) -> Optional[str]:
+        """The task of this DAG run: a retry after a lost worker continues the watermark snapshot
+        its earlier try sealed (docs/snapshots.md)."""
+        ti = context.get("ti") if hasattr(context, "get") else None
+        if ti is None:
+            return None
+        return f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{getattr(ti, 'map_index', -1)}"
 
     def get_openlineage_facets_on_complete(self, task_instance) -> Any:
         """OpenLineage: the source tables in, their staged copies out (see :mod:`..lineage`)."""

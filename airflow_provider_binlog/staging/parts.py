@@ -347,6 +347,7 @@ class Stager:
         self.closed: dict[_Key, list[tuple[int, _FileDesc]]] = {}  # (generation, file) per table
         self.counts: dict[_Key, dict[str, int]] = {}
         self.buffered_bytes = 0
+        self.sealed = 0  # part files closed by seal(): later ones of a generation get another name
 
     def part(self, table_map: TableMap, generation: int) -> PartFile:
         key = (table_map.schema, table_map.table)
@@ -359,7 +360,7 @@ class Stager:
         folder = self.work_dir / "tables" / f"{safe_name(table_map.schema)}.{safe_name(table_map.table)}"
         folder.parent.mkdir(exist_ok=True, mode=0o700)
         folder.mkdir(exist_ok=True, mode=0o700)
-        name = f"part-{generation:05d}{self.suffix}.parquet"
+        name = f"part-{generation:05d}{self.suffix}" + (f"-s{self.sealed:05d}" if self.sealed else "") + ".parquet"
         part = PartFile(folder / name, f"tables/{folder.name}/{name}", table_map, self.counters,
                          self.row_group_rows, self.background, self.masking)
         part.generation = generation
@@ -402,6 +403,16 @@ class Stager:
             total -= part.buffered_bytes
             part.flush()
         self.buffered_bytes = total
+
+    def seal(self) -> dict[_Key, list[tuple[int, _FileDesc]]]:
+        """Close every open part file, so that all rows staged so far are in complete files
+        (the next rows of a table go to a new file); returns the closed files of each table."""
+        for key, part in self.open.items():
+            self.closed.setdefault(key, []).append((part.generation, part.close()))
+        self.open = {}
+        self.buffered_bytes = 0
+        self.sealed += 1
+        return self.closed
 
     def close(self) -> dict[_Key, list[tuple[int, _FileDesc]]]:
         """Close every part file; returns the (generation, file) of each table."""

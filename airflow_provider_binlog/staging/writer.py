@@ -14,6 +14,7 @@ import logging
 import multiprocessing
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, cast
@@ -180,6 +181,92 @@ class StagingWriter:
         self._rows += len(rows)
         return len(rows)
 
+    # ------------------------------------------------------------------ seal and resume
+    def seal(self, progress: dict[str, Any]) -> None:
+        """Close every part file and record, with ``progress`` (the caller's state, JSON), what
+        a later writer needs to resume this one if this process dies before publishing (see
+        :meth:`resume`). ``progress["resume_key"]`` names the work to resume."""
+        if self._pool is not None:
+            raise RuntimeError("a writer with staging workers cannot be sealed")
+        closed = self._local.seal()
+        state = {
+            "progress": progress,
+            "files": {f"{k[0]}\x00{k[1]}": [[g, d] for g, d in files] for k, files in closed.items()},
+            "tables": {f"{k[0]}\x00{k[1]}": {"counts": s.counts, "fingerprint": s.fingerprint,
+                                              "generation": s.generation} for k, s in self.tables.items()},
+            "counters": [self.counters.invalid_temporals, self.counters.replaced_text],
+            "ddl": self.ddl, "rows": self._rows, "sealed": self._local.sealed,
+        }
+        write_json_atomically(self.work_dir / _PROGRESS_NAME, state)
+
+    @classmethod
+    def resume(cls, staging_dir: str | os.PathLike[str], resume_key: str,
+               table_maps: dict[_Key, TableMap], *, masking: Optional[Masking] = None,
+               row_group_rows: int = 50_000, row_group_bytes: int = 8 << 20
+               ) -> Optional[tuple["StagingWriter", dict[str, Any]]]:
+        """Adopt the work directory a dead writer sealed with ``resume_key`` (its process gone:
+        its lock is free), with the files it sealed (any file written after is removed), and
+        return the writer and the progress it recorded; None when there is none. ``table_maps``
+        give the tables' layouts again: a table whose layout changed is refused."""
+        staging = Path(staging_dir)
+        for work in sorted(staging.glob(".incomplete-*")):
+            state_path = work / _PROGRESS_NAME
+            try:
+                state = json.loads(state_path.read_text())
+            except (OSError, ValueError):
+                continue
+            if state.get("progress", {}).get("resume_key") != resume_key:
+                continue
+            try:
+                fd = os.open(work / _LOCK_NAME, os.O_RDWR)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue  # a live writer
+            os.close(fd)
+            return cls._adopt(staging, work, state, table_maps, masking, row_group_rows, row_group_bytes)
+        return None
+
+    @classmethod
+    def _adopt(cls, staging: Path, work: Path, state: dict[str, Any], table_maps: dict[_Key, TableMap],
+               masking: Optional[Masking], row_group_rows: int,
+               row_group_bytes: int) -> tuple["StagingWriter", dict[str, Any]]:
+        self = cls.__new__(cls)
+        self.staging_dir, self.work_dir = staging, work
+        self._lock_fd = _hold_lock(work)
+        self.row_group_rows, self.row_group_bytes = row_group_rows, row_group_bytes
+        self.counters = Counters()
+        self.counters.invalid_temporals, self.counters.replaced_text = state["counters"]
+        self.tables, self.ddl, self.published = {}, list(state["ddl"]), None
+        self._rows, self._pool, self.workers_result = int(state["rows"]), None, None
+        self.masking = masking or Masking()
+        self._local = Stager(work, self.counters, row_group_rows=row_group_rows,
+                              row_group_bytes=row_group_bytes, masking=self.masking or None)
+        self._local.sealed = int(state["sealed"])
+        kept = set()
+        for name, files in state["files"].items():
+            key = cast(_Key, tuple(name.split("\x00", 1)))
+            self._local.closed[key] = [(int(g), d) for g, d in files]
+            kept.update(d["path"] for _, d in files)
+        for name, info in state["tables"].items():
+            key = cast(_Key, tuple(name.split("\x00", 1)))
+            tm = table_maps.get(key)
+            if tm is None or schema_fingerprint(tm.columns) != info["fingerprint"]:
+                self.abort()
+                raise ManifestError(f"{key[0]}.{key[1]}: its columns changed since the work to resume "
+                                    f"was staged; start it over")
+            stage = self.tables[key] = _TableStage(*key)
+            stage.counts, stage.fingerprint, stage.generation = dict(info["counts"]), info["fingerprint"], \
+                int(info["generation"])
+            stage.table_map = tm
+        for path in (work / "tables").rglob("*.parquet") if (work / "tables").exists() else ():
+            if str(path.relative_to(work)) not in kept:  # written after the seal: incomplete
+                path.unlink()
+        return self, dict(state["progress"])
+
     def add_ddl(self, record: dict[str, Any]) -> None:
         self.ddl.append(mask_ddl_record(self.masking, record))
 
@@ -222,6 +309,7 @@ class StagingWriter:
             "invalid_temporals": self.counters.invalid_temporals,
             "replaced_text": self.counters.replaced_text, **(extra or {}),
         }
+        (self.work_dir / _PROGRESS_NAME).unlink(missing_ok=True)  # nothing to resume once published
         write_json_atomically(self.work_dir / MANIFEST_NAME, manifest)
         final = self.staging_dir / safe_name(dump_id)
         (self.work_dir / _LOCK_NAME).unlink()
@@ -254,6 +342,17 @@ class StagingWriter:
         shutil.rmtree(self.work_dir, ignore_errors=True)
         self._release()
 
+    def release(self) -> None:
+        """Stop without publishing and keep what :meth:`seal` recorded, for :meth:`resume`
+        (what was staged after the last seal is removed then); without a seal, :meth:`abort`."""
+        if not (self.work_dir / _PROGRESS_NAME).exists():
+            self.abort()
+            return
+        if self._pool is not None:
+            self._pool.abort()
+        self._local.abort()
+        self._release()
+
     def _release(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
@@ -261,6 +360,10 @@ class StagingWriter:
 
 
 _LOCK_NAME = ".lock"
+#: what a sealed writer records for a writer that resumes it (see StagingWriter.seal)
+_PROGRESS_NAME = "progress.json"
+#: a sealed work directory no writer resumed is removed after this many seconds
+RESUMABLE_SECONDS = 7 * 24 * 3600
 
 
 def _same_batch(directory: Path, manifest: dict[str, Any]) -> bool:
@@ -294,6 +397,11 @@ def remove_stale_work_dirs(staging_dir: str | os.PathLike[str]) -> list[str]:
             continue
         if not path.name.startswith(".incomplete-"):
             continue
+        try:  # sealed to be resumed (StagingWriter.seal): kept for a while
+            if time.time() - (path / _PROGRESS_NAME).stat().st_mtime < RESUMABLE_SECONDS:
+                continue
+        except OSError:
+            pass
         try:
             fd = os.open(path / _LOCK_NAME, os.O_RDWR)
         except OSError:

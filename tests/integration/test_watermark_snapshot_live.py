@@ -43,11 +43,12 @@ def create(server):
     conn.close()
 
 
-def write(server, stop: threading.Event, seed: int, counts: dict) -> None:
+def write(server, stop: threading.Event, seed: int, counts: dict, pause: float = 0.0) -> None:
     rng = random.Random(seed)
     conn = server.connect()
     try:
         while not stop.is_set():
+            time.sleep(pause)
             try:
                 one_write(conn, rng)
             except pymysql.err.OperationalError as exc:  # two writers deadlocked: one goes on
@@ -172,7 +173,7 @@ def test_a_table_without_a_usable_key_is_refused_by_name(mariadb, tmp_path):
         take_watermark_snapshot(lambda: mariadb.connect(), replica_factory(mariadb), staging_dir=tmp_path / "s",
                                 tables=TableFilter(["wsnap_nokey.*"]), flavor="mariadb",
                                 server={"server_id": mariadb.server_id})
-    assert [p for p in (tmp_path / "s").iterdir() if not p.name.startswith(".")] == []
+    assert not (tmp_path / "s").exists() or [p for p in (tmp_path / "s").iterdir()] == []
 
 
 def test_a_schema_change_during_the_snapshot_stops_it(mariadb, tmp_path):
@@ -239,3 +240,63 @@ def test_a_reload_of_some_tables_applies_unless_the_incremental_load_went_past_i
     # the repair, merged again after the incremental load went on: it applied, nothing happens
     assert apply_manifests(spark, [repair], "lake", "wsnap_re", stream="re.partial")["batches"][0]["status"] == \
         "already-applied"
+
+
+def test_a_killed_watermark_snapshot_resumes_at_its_last_sealed_chunk(mariadb, spark, tmp_path):
+    """SIGKILL just before the 5th chunk is sealed, writers writing all along; the rerun with the
+    same key continues after the 4th chunk: the rows read twice are the one chunk being read at
+    the kill, and the merged Iceberg tables equal MariaDB."""
+    import json
+    import subprocess
+    import sys
+
+    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.staging.manifest import load_manifest
+
+    create(mariadb)
+    log = tmp_path / "child.log"
+    spec = {"host": mariadb.host, "port": mariadb.port, "user": mariadb.user, "password": mariadb.password,
+            "staging": str(tmp_path / "staging"), "tables": [f"{DB}.*"], "chunk_rows": 97,
+            "resume_key": "dag/run/snapshot", "kill_at_seal": 5, "log": str(log)}
+    stop, counts = threading.Event(), {"writes": 0}
+    # about a thousand writes a second at most: the snapshot, in another process, must be able
+    # to follow them (a source writing faster than the binlog is followed never lets it finish)
+    writer = threading.Thread(target=write, args=(mariadb, stop, 7, counts, 0.001))
+    writer.start()
+    try:
+        killed = subprocess.run([sys.executable, "tests/integration/_watermark_child.py", json.dumps(spec)],
+                                capture_output=True, text=True, timeout=300)
+        assert killed.returncode == -9, killed.stderr[-2000:]
+        first = log.read_text().split("\n")
+        # what the killed run read after its last seal: the chunk being sealed when it died
+        last_seal = max(i for i, line in enumerate(first) if line == "seal")
+        read_twice = sum(int(line.split()[1]) for line in first[last_seal + 1:] if line.startswith("select"))
+        assert first.count("seal") == 4 and 0 < read_twice <= 97, first
+        log.write_text("")
+        again = subprocess.run([sys.executable, "tests/integration/_watermark_child.py",
+                                json.dumps({**spec, "kill_at_seal": 0})], capture_output=True, text=True, timeout=280)
+        assert again.returncode == 0, again.stderr[-3000:]
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        writer.join()
+    assert "error" not in counts, counts
+    second = log.read_text().split("\n")
+    published = next(line.split(" ", 1)[1] for line in second if line.startswith("published"))
+    snap = load_manifest(published)
+    # the resumed run went on after the 4 chunks sealed (of 97 rows: the first table, coded, has 800)
+    assert snap.data["snapshot_stats"]["resumed"] is True
+    assert snap.data["snapshot_stats"]["resumed_after_rows"] == 4 * 97
+    assert not list((tmp_path / "staging").glob(".incomplete-*"))  # nothing left behind
+    rc = replica_factory(mariadb)()
+    rc.connect()
+    try:
+        inc = run_dump(rc, staging_dir=tmp_path / "staging", start=Checkpoint.from_json(snap.end),
+                       tables=TableFilter([f"{DB}.*"]), history=SchemaHistory.from_json(snap.data["schema_history"]))
+    finally:
+        rc.close()
+    apply_manifests(spark, [snap.directory, inc.manifest.directory], "lake", "wsnap_kill")
+    got = {r[0]: tuple(r) for r in spark.sql("SELECT id, v, s FROM lake.wsnap_kill.wsnap__items").collect()}
+    assert got == source(mariadb, "items", 1, ("id", "v", "s"))
+    got = {(r[0], r[1]): tuple(r) for r in spark.sql("SELECT a, b, n FROM lake.wsnap_kill.wsnap__pairs").collect()}
+    assert got == source(mariadb, "pairs", 2, ("a", "b", "n"))

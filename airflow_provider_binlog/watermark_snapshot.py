@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Callable, Optional
@@ -72,8 +73,9 @@ _ORDERED_TYPES = frozenset({
     C.MYSQL_TYPE_TIMESTAMP2, C.MYSQL_TYPE_TIME2, C.MYSQL_TYPE_YEAR})
 
 
-def _binlog_status(conn, flavor: str) -> tuple[str, int, Optional[str]]:
-    """The server's binlog position now (and its GTID state)."""
+def _binlog_status(conn, flavor: str, gtid: bool = True) -> tuple[str, int, Optional[str]]:
+    """The server's binlog position now (and its GTID state, unless ``gtid`` is False: MariaDB
+    finds it by reading the binlog file up to the position, too slow for every chunk)."""
     with conn.cursor() as cur:
         for sql in ("SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"):
             try:
@@ -87,6 +89,8 @@ def _binlog_status(conn, flavor: str) -> tuple[str, int, Optional[str]]:
         if row is None:
             raise SnapshotError("the server has no binary log (log_bin is OFF)")
         file, pos = row[0], int(row[1])
+        if not gtid:
+            return file, pos, None
         if flavor == "mariadb":
             cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
             gtid = cur.fetchone()[0]
@@ -156,6 +160,7 @@ class _Follower:
         self.txn_start: Optional[tuple[str, int]] = None
         self.staged_changes = 0
         self.replayed = 0
+        self.longest_read = 0.0  # seconds of the longest chunk read (one autocommit statement)
 
     def follow_to(self, file: str, pos: int, chunk: Optional[_Chunk]) -> None:
         """Read the binlog from where it was left to ``(file, pos)`` (a transaction boundary)."""
@@ -392,7 +397,8 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
                    "schema_history": history.to_json(), "snapshot_tables": [f"{s}.{t}" for s, t in state],
                    "snapshot_stats": {"chunks": chunks, "replayed": follower.replayed,
                                       "changes": follower.staged_changes, "resumed": resumed is not None,
-                                      "resumed_after_rows": resumed_rows}})
+                                      "resumed_after_rows": resumed_rows,
+                                      "longest_chunk_read_seconds": round(follower.longest_read, 4)}})
     except BaseException as exc:
         if writer is not None:
             if resume_key and not isinstance(exc, SnapshotError):
@@ -465,9 +471,12 @@ def _read_table(conn, flavor: str, writer: StagingWriter, follower: _Follower, t
             if limit is not None:
                 sql += " LIMIT %s"
                 args.append(limit)
+            began = time.monotonic()
             cur.execute(sql, args)
-            rows = _convert_rows(cur.fetchall(), converters)
-        hw_file, hw_pos, _ = _binlog_status(conn, flavor)
+            fetched = cur.fetchall()
+            follower.longest_read = max(follower.longest_read, time.monotonic() - began)
+            rows = _convert_rows(fetched, converters)
+        hw_file, hw_pos, _ = _binlog_status(conn, flavor, gtid=False)
         full = limit is not None and len(rows) == limit
         upto = tuple(rows[-1][i] for i in t.key) if full else None
         chunk = _Chunk(t, last, upto, {tuple(r[i] for i in t.key): tuple(r) for r in rows})

@@ -19,7 +19,9 @@ engine), then, for each size, times
 and prints the seconds, rows per second and the ratios ours/mariadb-dump (target: at most 3
 for the watermark method). A thread polls ``information_schema.INNODB_TRX`` every 20 ms and
 reports the longest transaction seen during each run (the target for the watermark method: at
-most one chunk's read, well under a second). Exits with status 2 when the setup fails.
+most one chunk's read, well under a second; the watermark method's reads are autocommit
+statements, which INNODB_TRX does not list, so the snapshot's own timing of its longest chunk
+read is shown for it). Exits with status 2 when the setup fails.
 """
 from __future__ import annotations
 
@@ -59,9 +61,12 @@ class LongestTransaction:
         conn = self.srv.connect()
         try:
             with conn.cursor() as cur:
+                cur.execute("SELECT NOW()")
+                since = cur.fetchone()[0]  # transactions of this run only (INNODB_TRX has seconds)
                 while not self._stop.is_set():
                     cur.execute("SELECT COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, trx_started, NOW(6))), 0) "
-                                "FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id <> CONNECTION_ID()")
+                                "FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id <> CONNECTION_ID() "
+                                "AND trx_started >= %s", (since,))
                     self.longest = max(self.longest, float(cur.fetchone()[0]) / 1e6)
                     time.sleep(0.02)
         finally:
@@ -83,7 +88,7 @@ def fill(srv, rows: int) -> None:
                 "at DATETIME(6), label VARCHAR(40)) DEFAULT CHARSET=utf8mb4")
     srv.execute(f"INSERT INTO bench.big SELECT seq, seq * 7919, (seq % 100000) / 100, "
                 f"TIMESTAMP'2024-01-01 00:00:00' + INTERVAL seq SECOND, CONCAT('label-', seq) "
-                f"FROM seq_1_to_{rows}")
+                f"FROM bench.seq_1_to_{rows}")
 
 
 def main(argv=None) -> int:
@@ -135,11 +140,15 @@ def main(argv=None) -> int:
                          f"--result-file={tmp / 'big.sql'}"], check=True, capture_output=True),
                 }
                 for name, run in runs.items():
+                    time.sleep(1.5)  # the transactions of the run before are gone
                     with LongestTransaction(srv) as trx:
                         t0 = time.perf_counter()
                         out = run()
                         seconds = time.perf_counter() - t0
-                    results[name] = (seconds, trx.longest)
+                    longest = trx.longest
+                    if name == "watermark":  # autocommit reads are not listed in INNODB_TRX: timed here
+                        longest = max(longest, out.data["snapshot_stats"]["longest_chunk_read_seconds"])
+                    results[name] = (seconds, longest)
                     if name != "mariadb-dump":
                         staged = sum(sum(t["rows"].values()) for t in out.tables)
                         assert staged == rows, (name, staged, rows)

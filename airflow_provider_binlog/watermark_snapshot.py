@@ -93,10 +93,10 @@ def _binlog_status(conn, flavor: str, gtid: bool = True) -> tuple[str, int, Opti
             return file, pos, None
         if flavor == "mariadb":
             cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
-            gtid = cur.fetchone()[0]
+            state = cur.fetchone()[0]
         else:
-            gtid = row[4] if len(row) > 4 else None
-    return file, pos, gtid or None
+            state = row[4] if len(row) > 4 else None
+    return file, pos, state or None
 
 
 def chunk_key(conn, tm: TableMap) -> list[int]:

@@ -198,6 +198,7 @@ def make_cdc_dags(
     masking: Union[Mapping[str, Any], str, None] = None,
     masking_secret_conn_id: Optional[str] = None,
     snapshot_method: str = "consistent",
+    snapshot_chunk_rows: int = 10_000,
     min_bytes: Optional[int] = None,
     min_transactions: Optional[int] = None,
     max_threshold_wait: Union[dt.timedelta, float, None] = None,
@@ -252,7 +253,8 @@ def make_cdc_dags(
         ``masking_secret_conn_id``) or truncate in the dump and the snapshot, before anything
         is staged (docs/data-contract.md).
     :param snapshot_method: how the backfill's snapshot reads the tables: ``consistent`` or
-        ``watermark`` (key chunks between binlog watermarks, no lock: docs/snapshots.md).
+        ``watermark`` (key chunks between binlog watermarks, no lock: docs/snapshots.md);
+        ``snapshot_chunk_rows`` rows per chunk (10,000).
     :param parallel_tables: tables of a batch the merge job plans and commits at once
         (default 8).
     :param min_bytes: sensor threshold (also ``min_transactions``, ``max_threshold_wait``).
@@ -382,7 +384,8 @@ def make_cdc_dags(
         branch = choose(planned["branch"])
         snapshot = BinlogSnapshotOperator(
             task_id="snapshot", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir,
-            tables=planned["tables"], exclude=exclude or None, snapshot_method=snapshot_method, **masked)
+            tables=planned["tables"], exclude=exclude or None, snapshot_method=snapshot_method,
+            chunk_rows=snapshot_chunk_rows, **masked)
         replay = BinlogDumpOperator(
             task_id="dump", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir,
             start=planned["start"], stop=planned["stop"], tables=planned["tables"],

@@ -294,3 +294,18 @@ def test_repeated_column_names_and_corrupt_rows_take_the_general_path():
     assert_renders_as_before([col], [b"\x00\x01\x00\x00\x00\x09"])  # a byte too many
     assert_renders_as_before([col], [b"\x00\x01\x00"])  # cut short
     assert _rendered(TableMap(1, "s", "t", (col,)), "insert", b"\x00\x01\x00", 1, None, JsonlRenderer())[0] == "error"
+
+
+@pytest.mark.parametrize("meta", [255, 1000])
+def test_utf8_text_renders_as_json_dumps_whatever_it_holds_to_escape(meta):
+    """The generated code writes UTF-8 text without control characters as its own bytes with
+    \\ and " escaped; every other text goes through json's escaping: the lines are the same."""
+    col = _col(0, C.MYSQL_TYPE_VARCHAR, meta=meta, codec="utf-8", text=True)
+    width = 1 if meta < 256 else 2
+    values = [b"", b"plain", b'quote " inside', b"back\\slash", b'both \\" and "\\', "é \" ü\\".encode(),
+              "日本語".encode(), b"tab\there", b"new\nline", b"\x00nul", b"\x1f", b"del\x7f",
+              "\u2028 line separator".encode(), b"\xff\xfe not utf-8", b"\xed\xa0\x80 surrogate",
+              "emoji \U0001F600 \"q\"".encode(), b'"', b"\\"]
+    for v in values:
+        assert_renders_as_before([col], [b"\x00" + len(v).to_bytes(width, "little") + v])
+    assert_renders_as_before([col], [b"\x00" + len(v).to_bytes(width, "little") + v for v in values])

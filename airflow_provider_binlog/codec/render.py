@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import re
 import struct
 from binascii import b2a_base64 as _b2a_base64
 from decimal import Decimal
@@ -340,8 +339,6 @@ def _fused_globals() -> dict[str, Any]:
     if not _FUSED_GLOBALS:
         _FUSED_GLOBALS.update({
             **_STRUCTS, "ESC": _encode_basestring, "B64": _b2a_base64, "FLOAT_REPR": float.__repr__,
-            # the control characters json.dumps(ensure_ascii=False) escapes as \n, \u0001, ...
-            "HAS_CONTROL": re.compile(rb'[\x00-\x1f]').search,
             "D2": tuple(b"%02d" % i for i in range(100)),
             "HOURS": tuple(b"%02d" % h if h < 24 else b"" for h in range(32)),  # DATETIME2 hour bits
             "MINSEC": tuple(b"%02d:%02d" % (k >> 6, k & 63) if k >> 6 < 60 and k & 63 < 60 else b""
@@ -614,25 +611,13 @@ def _fixed_column(col: Column, consts: dict[str, Any]) -> Optional[_Fixed]:
     return None
 
 
-def _utf8_text_lines(x: str) -> list[str]:
-    """The JSON text of the UTF-8 bytes ``s`` in ``x`` (base64 when they are not UTF-8). Without
-    control characters, the bytes themselves with ``\\`` and ``"`` escaped are the text
-    ``json.dumps(ensure_ascii=False)`` writes (neither byte occurs inside a multi-byte
-    character): valid UTF-8 is checked, but nothing is decoded, escaped and encoded again."""
-    return ["try:",
-            "    if not HAS_CONTROL(s) and (s.isascii() or s.decode()):",
-            f"        {x} = b'\"%b\"' % s.replace(b'\\\\', b'\\\\\\\\').replace(b'\"', b'\\\\\"')",
-            "    else:",
-            f"        {x} = ESC(s.decode()).encode()",
-            "except UnicodeDecodeError:", f"    {x} = " + _base64("s")]
-
-
 def _text_lines(col: Column, x: str, j: str) -> list[str]:
     """The JSON text of the raw string in ``s`` (as :mod:`.rows` decodes it), in ``x``."""
     if col.text is False or col.codec is None:
         return [f"{x} = " + _base64("s")]
     if col.codec == "utf-8":
-        return _utf8_text_lines(x)
+        return ["try:", f"    {x} = ESC(s.decode()).encode()",
+                "except UnicodeDecodeError:", f"    {x} = " + _base64("s")]
     return [f"{x} = text_value(s, {col.codec!r})",
             f"{x} = ESC({x}).encode() if type({x}) is str else {j}({x})"]
 
@@ -693,8 +678,11 @@ def _variable_lines(col: Column, x: str, j: str) -> list[str]:
         return read + [f"{x} = {j}(vector(s))"]
     if t == C.MYSQL_TYPE_GEOMETRY:
         return read + [f"{x} = " + _base64("s")]
-    if col.text is not False and col.codec == "utf-8":  # the common case
-        return [f"q = p + {width} + {_LENGTHS[width]}", f"s = buf[p + {width}:q]", *_utf8_text_lines(x), "p = q"]
+    if col.text is not False and col.codec == "utf-8":  # the common case, without ``s``
+        return [f"q = p + {width} + {_LENGTHS[width]}",
+                "try:", f"    {x} = ESC(buf[p + {width}:q].decode()).encode()",
+                "except UnicodeDecodeError:", f"    {x} = " + _base64(f"buf[p + {width}:q]"),
+                "p = q"]
     return read + _text_lines(col, x, j)
 
 

@@ -207,7 +207,8 @@ def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, ser
         for (schema, table), tm in maps.items():
             _copy_table(conn, writer, tm, file, pos, gtid_text or None, taken_at, chunk_rows, progress)
         conn.rollback()
-        dump_id = f"snapshot-{file}.{pos}"
+        # taken again at the same position (a repair while the source is idle), it is another batch
+        dump_id = f"snapshot-{file}.{pos}-{taken_at:%Y%m%dT%H%M%S%fZ}"
         return writer.publish(dump_id=dump_id, start=checkpoint.to_json(), end=checkpoint.to_json(),
                               server=server,
                               extra={"mode": "snapshot", "tables_filter": tables.to_json(),

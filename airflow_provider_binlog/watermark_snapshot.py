@@ -41,6 +41,7 @@ from .codec.events import (
     GtidEvent,
     MariadbGtidEvent,
     QueryEvent,
+    RotateEvent,
     RowsEvent,
     TableMap,
     TransactionPayloadEvent,
@@ -66,6 +67,8 @@ log = logging.getLogger(__name__)
 UTC = dt.timezone.utc
 #: chunk rows sort before every change at their position: their row indexes start here
 _FIRST_INDEX = -(2 ** 31)
+#: streams in a row that end before the watermark with no transaction read, before giving up
+_STALLS = 5
 #: key column types whose order is the same in Python and in the server
 _ORDERED_TYPES = frozenset({
     C.MYSQL_TYPE_TINY, C.MYSQL_TYPE_SHORT, C.MYSQL_TYPE_INT24, C.MYSQL_TYPE_LONG,
@@ -97,6 +100,28 @@ def _binlog_status(conn, flavor: str, gtid: bool = True) -> tuple[str, int, Opti
         else:
             state = row[4] if len(row) > 4 else None
     return file, pos, state or None
+
+
+def _snapshot_position(cur) -> tuple[str, int]:
+    """MariaDB: the binlog position of the consistent snapshot the transaction holds — every
+    transaction committed before it is seen, none after (no race with commits in flight)."""
+    cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+    status = {k.lower(): v for k, v in cur.fetchall()}
+    return status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])
+
+
+def _start_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
+    """The first watermark. MariaDB: that of a consistent snapshot, so that no transaction
+    written to the binlog before it can still be invisible to the first chunk's read."""
+    if flavor != "mariadb":
+        return _binlog_status(conn, flavor)
+    with conn.cursor() as cur:
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        file, pos = _snapshot_position(cur)
+        cur.execute("COMMIT")
+        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
+        gtid = cur.fetchone()[0]
+    return file, pos, gtid or None
 
 
 def chunk_key(conn, tm: TableMap) -> list[int]:
@@ -161,49 +186,89 @@ class _Follower:
         self.staged_changes = 0
         self.replayed = 0
         self.longest_read = 0.0  # seconds of the longest chunk read (one autocommit statement)
+        self.in_txn = False        # inside a transaction: its rows wait in pending for its commit
+        self.begun = False         # its BEGIN (or a first rows event) was read
+        self.pending: list[tuple] = []
 
     def follow_to(self, file: str, pos: int, chunk: Optional[_Chunk]) -> None:
-        """Read the binlog from where it was left to ``(file, pos)`` (a transaction boundary)."""
+        """Read the binlog from where it was left to ``(file, pos)`` (a transaction boundary).
+
+        Changes are applied a whole transaction at a time, at its commit. A stream the server
+        ends before the watermark (MariaDB ends a non-blocking dump at the end of each binlog
+        file; a server may not have sent what it has not synced yet) is read again from the
+        last transaction boundary reached, the transaction it cut short from its start."""
         stop = position_key(file, pos)
-        if position_key(self.file, self.pos) >= stop:
-            return
-        replica = self.replica_factory()
-        try:
-            for at_file, event in replica.stream(self.file, self.pos, non_block=True, register=False,
-                                                 table_filter=self.table_filter, schemas=self.history):
-                at = getattr(event, "pos", None)
-                if at is None or event.header.log_pos == 0:
-                    continue
-                if position_key(at_file, at) >= stop:
-                    break
-                self._handle(at_file, at, event, chunk)
-        finally:
-            replica.close()
-        self.file, self.pos = file, pos
+        stalls = 0
+        while position_key(self.file, self.pos) < stop:
+            before = (self.file, self.pos)
+            replica = self.replica_factory()
+            try:
+                for at_file, event in replica.stream(self.file, self.pos, non_block=True, register=False,
+                                                     table_filter=self.table_filter, schemas=self.history):
+                    at = getattr(event, "pos", None)
+                    if at is None or event.header.log_pos == 0:
+                        continue  # artificial events: the format description, the file's name
+                    if position_key(at_file, at) >= stop:
+                        self.file, self.pos = file, pos
+                        break
+                    self._handle(at_file, at, event, chunk)
+                    if not self.in_txn:  # a transaction boundary
+                        if isinstance(event, RotateEvent):
+                            self.file, self.pos = event.next_file, event.position
+                        else:
+                            self.file, self.pos = at_file, event.header.log_pos
+            finally:
+                replica.close()
+                self.pending.clear()  # a transaction the stream cut short: read again from its start
+                self.in_txn, self.begun, self.gtid, self.txn_start = False, False, None, None
+            if position_key(self.file, self.pos) < stop and (self.file, self.pos) == before:
+                stalls += 1  # nothing complete came (a transaction not synced yet): a moment, again
+                if stalls >= _STALLS:
+                    raise SnapshotError(f"the binlog stream ended at {self.file}:{self.pos}, before the "
+                                        f"watermark {file}:{pos} the server reported, {stalls} times; take the "
+                                        f"snapshot again")
+                time.sleep(0.05 * stalls)
+            else:
+                stalls = 0
 
     def _handle(self, file: str, at: int, event: Any, chunk: Optional[_Chunk]) -> None:
         if isinstance(event, (GtidEvent, MariadbGtidEvent)):
-            self.gtid, self.txn_start = event.gtid, (file, at)
+            # a transaction (or a statement of its own, a DDL) opens: no boundary until it ends
+            self.gtid, self.txn_start, self.in_txn, self.begun = event.gtid, (file, at), True, False
         elif isinstance(event, XidEvent):
-            self.gtid = self.txn_start = None
+            self._commit(chunk)
         elif isinstance(event, TransactionPayloadEvent):
             for inner in event.events:
                 self._handle(file, at, inner, chunk)
         elif isinstance(event, QueryEvent):
-            self._check_query(file, at, event)
+            self._check_query(file, at, event, chunk)
         elif isinstance(event, RowsEvent) and not event.skipped and event.table_map is not None:
             table = self.tables.get((event.table_map.schema, event.table_map.table))
+            self.in_txn = self.begun = True
             if table is not None:
-                self._rows(file, at, event, table, chunk)
+                self.pending.append((file, at, event, table, self.gtid, self.txn_start))
 
-    def _check_query(self, file: str, at: int, event: QueryEvent) -> None:
+    def _commit(self, chunk: Optional[_Chunk]) -> None:
+        """The transaction's changes, in order, now that it committed."""
+        for file, at, event, table, gtid, txn_start in self.pending:
+            self.gtid, self.txn_start = gtid, txn_start
+            self._rows(file, at, event, table, chunk)
+        self.pending.clear()
+        self.in_txn, self.begun, self.gtid, self.txn_start = False, False, None, None
+
+    def _check_query(self, file: str, at: int, event: QueryEvent, chunk: Optional[_Chunk]) -> None:
         query = event.query
         if query == "BEGIN":
             self.txn_start = self.txn_start or (file, at)
+            self.in_txn = self.begun = True
             return
         if event.is_commit:
-            self.gtid = self.txn_start = None
+            self._commit(chunk)
             return
+        if self.begun:
+            return  # SAVEPOINT and the like, inside the transaction
+        # a statement of its own (DDL): it ends where it ends, a transaction boundary
+        self.in_txn, self.gtid, self.txn_start = False, None, None
         if statement_kind(query) is None:
             return
         try:
@@ -346,7 +411,7 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
                      saved["follower"][0], saved["follower"][1], resumed_rows)
         else:
             writer = StagingWriter(staging_dir, masking=masking)
-            start_file, start_pos, start_gtid = _binlog_status(conn, flavor)
+            start_file, start_pos, start_gtid = _start_position(conn, flavor)
             history = seed_history(conn, tables.schemas_possibly_included, flavor)
             taken_at = dt.datetime.now(UTC)
             saved = {"follower": [start_file, start_pos], "replayed": 0, "changes": 0}
@@ -390,7 +455,7 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
                  "%s:%d .. %s:%d", len(state), chunks, follower.replayed, follower.staged_changes,
                  start_file, start_pos, end_file, end_pos)
         return writer.publish(
-            dump_id=f"snapshot-{start_file}.{start_pos}-{end_file}.{end_pos}",
+            dump_id=f"snapshot-{start_file}.{start_pos}-{end_file}.{end_pos}-{taken_at:%Y%m%dT%H%M%S%fZ}",
             start=checkpoint(start_file, start_pos, start_gtid).to_json(),
             end=checkpoint(end_file, end_pos, end_gtid).to_json(), server=server,
             extra={"mode": "snapshot", "snapshot_method": "watermark", "tables_filter": tables.to_json(),
@@ -462,6 +527,8 @@ def _read_table(conn, flavor: str, writer: StagingWriter, follower: _Follower, t
     last: Optional[tuple] = t.done_upto
     while True:
         with conn.cursor() as cur:
+            if flavor == "mariadb":  # the read and its exact binlog position, in one short transaction
+                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
             sql = f"SELECT {cols} FROM {source}"
             args: list = []
             if last is not None:
@@ -474,16 +541,20 @@ def _read_table(conn, flavor: str, writer: StagingWriter, follower: _Follower, t
             began = time.monotonic()
             cur.execute(sql, args)
             fetched = cur.fetchall()
+            if flavor == "mariadb":
+                hw_file, hw_pos = _snapshot_position(cur)
+                cur.execute("COMMIT")
             follower.longest_read = max(follower.longest_read, time.monotonic() - began)
             rows = _convert_rows(fetched, converters)
-        hw_file, hw_pos, _ = _binlog_status(conn, flavor, gtid=False)
+        if flavor != "mariadb":  # read after the chunk: what the read saw is before it
+            hw_file, hw_pos, _ = _binlog_status(conn, flavor, gtid=False)
         full = limit is not None and len(rows) == limit
         upto = tuple(rows[-1][i] for i in t.key) if full else None
         chunk = _Chunk(t, last, upto, {tuple(r[i] for i in t.key): tuple(r) for r in rows})
         follower.follow_to(hw_file, hw_pos, chunk)
         unknown = [k for k, v in chunk.rows.items() if v is None]
         if unknown:
-            raise SnapshotError(f"{name}: rows {unknown[:3]} changed during the read of their chunk with "
+            raise SnapshotError(f"{name}: {len(unknown)} row(s) changed during the read of their chunk with "
                                 f"partial row images (binlog_row_image MINIMAL) and cannot be completed; "
                                 f"take the snapshot again or with binlog_row_image=FULL")
         staged = [chunk.rows[k] for k in sorted(chunk.rows)]

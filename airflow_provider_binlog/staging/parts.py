@@ -19,7 +19,7 @@ from ..codec.events import ABSENT, TableMap
 from .contract import schema_fingerprint, staging_schema
 from .convert import ColumnStager, Counters
 from .manifest import file_sha256
-from .masking import EXCLUDE, Masking, MaskingError, masked_image_type
+from .masking import EXCLUDE, HASH, Masking, MaskingError, masked_image_type
 
 if TYPE_CHECKING:
     from ..codec.rows import DeferredRows
@@ -119,10 +119,12 @@ class PartFile:
         self.masking = masking
         self.rules = masking.for_table(*self.key, self.names) if masking else {}
         self.excluded = {n for n, r in self.rules.items() if r.action == EXCLUDE}
-        keys = sorted(c.name for c in self.columns if c.primary_key and c.name in self.excluded)
+        keys = sorted(c.name for c in self.columns if c.primary_key and c.name in self.rules
+                      and self.rules[c.name].action != HASH)
         if keys:
             raise MaskingError(f"masking: {'.'.join(self.key)}: primary key column(s) {', '.join(keys)} "
-                               f"cannot be excluded (the rows would lose their identity); hash them instead")
+                               f"cannot be excluded or truncated (rows would lose or share their identity); "
+                               f"hash them instead")
         if self.rules:
             image = masked_image_type(self.schema.field("_before").type, self.rules, ".".join(self.key))
             for name in ("_before", "_after"):

@@ -99,3 +99,54 @@ def test_the_watermark_on_mysql_is_the_binary_log_status_with_its_executed_gtid_
         assert conn.sql == ["SHOW BINARY LOG STATUS"] * 2
     else:
         assert conn.sql == ["SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"] * 2
+
+
+class CuttingReplica:
+    """Streams the corpus file from a position; its first stream ends after ``cut`` events
+    (inside a transaction), as a server that has not synced more, or MariaDB at a file's end."""
+
+    calls: list = []
+
+    def __init__(self, events, cut):
+        self.events, self.cut = events, cut
+
+    def stream(self, file, pos, **kwargs):
+        CuttingReplica.calls.append(pos)
+        events = [e for e in self.events if e.pos >= pos]
+        if len(CuttingReplica.calls) == 1:
+            events = events[:self.cut]
+        for event in events:
+            yield file, event
+
+    def close(self):
+        pass
+
+
+def test_a_stream_ended_inside_a_transaction_is_read_again_from_its_start_and_staged_once():
+    events = list(read_binlog_file(FILE))
+    tm = next(e.table_map for e in events if isinstance(e, RowsEvent))
+    table = _Table(tm, [0], True, finished=True)
+    writer = Writer()
+    CuttingReplica.calls = []
+    follower = _Follower(lambda: CuttingReplica(events, cut=3), {("mysql", "t"): table}, None, None, writer,
+                         ("binlog.000001", 791))
+    follower.follow_to("binlog.000001", 3331, None)
+    assert CuttingReplica.calls == [791, 791]  # the cut transaction (GTID, BEGIN, TABLE_MAP) from its start
+    assert [(pos, kind, gtid) for pos, kind, gtid, _txn, _row in writer.staged] == [
+        (1077, "insert", f"{UUID}:3"), (1855, "update", f"{UUID}:4"), (2945, "delete", f"{UUID}:5")]
+    assert (follower.file, follower.pos) == ("binlog.000001", 3331)
+
+
+def test_a_stream_that_ends_without_progress_before_the_watermark_stops_the_snapshot():
+    class Empty:
+        def stream(self, *args, **kwargs):
+            return iter(())
+
+        def close(self):
+            pass
+
+    table = _Table(next(e.table_map for e in read_binlog_file(FILE) if isinstance(e, RowsEvent)), [0], True)
+    follower = _Follower(Empty, {("mysql", "t"): table}, None, None, Writer(), ("binlog.000001", 791))
+    with pytest.raises(SnapshotError, match="the binlog stream ended at binlog.000001:791, before the "
+                                            "watermark binlog.000001:3331 the server reported, 5 times"):
+        follower.follow_to("binlog.000001", 3331, None)

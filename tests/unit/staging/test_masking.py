@@ -103,6 +103,8 @@ def test_bad_rules_are_refused(rules, secret, message):
 
 def test_excluding_a_key_or_truncating_a_number_fails_the_dump_before_anything_is_published(tmp_path):
     for rules, message in (({"exclude": ["shop.customers.id"]}, "primary key column\\(s\\) id cannot be excluded"),
+                           ({"truncate": {"shop.customers.id": 3}},
+                            "primary key column\\(s\\) id cannot be excluded or truncated"),
                            ({"truncate": {"shop.customers.age": 1}}, "shop.customers.age is int32, not text")):
         writer = StagingWriter(tmp_path / "staging", masking=Masking.parse(rules))
         with pytest.raises(MaskingError, match=message):

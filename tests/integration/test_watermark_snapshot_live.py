@@ -300,3 +300,40 @@ def test_a_killed_watermark_snapshot_resumes_at_its_last_sealed_chunk(mariadb, s
     assert got == source(mariadb, "items", 1, ("id", "v", "s"))
     got = {(r[0], r[1]): tuple(r) for r in spark.sql("SELECT a, b, n FROM lake.wsnap_kill.wsnap__pairs").collect()}
     assert got == source(mariadb, "pairs", 2, ("a", "b", "n"))
+
+
+def test_a_change_log_reloaded_after_the_incremental_load_logged_part_of_the_snapshot_holds_each_change_once(
+        spark, tmp_path):
+    """A keyless table (a change log): the incremental load logs the changes up to 204; a
+    watermark snapshot from 104 to 304 is merged after it: its rows go in, its changes before 204
+    (logged already) do not, those after do."""
+    import datetime as dt
+
+    from airflow_provider_binlog.codec import constants as C
+    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from tests.integration.test_merge_job import Binlog, col, table_map
+
+    tm = table_map("s", "log", [col(0, "k", C.MYSQL_TYPE_LONG), col(1, "v", C.MYSQL_TYPE_LONG)])
+    log = Binlog(tmp_path).begin()
+    log.rows(tm, "insert", [(1, 1)])                                   # at 4
+    first = log.publish()                                              # 4 .. 104
+    log.begin()
+    log.rows(tm, "insert", [(2, 2)])                                   # at 104
+    second = log.publish()                                             # 104 .. 204
+    apply_manifests(spark, [first, second], "lake", "wsnap_log")
+    snap = Binlog(tmp_path / "snap").begin()
+    snap.pos = 104
+    start = snap.here()
+    snap.rows(tm, "insert", [(2, 2)])                                  # at 104: logged already
+    snap.writer.add_snapshot_rows(tm, [(1, 1), (2, 2)], binlog_file=snap.file, position=250, gtid=None,
+                                  taken_at=dt.datetime.now(dt.timezone.utc), first_index=-(2 ** 31))
+    snap.pos = 260
+    snap.rows(tm, "insert", [(3, 3)])                                  # at 260: new
+    snap.pos = 304
+    manifest = snap.writer.publish(dump_id="wsnap-log", start=start.to_json(), end=snap.here().to_json(),
+                                   server={"flavor": "mysql"}, extra={"mode": "snapshot"})
+    apply_manifests(spark, [manifest], "lake", "wsnap_log", stream="log.partial")
+    rows = spark.sql("SELECT _op, _binlog_pos, k FROM lake.wsnap_log.s__log "
+                     "ORDER BY _binlog_seq, _binlog_pos, _row").collect()
+    assert [tuple(r) for r in rows] == [("insert", 4, 1), ("truncate", 103, None), ("insert", 104, 2),
+                                       ("insert", 250, 1), ("insert", 250, 2), ("insert", 260, 3)]

@@ -281,6 +281,9 @@ def apply_changelog_table(spark: SparkSession, work: TableWork, batch: Batch, st
         frame = df.select(*select)
         if work.since is not None:
             frame = frame.withColumn("_o", order_struct()).filter(order_at_or_after(work.since)).drop("_o")
+        if work.logged_to is not None:  # a snapshot's rows, and its changes not logged yet
+            frame = frame.withColumn("_o", order_struct()).filter(
+                F.col("_txn").startswith("snapshot:") | order_at_or_after(work.logged_to)).drop("_o")
         frames.append(frame)
     schema = T.StructType([T.StructField(n, t) for n, t in (*CHANGELOG_ENVELOPE, *image_cols)])
     rows = []

@@ -69,6 +69,8 @@ class TableWork:
     status: str = "pending"
     facts: Optional[StagedFacts] = None  # what the staged files say, read without Spark (small tables)
     contract: TableContract = dataclasses.field(default_factory=TableContract)
+    #: a change log's position already logged, inside a snapshot batch: its changes before are not appended
+    logged_to: Optional[tuple[int, int]] = None
     #: the columns of the data-contract options the table has (after its statements)
     contract_columns: list[tuple[str, T.DataType]] = dataclasses.field(default_factory=list)
 
@@ -162,6 +164,10 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
             if work.since is None:
                 raise MergeJobError(f"{name} is at [{state.checkpoint}] inside batch "
                                     f"{batch.batch_id}, which needs binlog coordinates to resume")
+        elif snapshot and mode == MODE_CHANGELOG and compare_checkpoints(batch.start, state.checkpoint) < 0:
+            # a change log the incremental load already wrote past the snapshot's start: the
+            # snapshot's rows all go in, its changes only after what is logged (never twice)
+            work.logged_to = _position(state.checkpoint)
     work.resets = [r for r in resets if work.since is None or r["_position"] >= work.since]
     altered = _altered_layout(batch, work) if mode == MODE_MERGE else None
     if entry is None and not work.resets and not (altered and exists):

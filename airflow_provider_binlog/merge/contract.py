@@ -19,13 +19,12 @@ Pure: no Spark here; column types are Spark SQL type names.
 """
 from __future__ import annotations
 
-import fnmatch
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from .errors import MergeJobError
+from .per_table import matching_key, split_per_table
 
 
 class ContractError(MergeJobError, ValueError):
@@ -147,29 +146,16 @@ class DataContract:
 
     @classmethod
     def parse(cls, value: Any) -> "DataContract":
-        if value is None or value == "":
+        given = split_per_table(value, "data contract", "options", ContractError)
+        if given is None:
             return cls()
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError as exc:
-                raise ContractError(f"data contract is not JSON: {exc}") from None
-        if not isinstance(value, Mapping) or set(value) - {"default", "tables"}:
-            raise ContractError("a data contract is an object with 'default' and/or 'tables'")
-        tables = value.get("tables") or {}
-        if not isinstance(tables, Mapping):
-            raise ContractError("'tables' maps schema.table (or patterns) to options")
-        for name in tables:
-            if not isinstance(name, str) or "." not in name:
-                raise ContractError(f"data contract key {name!r} is not schema.table")
-        return cls(TableContract.parse(value.get("default"), "default"),
+        default, tables = given
+        return cls(TableContract.parse(default, "default"),
                    {n: TableContract.parse(v, n) for n, v in tables.items()},
                    {n: frozenset(v or ()) for n, v in tables.items()})
 
     def for_table(self, schema: str, table: str) -> TableContract:
-        name = f"{schema}.{table}"
-        match = name if name in self.tables else next(
-            (p for p in self.tables if fnmatch.fnmatchcase(name, p)), None)
+        match = matching_key(self.tables, schema, table)
         if match is None:
             return self.default
         own, given = self.tables[match], self.given.get(match, frozenset())

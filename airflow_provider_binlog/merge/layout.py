@@ -15,13 +15,12 @@ Written as JSON for the job's ``--table-layout``::
 """
 from __future__ import annotations
 
-import fnmatch
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from .errors import MergeJobError
+from .per_table import matching_key, split_per_table
 
 
 class LayoutError(MergeJobError, ValueError):
@@ -136,22 +135,11 @@ class TableLayouts:
 
     @classmethod
     def parse(cls, value: Any) -> "TableLayouts":
-        if value is None or value == "":
+        given = split_per_table(value, "table layout", "layouts", LayoutError)
+        if given is None:
             return cls()
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError as exc:
-                raise LayoutError(f"table layout is not JSON: {exc}") from None
-        if not isinstance(value, Mapping) or set(value) - {"default", "tables"}:
-            raise LayoutError("a table layout is an object with 'default' and/or 'tables'")
-        tables = value.get("tables") or {}
-        if not isinstance(tables, Mapping):
-            raise LayoutError("'tables' maps schema.table (or patterns) to layouts")
-        for name in tables:
-            if not isinstance(name, str) or "." not in name:
-                raise LayoutError(f"table layout key {name!r} is not schema.table")
-        return cls(TableLayout.parse(value.get("default"), "default"),
+        default, tables = given
+        return cls(TableLayout.parse(default, "default"),
                    {n: TableLayout.parse(v, n) for n, v in tables.items()},
                    {n: frozenset(v or ()) for n, v in tables.items()})
 
@@ -164,9 +152,7 @@ class TableLayouts:
         return TableLayouts(default, self.tables, self.given)
 
     def for_table(self, schema: str, table: str) -> TableLayout:
-        name = f"{schema}.{table}"
-        match = name if name in self.tables else next(
-            (p for p in self.tables if fnmatch.fnmatchcase(name, p)), None)
+        match = matching_key(self.tables, schema, table)
         if match is None:
             return self.default
         own, given = self.tables[match], self.given.get(match, frozenset())

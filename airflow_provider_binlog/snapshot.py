@@ -137,13 +137,31 @@ def list_tables(conn, table_filter: TableFilter) -> list[tuple[str, str]]:
         return [(s, t) for s, t in cur.fetchall() if table_filter(s, t)]
 
 
+def binlog_status_row(cur) -> Optional[tuple]:
+    """The row of ``SHOW BINARY LOG STATUS`` (MySQL 8.4+), else of ``SHOW MASTER STATUS``
+    (earlier MySQL, MariaDB): file, position, ..., and on MySQL the executed GTID set at 4."""
+    for sql in ("SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"):
+        try:
+            cur.execute(sql)
+            return cur.fetchone()
+        except pymysql.err.ProgrammingError:
+            continue
+    raise SnapshotError("cannot read the binlog position (SHOW MASTER STATUS)")
+
+
+def snapshot_binlog_position(cur) -> tuple[str, int]:
+    """MariaDB: the binlog position of the consistent snapshot the transaction holds — every
+    transaction committed before it is seen, none after (no race with commits in flight)."""
+    cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+    status = {k.lower(): v for k, v in cur.fetchall()}
+    return status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])
+
+
 def _snapshot_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
     with conn.cursor() as cur:
         if flavor == "mariadb":
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
-            status = {k.lower(): v for k, v in cur.fetchall()}
-            file, pos = status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])
+            file, pos = snapshot_binlog_position(cur)
             cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
             gtid = cur.fetchone()[0]
             return file, pos, gtid
@@ -154,13 +172,7 @@ def _snapshot_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
                                 f"{exc.args[-1]}; GRANT RELOAD ON *.* to the user") from None
         try:
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            for sql in ("SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"):
-                try:
-                    cur.execute(sql)
-                    row = cur.fetchone()
-                    break
-                except pymysql.err.ProgrammingError:
-                    continue
+            row = binlog_status_row(cur)
         finally:
             cur.execute("UNLOCK TABLES")
         return row[0], int(row[1]), (row[4] if len(row) > 4 else None)

@@ -55,8 +55,10 @@ from .snapshot import (
     SnapshotError,
     _convert_rows,
     _converter,
+    binlog_status_row,
     list_tables,
     quote_identifier,
+    snapshot_binlog_position,
     table_map_from_information_schema,
 )
 from .staging import Manifest, StagingWriter
@@ -80,15 +82,7 @@ def _binlog_status(conn, flavor: str, gtid: bool = True) -> tuple[str, int, Opti
     """The server's binlog position now (and its GTID state, unless ``gtid`` is False: MariaDB
     finds it by reading the binlog file up to the position, too slow for every chunk)."""
     with conn.cursor() as cur:
-        for sql in ("SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"):
-            try:
-                cur.execute(sql)
-                row = cur.fetchone()
-                break
-            except Exception:  # noqa: BLE001 - the statement of the other version
-                continue
-        else:  # pragma: no cover
-            raise SnapshotError("cannot read the binlog position (SHOW MASTER STATUS)")
+        row = binlog_status_row(cur)
         if row is None:
             raise SnapshotError("the server has no binary log (log_bin is OFF)")
         file, pos = row[0], int(row[1])
@@ -102,14 +96,6 @@ def _binlog_status(conn, flavor: str, gtid: bool = True) -> tuple[str, int, Opti
     return file, pos, state or None
 
 
-def _snapshot_position(cur) -> tuple[str, int]:
-    """MariaDB: the binlog position of the consistent snapshot the transaction holds — every
-    transaction committed before it is seen, none after (no race with commits in flight)."""
-    cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
-    status = {k.lower(): v for k, v in cur.fetchall()}
-    return status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])
-
-
 def _start_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
     """The first watermark. MariaDB: that of a consistent snapshot, so that no transaction
     written to the binlog before it can still be invisible to the first chunk's read."""
@@ -117,7 +103,7 @@ def _start_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
         return _binlog_status(conn, flavor)
     with conn.cursor() as cur:
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-        file, pos = _snapshot_position(cur)
+        file, pos = snapshot_binlog_position(cur)
         cur.execute("COMMIT")
         cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
         gtid = cur.fetchone()[0]
@@ -542,7 +528,7 @@ def _read_table(conn, flavor: str, writer: StagingWriter, follower: _Follower, t
             cur.execute(sql, args)
             fetched = cur.fetchall()
             if flavor == "mariadb":
-                hw_file, hw_pos = _snapshot_position(cur)
+                hw_file, hw_pos = snapshot_binlog_position(cur)
                 cur.execute("COMMIT")
             follower.longest_read = max(follower.longest_read, time.monotonic() - began)
             rows = _convert_rows(fetched, converters)

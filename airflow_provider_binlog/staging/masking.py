@@ -188,26 +188,25 @@ def mask_ddl_record(masking: Masking, record: dict[str, Any]) -> dict[str, Any]:
             ops.append(op)
             continue
         schema, table = op["table"]
+
+        def masked(items: list[dict[str, Any]], mask: Any) -> list[dict[str, Any]]:
+            """``items`` (each with a ``name``) without the excluded, ``mask(item, rule)`` of the masked."""
+            out = []
+            for item in items:
+                rule = masking.rule(schema, table, item["name"])
+                if rule is None:
+                    out.append(item)
+                elif rule.action != EXCLUDE:
+                    out.append(mask(item, rule))
+            return out
+
         op = dict(op)
         if op.get("columns"):
-            columns = []
-            for c in op["columns"]:
-                rule = masking.rule(schema, table, c["name"])
-                if rule is None:
-                    columns.append(c)
-                elif rule.action != EXCLUDE:
-                    columns.append(_masked_def(masking, rule, c))
-            op["columns"] = columns
+            op["columns"] = masked(op["columns"], lambda c, rule: _masked_def(masking, rule, c))
         if op.get("added"):
-            added = []
-            for a in op["added"]:
-                rule = masking.rule(schema, table, a["name"])
-                if rule is None:
-                    added.append(a)
-                elif rule.action != EXCLUDE:
-                    added.append({**a, "column": _masked_def(masking, rule, a["column"]) if a.get("column") else None,
-                                  "value": masking.mask_text(rule, a.get("value"))})
-            op["added"] = added
+            op["added"] = masked(op["added"], lambda a, rule: {
+                **a, "column": _masked_def(masking, rule, a["column"]) if a.get("column") else None,
+                "value": masking.mask_text(rule, a.get("value"))})
         ops.append(op)
     return {**record, "ops": ops}
 

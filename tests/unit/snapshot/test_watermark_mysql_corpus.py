@@ -128,10 +128,10 @@ def test_a_stream_ended_inside_a_transaction_is_read_again_from_its_start_and_st
     table = _Table(tm, [0], True, finished=True)
     writer = Writer()
     CuttingReplica.calls = []
-    follower = _Follower(lambda: CuttingReplica(events, cut=3), {("mysql", "t"): table}, None, None, writer,
+    follower = _Follower(lambda: CuttingReplica(events, cut=4), {("mysql", "t"): table}, None, None, writer,
                          ("binlog.000001", 791))
     follower.follow_to("binlog.000001", 3331, None)
-    assert CuttingReplica.calls == [791, 791]  # the cut transaction (GTID, BEGIN, TABLE_MAP) from its start
+    assert CuttingReplica.calls == [791, 791]  # the cut transaction (its rows read, not its XID) from its start
     assert [(pos, kind, gtid) for pos, kind, gtid, _txn, _row in writer.staged] == [
         (1077, "insert", f"{UUID}:3"), (1855, "update", f"{UUID}:4"), (2945, "delete", f"{UUID}:5")]
     assert (follower.file, follower.pos) == ("binlog.000001", 3331)

@@ -32,8 +32,12 @@ import logging
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable, Optional
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Optional, Sequence, Union
 
+import pyarrow as pa
+
+from . import arrow_reader
 from .checkpoint import Checkpoint
 from .codec import constants as C
 from .codec.events import (
@@ -62,11 +66,14 @@ from .snapshot import (
     table_map_from_information_schema,
 )
 from .staging import Manifest, StagingWriter
+from .staging.contract import arrow_type_for
 from .staging.masking import Masking
 from .tables import TableFilter
 
 log = logging.getLogger(__name__)
 UTC = dt.timezone.utc
+#: rows per chunk, by default, of a table read into Arrow, and of one read with pymysql
+ARROW_CHUNK_ROWS, CHUNK_ROWS = 50_000, 10_000
 #: chunk rows sort before every change at their position: their row indexes start here
 _FIRST_INDEX = -(2 ** 31)
 #: streams in a row that end before the watermark with no transaction read, before giving up
@@ -96,12 +103,31 @@ def _binlog_status(conn, flavor: str, gtid: bool = True) -> tuple[str, int, Opti
     return file, pos, state or None
 
 
+#: tries to read MariaDB's GTID state between two equal binlog positions
+_QUIET_TRIES = 5
+
+
 def _start_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
-    """The first watermark. MariaDB: that of a consistent snapshot, so that no transaction
-    written to the binlog before it can still be invisible to the first chunk's read."""
+    """The first watermark and the GTID state there. Every transaction before it is visible to
+    the first chunk's read: MariaDB reads each chunk in (or after) a consistent snapshot, whose
+    exact binlog position is at or after it.
+
+    MariaDB's GTID state is ``@@gtid_binlog_pos`` read between two equal binlog positions (no
+    transaction was written meanwhile); only on a server too busy for that, ``BINLOG_GTID_POS``
+    finds it by reading the binlog file from its start (seconds, on a large file)."""
     if flavor != "mariadb":
         return _binlog_status(conn, flavor)
     with conn.cursor() as cur:
+        for attempt in range(_QUIET_TRIES):
+            first = binlog_status_row(cur)
+            cur.execute("SELECT @@gtid_binlog_pos")
+            state = cur.fetchone()[0]
+            second = binlog_status_row(cur)
+            if first is None or second is None:
+                raise SnapshotError("the server has no binary log (log_bin is OFF)")
+            if (first[0], int(first[1])) == (second[0], int(second[1])):
+                return first[0], int(first[1]), state or None
+            time.sleep(0.01 * (attempt + 1))
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         file, pos = snapshot_binlog_position(cur)
         cur.execute("COMMIT")
@@ -142,18 +168,40 @@ class _Table:
     finished: bool = False             # every chunk read
     rows: int = 0
     chunks: int = 0
+    arrow: Optional[arrow_reader.ArrowChunkReader] = None  # reads its chunks into Arrow
+    arrow_chunks: int = 0              # chunks read into Arrow (by this process)
 
 
 @dataclass
 class _Chunk:
-    """The chunk being read: its key range ``(after, upto]`` (None: open) and its rows."""
+    """The chunk being read: its key range ``(after, upto]`` (None: open) and its rows, as
+    Arrow arrays (read straight into Arrow) until a change of the binlog concerns them."""
     table: _Table
     after: Optional[tuple]
     upto: Optional[tuple]
     rows: dict = field(default_factory=dict)   # key -> row tuple (None: known only as partial)
+    arrays: Optional[list] = None              # one per column, in its staging type
 
     def holds(self, key: tuple) -> bool:
         return (self.after is None or key > self.after) and (self.upto is None or key <= self.upto)
+
+    def materialize(self) -> None:
+        """The rows as Python tuples, for a change to be replayed on them."""
+        if self.arrays is not None:
+            columns = [a.to_pylist() for a in self.arrays]
+            key = self.table.key
+            self.rows = {tuple(r[i] for i in key): r for r in zip(*columns)}
+            self.arrays = None
+
+
+#: the chunks being read: one, several (of different tables, read at once), or none
+_Open = Union[_Chunk, Sequence[_Chunk], None]
+
+
+def _chunk_of(chunks: _Open, table: _Table) -> Optional[_Chunk]:
+    if chunks is None or isinstance(chunks, _Chunk):
+        return chunks if chunks is not None and chunks.table is table else None
+    return next((c for c in chunks if c.table is table), None)
 
 
 class _Follower:
@@ -168,6 +216,8 @@ class _Follower:
         self.writer = writer
         self.file, self.pos = start
         self.gtid: Optional[str] = None
+        #: MariaDB: the GTID state at (file, pos), when the state at the start was known
+        self.gtid_state: Optional[MariadbGtidPosition] = None
         self.txn_start: Optional[tuple[str, int]] = None
         self.staged_changes = 0
         self.replayed = 0
@@ -176,7 +226,7 @@ class _Follower:
         self.begun = False         # its BEGIN (or a first rows event) was read
         self.pending: list[tuple] = []
 
-    def follow_to(self, file: str, pos: int, chunk: Optional[_Chunk]) -> None:
+    def follow_to(self, file: str, pos: int, chunk: _Open) -> None:
         """Read the binlog from where it was left to ``(file, pos)`` (a transaction boundary).
 
         Changes are applied a whole transaction at a time, at its commit. A stream the server
@@ -217,7 +267,7 @@ class _Follower:
             else:
                 stalls = 0
 
-    def _handle(self, file: str, at: int, event: Any, chunk: Optional[_Chunk]) -> None:
+    def _handle(self, file: str, at: int, event: Any, chunk: _Open) -> None:
         if isinstance(event, (GtidEvent, MariadbGtidEvent)):
             # a transaction (or a statement of its own, a DDL) opens: no boundary until it ends
             self.gtid, self.txn_start, self.in_txn, self.begun = event.gtid, (file, at), True, False
@@ -234,15 +284,17 @@ class _Follower:
             if table is not None:
                 self.pending.append((file, at, event, table, self.gtid, self.txn_start))
 
-    def _commit(self, chunk: Optional[_Chunk]) -> None:
+    def _commit(self, chunk: _Open) -> None:
         """The transaction's changes, in order, now that it committed."""
-        for file, at, event, table, gtid, txn_start in self.pending:
-            self.gtid, self.txn_start = gtid, txn_start
+        gtid = self.gtid
+        for file, at, event, table, txn_gtid, txn_start in self.pending:
+            self.gtid, self.txn_start = txn_gtid, txn_start
             self._rows(file, at, event, table, chunk)
         self.pending.clear()
+        self._count_gtid(gtid)
         self.in_txn, self.begun, self.gtid, self.txn_start = False, False, None, None
 
-    def _check_query(self, file: str, at: int, event: QueryEvent, chunk: Optional[_Chunk]) -> None:
+    def _check_query(self, file: str, at: int, event: QueryEvent, chunk: _Open) -> None:
         query = event.query
         if query == "BEGIN":
             self.txn_start = self.txn_start or (file, at)
@@ -254,6 +306,7 @@ class _Follower:
         if self.begun:
             return  # SAVEPOINT and the like, inside the transaction
         # a statement of its own (DDL): it ends where it ends, a transaction boundary
+        self._count_gtid(self.gtid)
         self.in_txn, self.gtid, self.txn_start = False, None, None
         if statement_kind(query) is None:
             return
@@ -269,16 +322,21 @@ class _Follower:
             raise SnapshotError(f"a schema statement on a captured table ran during the snapshot at "
                                 f"{file}:{at} ({query[:200]!r}); take the snapshot again")
 
-    def _rows(self, file: str, at: int, event: RowsEvent, table: _Table, chunk: Optional[_Chunk]) -> None:
+    def _count_gtid(self, gtid: Optional[str]) -> None:
+        if self.gtid_state is not None and gtid:
+            self.gtid_state = self.gtid_state.advance(gtid)
+
+    def _rows(self, file: str, at: int, event: RowsEvent, table: _Table, chunk: _Open) -> None:
         """Replay the event's rows on the chunk being read, and stage what concerns keys read:
         a key change whose one key is read and the other not keeps only that half (the delete
         of the old key, or the insert of the new one); the rest is read later."""
         staged: list[tuple[int, str, Any]] = []  # (row index in the event, kind, row)
+        current = _chunk_of(chunk, table)
         for index, row in enumerate(event.rows):
             before, after = (row if event.kind == "update" else
                              (row, None) if event.kind == "delete" else (None, row))
-            if chunk is not None and chunk.table is table:
-                self._replay(chunk, event.kind, before, after)
+            if current is not None:
+                self._replay(current, event.kind, before, after)
             old = self._key(table, before) if before is not None else None
             new = self._key(table, after) if after is not None else None
             if event.kind == "update" and new is None:
@@ -328,6 +386,9 @@ class _Follower:
         new_key = self._key(table, after) if after is not None else old_key
         if after is not None and new_key is None:  # a MINIMAL update image without its key
             new_key = old_key
+        if not ((old_key is not None and chunk.holds(old_key)) or (new_key is not None and chunk.holds(new_key))):
+            return  # neither key in the chunk's range
+        chunk.materialize()
         previous = chunk.rows.get(old_key) if old_key is not None else None
         if old_key is not None and chunk.holds(old_key) and (kind == "delete" or new_key != old_key):
             chunk.rows.pop(old_key, None)
@@ -348,9 +409,11 @@ class _Follower:
 
 
 def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callable[[], Any], *, staging_dir,
-                            tables: TableFilter, flavor: str, server: dict, chunk_rows: int = 10_000,
+                            tables: TableFilter, flavor: str, server: dict, chunk_rows: Optional[int] = None,
                             progress: Optional[Callable[[str, int, int], None]] = None,
-                            masking: Optional[Masking] = None, resume_key: Optional[str] = None) -> Manifest:
+                            masking: Optional[Masking] = None, resume_key: Optional[str] = None,
+                            arrow_url: Optional[str] = None, reader: str = "auto",
+                            read_connections: int = 1) -> Manifest:
     """Read the selected tables by key chunks between binlog watermarks and publish them as a
     snapshot batch from the first watermark (``start``) to the last (``end``): staged chunk
     rows, and the changes of rows already read made while the snapshot went on.
@@ -361,9 +424,28 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
 
     With ``resume_key``, the staged work is sealed after every chunk; a snapshot with the same
     key whose process died (killed, a lost worker) is continued where its last chunk was
-    sealed, so at most the chunk being read then is read again."""
-    if chunk_rows < 1:
+    sealed, so at most the chunk being read then is read again.
+
+    ``reader``: ``"arrow"`` reads chunks straight into Arrow with connectorx
+    (:mod:`.arrow_reader`; ``arrow_url`` is its ``mysql://`` address), ``"pymysql"`` row by
+    row, ``"auto"`` (the default) with connectorx where it can (an ``arrow_url``, connectorx
+    installed, every column of the table of a type it reads exactly), else with pymysql.
+    ``read_connections`` is the connection budget: up to that many tables read into Arrow have a
+    chunk read at once, and a chunk of the last such table, when it is keyed by one integer
+    column, is split between that many connections.
+
+    ``chunk_rows`` (rows per chunk) defaults to :data:`ARROW_CHUNK_ROWS` for a table read into
+    Arrow and :data:`CHUNK_ROWS` for one read with pymysql (a chunk's read costs a few
+    milliseconds besides its rows, which an Arrow read of 10,000 rows does not dwarf)."""
+    if chunk_rows is not None and chunk_rows < 1:
         raise SnapshotError(f"chunk_rows must be at least 1, not {chunk_rows}")
+    if reader not in ("auto", "arrow", "pymysql"):
+        raise SnapshotError(f"reader is 'auto', 'arrow' or 'pymysql', not {reader!r}")
+    if read_connections < 1:
+        raise SnapshotError(f"read_connections must be at least 1, not {read_connections}")
+    if reader == "arrow" and (arrow_url is None or not arrow_reader.available()):
+        raise SnapshotError("reader='arrow' needs connectorx installed (pip install connectorx) and a "
+                            "connection without TLS; use reader='auto' or 'pymysql'")
     conn = connect()
     writer: Optional[StagingWriter] = None
     try:
@@ -377,7 +459,16 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
                 continue
             key = chunk_key(conn, tm)
             ordered = all(tm.columns[i].type in _ORDERED_TYPES or tm.columns[i].text is False for i in key)
-            state[(schema, table)] = _Table(tm, key, ordered)
+            state[(schema, table)] = t = _Table(tm, key, ordered)
+            if reader != "pymysql" and arrow_url is not None and arrow_reader.available():
+                why = arrow_reader.arrow_readable(tm)
+                if why is None:
+                    t.arrow = arrow_reader.ArrowChunkReader(arrow_url, tm, read_connections)
+                elif reader == "arrow":
+                    raise SnapshotError(f"{schema}.{table}: {why}, which connectorx does not read exactly; "
+                                        f"use reader='auto' (such tables are read with pymysql)")
+                else:
+                    log.info("watermark snapshot: %s.%s read with pymysql: %s", schema, table, why)
         resumed = StagingWriter.resume(staging_dir, resume_key, {k: t.tm for k, t in state.items()},
                                        masking=masking) if resume_key else None
         if resumed is not None:
@@ -400,7 +491,8 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
             start_file, start_pos, start_gtid = _start_position(conn, flavor)
             history = seed_history(conn, tables.schemas_possibly_included, flavor)
             taken_at = dt.datetime.now(UTC)
-            saved = {"follower": [start_file, start_pos], "replayed": 0, "changes": 0}
+            saved = {"follower": [start_file, start_pos], "replayed": 0, "changes": 0,
+                     "follower_gtid": (start_gtid or "") if flavor == "mariadb" else None}
             resumed_rows = 0
         for (schema, table), t in state.items():
             tdef = history.get(schema, table)
@@ -409,6 +501,8 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
                                     f"run the snapshot again")
         follower = _Follower(replica_factory, state, history, tables, writer, tuple(saved["follower"]))
         follower.replayed, follower.staged_changes = saved["replayed"], saved["changes"]
+        if saved.get("follower_gtid") is not None:
+            follower.gtid_state = MariadbGtidPosition.parse(saved["follower_gtid"])
 
         def seal() -> None:
             if resume_key:
@@ -416,16 +510,34 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
                     "resume_key": resume_key, "start": [start_file, start_pos, start_gtid],
                     "history": history.to_json(), "taken_at": taken_at.isoformat(),
                     "follower": [follower.file, follower.pos], "replayed": follower.replayed,
+                    "follower_gtid": None if follower.gtid_state is None else str(follower.gtid_state),
                     "changes": follower.staged_changes,
                     "tables": {f"{k[0]}\x00{k[1]}": {"done_upto": _encode_key(t.done_upto), "finished": t.finished,
                                                       "rows": t.rows, "chunks": t.chunks}
                                for k, t in state.items()}})
 
-        for t in state.values():
-            if not t.finished:
-                _read_table(conn, flavor, writer, follower, t, chunk_rows, taken_at, progress, seal)
-        end_file, end_pos, end_gtid = _binlog_status(conn, flavor)
+        # several tables read into Arrow: a chunk of each of up to read_connections at once;
+        # the last such table (or a table read with pymysql): its chunks one after another,
+        # each over the budget when its key is one integer column
+        with ThreadPoolExecutor(read_connections, thread_name_prefix="snapshot-read") as pool:
+            while True:
+                pending = [t for t in state.values() if not t.finished]
+                if not pending:
+                    break
+                in_arrow = [t for t in pending if t.arrow is not None]
+                if read_connections > 1 and len(in_arrow) > 1:
+                    _read_round(conn, flavor, writer, follower, in_arrow[:read_connections],
+                                chunk_rows or ARROW_CHUNK_ROWS, taken_at, progress, seal, pool)
+                else:
+                    t = pending[0]
+                    _read_table(conn, flavor, writer, follower, t,
+                                chunk_rows or (ARROW_CHUNK_ROWS if t.arrow is not None else CHUNK_ROWS), taken_at,
+                                progress, seal)
+        # MariaDB: the GTID state at the end is the start's and the transactions followed since
+        end_file, end_pos, end_gtid = _binlog_status(conn, flavor, gtid=follower.gtid_state is None)
         follower.follow_to(end_file, end_pos, None)
+        if follower.gtid_state is not None:
+            end_gtid = str(follower.gtid_state) or None
 
         def checkpoint(file: str, pos: int, gtid_text: Optional[str]) -> Checkpoint:
             gtid = None
@@ -448,6 +560,7 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
                    "schema_history": history.to_json(), "snapshot_tables": [f"{s}.{t}" for s, t in state],
                    "snapshot_stats": {"chunks": chunks, "replayed": follower.replayed,
                                       "changes": follower.staged_changes, "resumed": resumed is not None,
+                                      "arrow_chunks": sum(t.arrow_chunks for t in state.values()),
                                       "resumed_after_rows": resumed_rows,
                                       "longest_chunk_read_seconds": round(follower.longest_read, 4)}})
     except BaseException as exc:
@@ -500,65 +613,223 @@ def _decode_key(data: Optional[list]) -> Optional[tuple]:
     return tuple(out)
 
 
-def _read_table(conn, flavor: str, writer: StagingWriter, follower: _Follower, t: _Table, chunk_rows: int,
-                taken_at: dt.datetime, progress: Optional[Callable[[str, int, int], None]],
-                seal: Callable[[], None]) -> None:
-    tm = t.tm
-    name = f"{tm.schema}.{tm.table}"
-    cols = ", ".join(quote_identifier(c.name) for c in tm.columns)
-    source = f"{quote_identifier(tm.schema)}.{quote_identifier(tm.table)}"
-    key_cols = ", ".join(quote_identifier(tm.columns[i].name) for i in t.key)
-    converters = [_converter(c) for c in tm.columns]
-    limit = chunk_rows if t.ordered else None  # a text key: the table in one chunk
-    last: Optional[tuple] = t.done_upto
-    while True:
+def _read_chunk(conn, flavor: str, t: _Table, cols: str, source: str, key_cols: str, converters: list,
+                last: Optional[tuple], limit: Optional[int]) -> tuple[_Chunk, bool, str, int, float]:
+    """One chunk read with pymysql: the chunk, whether it was full, its high watermark and the
+    seconds of the read."""
+    with conn.cursor() as cur:
+        if flavor == "mariadb":  # the read and its exact binlog position, in one short transaction
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        sql = f"SELECT {cols} FROM {source}"
+        args: list = []
+        if last is not None:
+            sql += f" WHERE ({key_cols}) > ({', '.join(['%s'] * len(last))})"
+            args += list(last)
+        sql += f" ORDER BY {key_cols}"
+        if limit is not None:
+            sql += " LIMIT %s"
+            args.append(limit)
+        began = time.monotonic()
+        cur.execute(sql, args)
+        fetched = cur.fetchall()
+        if flavor == "mariadb":
+            hw_file, hw_pos = snapshot_binlog_position(cur)
+            cur.execute("COMMIT")
+        seconds = time.monotonic() - began
+        rows = _convert_rows(fetched, converters)
+    if flavor != "mariadb":  # read after the chunk: what the read saw is before it
+        hw_file, hw_pos, _ = _binlog_status(conn, flavor, gtid=False)
+    full = limit is not None and len(rows) == limit
+    upto = tuple(rows[-1][i] for i in t.key) if full else None
+    chunk = _Chunk(t, last, upto, {tuple(r[i] for i in t.key): tuple(r) for r in rows})
+    return chunk, full, hw_file, hw_pos, seconds
+
+
+def _visibility_guard(conn, flavor: str) -> None:
+    """MariaDB: a consistent snapshot opened and closed, after which every transaction of the
+    binlog before the position read before it is committed in the engine (visible to any read
+    that starts later)."""
+    if flavor == "mariadb":
         with conn.cursor() as cur:
-            if flavor == "mariadb":  # the read and its exact binlog position, in one short transaction
-                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            sql = f"SELECT {cols} FROM {source}"
-            args: list = []
-            if last is not None:
-                sql += f" WHERE ({key_cols}) > ({', '.join(['%s'] * len(last))})"
-                args += list(last)
-            sql += f" ORDER BY {key_cols}"
-            if limit is not None:
-                sql += " LIMIT %s"
-                args.append(limit)
-            began = time.monotonic()
-            cur.execute(sql, args)
-            fetched = cur.fetchall()
-            if flavor == "mariadb":
-                hw_file, hw_pos = snapshot_binlog_position(cur)
-                cur.execute("COMMIT")
-            follower.longest_read = max(follower.longest_read, time.monotonic() - began)
-            rows = _convert_rows(fetched, converters)
-        if flavor != "mariadb":  # read after the chunk: what the read saw is before it
-            hw_file, hw_pos, _ = _binlog_status(conn, flavor, gtid=False)
-        full = limit is not None and len(rows) == limit
-        upto = tuple(rows[-1][i] for i in t.key) if full else None
-        chunk = _Chunk(t, last, upto, {tuple(r[i] for i in t.key): tuple(r) for r in rows})
-        follower.follow_to(hw_file, hw_pos, chunk)
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            cur.execute("COMMIT")
+
+
+def _read_chunk_arrow(conn, flavor: str, t: _Table, source: str, key_cols: str, last: Optional[tuple],
+                      limit: Optional[int], *, alone: bool = True) -> tuple[_Chunk, bool, str, int, float]:
+    """One chunk read into Arrow with connectorx (see :func:`_read_chunk`); raises
+    :class:`~.arrow_reader.ArrowReadError` when connectorx cannot read it.
+
+    connectorx reads on connections of its own, each chunk's read one statement (or one per
+    connection of the budget). On MariaDB a consistent snapshot opened and closed just before
+    it makes every transaction of the binlog before the follower's position visible to it;
+    the changes after that position up to the high watermark, read after it, are replayed."""
+    reader = t.arrow
+    if reader is None:
+        raise arrow_reader.ArrowReadError(f"{t.tm.schema}.{t.tm.table}: no Arrow reader")
+    if alone:
+        _visibility_guard(conn, flavor)
+    where = ""
+    if last is not None:
+        where = f"({key_cols}) > ({', '.join(conn.escape(v) for v in last)})"
+    key_col = t.tm.columns[t.key[0]]
+    split: Optional[tuple[str, int, int]] = None
+    upto: Optional[tuple] = None
+    full = empty = False
+    if alone and reader.connections > 1 and limit is not None and len(t.key) == 1 \
+            and arrow_reader.splittable(key_col):
+        # the chunk's last key first (an index read), then the range over the connections
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT {key_cols} FROM {source}" + (f" WHERE {where}" if where else "")
+                        + f" ORDER BY {key_cols} LIMIT 1 OFFSET %s", (limit - 1,))
+            row = cur.fetchone()
+            full = row is not None
+            if full:
+                high = int(row[0])
+            else:
+                cur.execute(f"SELECT MAX({key_cols}) FROM {source}" + (f" WHERE {where}" if where else ""))
+                top = cur.fetchone()[0]
+                high = int(top) if top is not None else 0
+            cur.execute(f"SELECT MIN({key_cols}) FROM {source}" + (f" WHERE {where}" if where else ""))
+            bottom = cur.fetchone()[0]
+        if bottom is None:
+            empty = True  # nothing left
+        else:
+            split = (key_col.name, int(bottom), high)
+            where = (where + " AND " if where else "") + f"{key_cols} <= {high}"
+            upto = (high,) if full else None
+    began = time.monotonic()
+    if empty:
+        arrays: Sequence[Any] = [pa.array([], type=arrow_type_for(c)) for c in t.tm.columns]
+    else:
+        arrays = reader.read(where, f"ORDER BY {key_cols}" + (f" LIMIT {int(limit)}" if limit is not None else ""),
+                             split)
+    seconds = time.monotonic() - began
+    hw_file, hw_pos = "", 0
+    if alone:
+        hw_file, hw_pos, _ = _binlog_status(conn, flavor, gtid=False)
+    n = len(arrays[0]) if arrays else 0
+    if split is None:
+        full = limit is not None and n == limit
+        if full:
+            upto = tuple(arrays[i][n - 1].as_py() for i in t.key)
+    chunk = _Chunk(t, last, upto, arrays=list(arrays))
+    return chunk, full, hw_file, hw_pos, seconds
+
+
+def _table_sql(t: _Table) -> tuple[str, str, str]:
+    """The table's column list, its name and its key columns, quoted for SQL."""
+    tm = t.tm
+    return (", ".join(quote_identifier(c.name) for c in tm.columns),
+            f"{quote_identifier(tm.schema)}.{quote_identifier(tm.table)}",
+            ", ".join(quote_identifier(tm.columns[i].name) for i in t.key))
+
+
+def _stage_chunk(writer: StagingWriter, t: _Table, chunk: _Chunk, full: bool, hw_file: str, hw_pos: int,
+                 taken_at: dt.datetime) -> int:
+    """Stage a chunk, once the binlog was followed to its high watermark, and advance its table."""
+    tm = t.tm
+    if chunk.arrays is not None:  # no change concerned it: staged as read
+        staged_rows = writer.add_snapshot_arrays(tm, chunk.arrays, binlog_file=hw_file, position=hw_pos,
+                                                 gtid=None, taken_at=taken_at, first_index=_FIRST_INDEX + t.rows)
+        if not staged_rows and t.rows == 0:
+            writer.add_snapshot_rows(tm, [], binlog_file=hw_file, position=hw_pos, gtid=None,
+                                     taken_at=taken_at, first_index=_FIRST_INDEX)
+    else:
         unknown = [k for k, v in chunk.rows.items() if v is None]
         if unknown:
-            raise SnapshotError(f"{name}: {len(unknown)} row(s) changed during the read of their chunk with "
-                                f"partial row images (binlog_row_image MINIMAL) and cannot be completed; "
+            raise SnapshotError(f"{tm.schema}.{tm.table}: {len(unknown)} row(s) changed during the read of their "
+                                f"chunk with partial row images (binlog_row_image MINIMAL) and cannot be completed; "
                                 f"take the snapshot again or with binlog_row_image=FULL")
         staged = [chunk.rows[k] for k in sorted(chunk.rows)]
+        staged_rows = len(staged)
         if staged or t.rows == 0:
             writer.add_snapshot_rows(tm, staged, binlog_file=hw_file, position=hw_pos, gtid=None,
                                      taken_at=taken_at, first_index=_FIRST_INDEX + t.rows)
-        t.rows += len(staged)
-        t.chunks += 1
-        if full:
-            t.done_upto = last = upto
+    t.rows += staged_rows
+    t.chunks += 1
+    if full:
+        t.done_upto = chunk.upto
+    else:
+        t.finished = True
+    return staged_rows
+
+
+def _read_table(conn, flavor: str, writer: StagingWriter, follower: _Follower, t: _Table, chunk_rows: int,
+                taken_at: dt.datetime, progress: Optional[Callable[[str, int, int], None]],
+                seal: Callable[[], None]) -> None:
+    """Read the rest of one table, a chunk at a time."""
+    tm = t.tm
+    name = f"{tm.schema}.{tm.table}"
+    cols, source, key_cols = _table_sql(t)
+    converters = [_converter(c) for c in tm.columns]
+    limit = chunk_rows if t.ordered else None  # a text key: the table in one chunk
+    while not t.finished:
+        if t.arrow is not None:
+            invalid = t.arrow.invalid_temporals
+            try:
+                chunk, full, hw_file, hw_pos, seconds = _read_chunk_arrow(conn, flavor, t, source, key_cols,
+                                                                          t.done_upto, limit)
+            except arrow_reader.ArrowReadError as exc:
+                _fall_back(t, exc)
+                continue
+            writer.counters.invalid_temporals += t.arrow.invalid_temporals - invalid
+            t.arrow_chunks += 1
         else:
-            t.finished = True
+            chunk, full, hw_file, hw_pos, seconds = _read_chunk(conn, flavor, t, cols, source, key_cols,
+                                                                converters, t.done_upto, limit)
+        follower.longest_read = max(follower.longest_read, seconds)
+        follower.follow_to(hw_file, hw_pos, chunk)
+        staged_rows = _stage_chunk(writer, t, chunk, full, hw_file, hw_pos, taken_at)
         seal()
-        if progress is not None and staged:
-            progress(name, len(staged), t.rows)
-        if t.finished:
-            break
+        if progress is not None and staged_rows:
+            progress(name, staged_rows, t.rows)
     log.info("watermark snapshot of %s: %d rows in %d chunks", name, t.rows, t.chunks)
+
+
+def _fall_back(t: _Table, exc: Exception) -> None:
+    log.warning("watermark snapshot of %s.%s: %s; this chunk and the next ones are read with pymysql",
+                t.tm.schema, t.tm.table, exc)
+    t.arrow = None
+
+
+def _read_round(conn, flavor: str, writer: StagingWriter, follower: _Follower, tables: list[_Table],
+                chunk_rows: int, taken_at: dt.datetime, progress: Optional[Callable[[str, int, int], None]],
+                seal: Callable[[], None], pool: ThreadPoolExecutor) -> None:
+    """The next chunk of each of several tables, read into Arrow at once (one connection each);
+    the binlog is then followed to one high watermark with every chunk open, so that each
+    ends in its state there."""
+    _visibility_guard(conn, flavor)
+    began = time.monotonic()
+
+    def read(t: _Table):
+        _, source, key_cols = _table_sql(t)
+        return _read_chunk_arrow(conn, flavor, t, source, key_cols, t.done_upto,
+                                 chunk_rows if t.ordered else None, alone=False)
+
+    futures = [(t, t.arrow.invalid_temporals if t.arrow else 0, pool.submit(read, t)) for t in tables]
+    done: list[tuple[_Table, _Chunk, bool]] = []
+    for t, invalid, future in futures:
+        try:
+            chunk, full, _, _, _ = future.result()
+        except arrow_reader.ArrowReadError as exc:
+            _fall_back(t, exc)  # read again later, with pymysql
+            continue
+        if t.arrow is not None:
+            writer.counters.invalid_temporals += t.arrow.invalid_temporals - invalid
+        t.arrow_chunks += 1
+        done.append((t, chunk, full))
+    follower.longest_read = max(follower.longest_read, time.monotonic() - began)
+    hw_file, hw_pos, _ = _binlog_status(conn, flavor, gtid=False)
+    follower.follow_to(hw_file, hw_pos, [c for _, c, _ in done])
+    staged = [(t, _stage_chunk(writer, t, chunk, full, hw_file, hw_pos, taken_at)) for t, chunk, full in done]
+    seal()
+    for t, staged_rows in staged:
+        if progress is not None and staged_rows:
+            progress(f"{t.tm.schema}.{t.tm.table}", staged_rows, t.rows)
+        if t.finished:
+            log.info("watermark snapshot of %s.%s: %d rows in %d chunks", t.tm.schema, t.tm.table, t.rows,
+                     t.chunks)
 
 
 __all__ = ["chunk_key", "take_watermark_snapshot"]

@@ -11,7 +11,9 @@ BIGINT, DECIMAL(12,2), DATETIME(6), VARCHAR(40)) with ``--rows`` rows (MariaDB's
 engine), then, for each size, times
 
 * ``watermark``: :func:`airflow_provider_binlog.watermark_snapshot.take_watermark_snapshot`
-  (key chunks between binlog watermarks, staged as zstd Parquet with a manifest);
+  (key chunks between binlog watermarks, staged as zstd Parquet with a manifest), each chunk
+  read straight into Arrow with connectorx over ``--connections`` connections;
+* ``watermark-pymysql``: the same, each chunk read row by row with pymysql;
 * ``consistent``: :func:`airflow_provider_binlog.snapshot.take_snapshot` (one transaction);
 * ``mariadb-dump --single-transaction bench big`` to a file (the C client; SQL text, no
   Parquet);
@@ -64,8 +66,10 @@ class LongestTransaction:
                 cur.execute("SELECT NOW()")
                 since = cur.fetchone()[0]  # transactions of this run only (INNODB_TRX has seconds)
                 while not self._stop.is_set():
+                    # client transactions only (thread 0: InnoDB's own, such as purge)
                     cur.execute("SELECT COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, trx_started, NOW(6))), 0) "
-                                "FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id <> CONNECTION_ID() "
+                                "FROM information_schema.INNODB_TRX "
+                                "WHERE trx_mysql_thread_id NOT IN (0, CONNECTION_ID()) "
                                 "AND trx_started >= %s", (since,))
                     self.longest = max(self.longest, float(cur.fetchone()[0]) / 1e6)
                     time.sleep(0.02)
@@ -94,13 +98,17 @@ def fill(srv, rows: int) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default="1000000,5000000", help="table sizes, comma-separated")
-    ap.add_argument("--chunk-rows", type=int, default=10_000)
+    ap.add_argument("--chunk-rows", type=int, default=None,
+                    help="rows per chunk (default: each method's own, 50,000 into Arrow, 10,000 else)")
+    ap.add_argument("--connections", type=int, default=1, help="read connections of the watermark method")
+    ap.add_argument("--skip-pymysql", action="store_true", help="leave out the watermark-pymysql run")
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.rows.split(",") if x]
     dump = shutil.which("mariadb-dump") or shutil.which("mysqldump")
     if not dump:
         print("mariadb-dump not found (Debian package mariadb-client)", file=sys.stderr)
         return 2
+    from airflow_provider_binlog.arrow_reader import ArrowChunkReader
     from airflow_provider_binlog.local.mariadb import MariaDBServer
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.snapshot import take_snapshot
@@ -127,18 +135,25 @@ def main(argv=None) -> int:
             results = {}
             with tempfile.TemporaryDirectory(prefix="large-snapshot-") as tmp:
                 tmp = pathlib.Path(tmp)
+                url = ArrowChunkReader.url_for(srv.host, srv.port, srv.user, srv.password, "information_schema")
                 runs = {
                     "watermark": lambda: take_watermark_snapshot(
                         srv.connect, replica, staging_dir=tmp / "w", tables=tables, flavor="mariadb",
-                        server=server, chunk_rows=args.chunk_rows),
+                        server=server, chunk_rows=args.chunk_rows, reader="arrow", arrow_url=url,
+                        read_connections=args.connections),
+                    "watermark-pymysql": lambda: take_watermark_snapshot(
+                        srv.connect, replica, staging_dir=tmp / "wp", tables=tables, flavor="mariadb",
+                        server=server, chunk_rows=args.chunk_rows, reader="pymysql"),
                     "consistent": lambda: take_snapshot(
                         srv.connect, staging_dir=tmp / "c", tables=tables, flavor="mariadb", server=server,
-                        chunk_rows=args.chunk_rows),
+                        chunk_rows=args.chunk_rows or 10_000),
                     "mariadb-dump": lambda: subprocess.run(
                         [dump, "-h", srv.host, "-P", str(srv.port), "-u", srv.user, f"-p{srv.password}",
                          "--single-transaction", "--skip-lock-tables", "bench", "big",
                          f"--result-file={tmp / 'big.sql'}"], check=True, capture_output=True),
                 }
+                if args.skip_pymysql:
+                    del runs["watermark-pymysql"]
                 for name, run in runs.items():
                     time.sleep(1.5)  # the transactions of the run before are gone
                     with LongestTransaction(srv) as trx:
@@ -146,16 +161,16 @@ def main(argv=None) -> int:
                         out = run()
                         seconds = time.perf_counter() - t0
                     longest = trx.longest
-                    if name == "watermark":  # autocommit reads are not listed in INNODB_TRX: timed here
+                    if name.startswith("watermark"):  # autocommit reads are not listed in INNODB_TRX: timed here
                         longest = max(longest, out.data["snapshot_stats"]["longest_chunk_read_seconds"])
                     results[name] = (seconds, longest)
                     if name != "mariadb-dump":
                         staged = sum(sum(t["rows"].values()) for t in out.tables)
                         assert staged == rows, (name, staged, rows)
             base = results["mariadb-dump"][0]
-            print(f"{'method':<14}{'seconds':>9}{'rows/s':>12}{'x dump':>8}{'longest trx s':>15}")
+            print(f"{'method':<19}{'seconds':>9}{'rows/s':>12}{'x dump':>8}{'longest trx s':>15}")
             for name, (seconds, longest) in results.items():
-                print(f"{name:<14}{seconds:>9.2f}{rows / seconds:>12,.0f}{seconds / base:>8.1f}{longest:>15.2f}")
+                print(f"{name:<19}{seconds:>9.2f}{rows / seconds:>12,.0f}{seconds / base:>8.1f}{longest:>15.2f}")
     finally:
         srv.stop()
     return 0

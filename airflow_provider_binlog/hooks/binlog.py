@@ -305,10 +305,10 @@ class BinlogHook(BaseHook):
         return {k: v for k, v in self.replica_kwargs().items() if k in keep}
 
     def snapshot(self, staging_dir, tables: Optional[Iterable[str]] = None,
-                 exclude: Optional[Iterable[str]] = None, *, chunk_rows: int = 10_000,
+                 exclude: Optional[Iterable[str]] = None, *, chunk_rows: Optional[int] = None,
                  progress: Optional[Callable[[str, int, int], None]] = None,
                  masking: Optional[Any] = None, method: str = "consistent",
-                 resume_key: Optional[str] = None) -> dict:
+                 resume_key: Optional[str] = None, reader: str = "auto", read_connections: int = 1) -> dict:
         """Take an initial snapshot of the selected tables into ``staging_dir``: a consistent
         read with the binlog coordinates of that point (see
         :func:`~airflow_provider_binlog.snapshot.take_snapshot`). Returns the result like
@@ -323,7 +323,11 @@ class BinlogHook(BaseHook):
         (:mod:`~airflow_provider_binlog.watermark_snapshot`): no lock, no RELOAD, no
         transaction longer than one chunk; the batch runs from the first watermark to the last.
         With ``resume_key`` it is sealed after every chunk, and a snapshot of the same key whose
-        process died is continued there."""
+        process died is continued there. ``reader`` and ``read_connections`` choose how its
+        chunks are read (see :func:`~airflow_provider_binlog.watermark_snapshot.take_watermark_snapshot`:
+        straight into Arrow with connectorx where it can, over that many connections); a
+        connection with TLS is read with pymysql."""
+        from ..arrow_reader import ArrowChunkReader
         from ..snapshot import take_snapshot
         from ..watermark_snapshot import take_watermark_snapshot
 
@@ -344,13 +348,17 @@ class BinlogHook(BaseHook):
         self.log.info("snapshot of %s, tables %s", self.binlog_conn_id, table_filter.to_json())
         connect = lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **plain)  # noqa: E731
         if method == "watermark":
+            arrow_url = None if "ssl" in plain else ArrowChunkReader.url_for(
+                plain["host"], plain["port"], plain["user"], plain.get("password"), "information_schema")
             manifest = take_watermark_snapshot(connect, self.get_replica, staging_dir=staging_dir,
                                                tables=table_filter, flavor=info.flavor, server=server,
                                                chunk_rows=chunk_rows, progress=progress, masking=masking,
-                                               resume_key=resume_key)
+                                               resume_key=resume_key, arrow_url=arrow_url, reader=reader,
+                                               read_connections=read_connections)
         else:
             manifest = take_snapshot(connect, staging_dir=staging_dir, tables=table_filter, flavor=info.flavor,
-                                     server=server, chunk_rows=chunk_rows, progress=progress, masking=masking)
+                                     server=server, chunk_rows=chunk_rows or 10_000, progress=progress,
+                                     masking=masking)
         rows = {f"{t['schema']}.{t['table']}": t["rows"] for t in manifest.tables}
         out = {"manifest": str(manifest.path), "dump_id": manifest.dump_id, "start": manifest.start,
                "end": manifest.end, "rows": rows, "transactions": 0, "mode": "snapshot"}

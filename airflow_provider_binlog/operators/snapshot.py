@@ -28,10 +28,15 @@ class BinlogSnapshotOperator(BaseOperator):
     :param tables: ``schema.table`` patterns to include (default: all but system schemas).
     :param exclude: ``schema.table`` patterns to leave out.
     :param chunk_rows: rows read per query (tables with a primary key are read in key order,
-        in chunks of this size).
+        in chunks of this size; by default 10,000, and 50,000 for a watermark snapshot's table
+        read straight into Arrow).
     :param snapshot_method: ``consistent`` (one transaction over every table; on MySQL a short
         ``FLUSH TABLES WITH READ LOCK``) or ``watermark`` (key chunks between binlog watermarks:
         no lock, no long transaction; docs/snapshots.md).
+    :param snapshot_reader: how the watermark method reads its chunks: ``auto`` (straight into
+        Arrow with connectorx where it can, else with pymysql), ``arrow`` or ``pymysql``.
+    :param read_connections: the watermark method's connection budget: a chunk of a table keyed
+        by one integer column is read over that many connections at once (default 1).
     :param masking: columns to exclude, hash or truncate as rows are staged, with
         ``masking_secret_conn_id`` (see :class:`~.dump.BinlogDumpOperator`).
     """
@@ -41,12 +46,18 @@ class BinlogSnapshotOperator(BaseOperator):
 
     def __init__(self, *, staging_dir: str, binlog_conn_id: str = BinlogHook.default_conn_name,
                  tables: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None,
-                 chunk_rows: int = 10_000, masking: Any = None,
+                 chunk_rows: Optional[int] = None, masking: Any = None,
                  masking_secret_conn_id: Optional[str] = None, snapshot_method: str = "consistent",
-                 **kwargs) -> None:
+                 snapshot_reader: str = "auto", read_connections: int = 1, **kwargs) -> None:
         super().__init__(**kwargs)
         if snapshot_method not in ("consistent", "watermark"):
             raise ValueError(f"snapshot_method is 'consistent' or 'watermark', not {snapshot_method!r}")
+        if snapshot_reader not in ("auto", "arrow", "pymysql"):
+            raise ValueError(f"snapshot_reader is 'auto', 'arrow' or 'pymysql', not {snapshot_reader!r}")
+        if isinstance(read_connections, bool) or not isinstance(read_connections, int) or read_connections < 1:
+            raise ValueError(f"read_connections is a whole number of at least 1, not {read_connections!r}")
+        self.snapshot_reader = snapshot_reader
+        self.read_connections = read_connections
         self.snapshot_method = snapshot_method
         self.masking = check_masking(masking, masking_secret_conn_id)
         self.masking_secret_conn_id = masking_secret_conn_id
@@ -73,7 +84,8 @@ class BinlogSnapshotOperator(BaseOperator):
         result = hook.snapshot(staging_dir=self.staging_dir, tables=self.tables or None,
                                exclude=self.exclude or None, chunk_rows=self.chunk_rows, progress=progress,
                                masking=load_masking(self.masking, self.masking_secret_conn_id),
-                               method=self.snapshot_method, resume_key=self._resume_key(context))
+                               method=self.snapshot_method, resume_key=self._resume_key(context),
+                               reader=self.snapshot_reader, read_connections=self.read_connections)
         try:
             record_snapshot(self.binlog_conn_id, time.monotonic() - began)
         except Exception:

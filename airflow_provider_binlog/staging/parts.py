@@ -135,6 +135,8 @@ class PartFile:
         self.fingerprint = schema_fingerprint(self.columns)
         self.row_group_rows = row_group_rows
         self.rows = 0
+        self.arrow_pending: list[pa.Table] = []  # rows given as Arrow arrays, not written yet
+        self.arrow_rows = 0
         self._absent_names: dict[int, tuple[int, ...]] = {}
         # dictionaries and statistics for the envelope (few distinct values; positions are
         # what readers filter on), not for the row images, where they cost more than they give
@@ -247,6 +249,50 @@ class PartFile:
         if self.count >= self.row_group_rows:
             self.flush()
 
+    def append_arrow_inserts(self, file: str, seq: int, pos: int, gtid: Optional[str], commit_ts: dt.datetime,
+                             txn: str, columns: Sequence[pa.Array], first_index: int) -> int:
+        """Stage rows given as Arrow arrays, one per table column in its staging type (rows read
+        straight into Arrow), as inserts with the row indexes ``first_index``...: no Python
+        value per row. They are written with the rows given so far this way once they reach
+        ``row_group_rows`` (or at :meth:`flush`)."""
+        n = len(columns[0]) if columns else 0
+        if not n:
+            return 0
+        if len(columns) != len(self.columns):
+            raise ValueError(f"{self.relpath}: {len(columns)} arrays for the {len(self.columns)} columns "
+                             f"of the table map")
+        children = []
+        for name, array in zip(self.names, columns):
+            rule = self.rules.get(name)
+            if rule is None:
+                children.append(array)
+            elif rule.action != EXCLUDE:
+                children.append(cast(Masking, self.masking).mask_array(rule, array))
+        envelope = dict(zip(_EVENT_COLUMNS, ("insert", file, seq, pos, gtid, commit_ts, txn)))
+        arrays = []
+        for field in self.schema:
+            name = field.name
+            if name == "_after":
+                arrays.append(pa.StructArray.from_arrays(children, fields=self.image_fields))
+            elif name == "_row":
+                arrays.append(pa.array(range(first_index, first_index + n), type=field.type))
+            elif name in envelope:
+                arrays.append(pa.repeat(pa.scalar(envelope[name], type=field.type), n))
+            else:  # the before image and the absent columns: none
+                arrays.append(pa.nulls(n, type=field.type))
+        self.arrow_pending.append(pa.Table.from_arrays(arrays, schema=self.schema))
+        self.arrow_rows += n
+        self.rows += n
+        if self.arrow_rows >= self.row_group_rows:
+            self._flush_arrow()
+        return n
+
+    def _flush_arrow(self) -> None:
+        if self.arrow_pending:
+            table = pa.concat_tables(self.arrow_pending).combine_chunks()
+            self.arrow_pending, self.arrow_rows = [], 0
+            self.background.submit(partial(self.writer.write_table, table))
+
     def _add_images(self, image: list[list[Any]], nulls: list[bool], absent: _Absents,
                     rows: Optional[Sequence[Sequence[Any]]], n: int) -> None:
         if rows is None:
@@ -293,6 +339,7 @@ class PartFile:
         return pa.StructArray.from_arrays(children, fields=self.image_fields, mask=mask)
 
     def flush(self) -> None:
+        self._flush_arrow()
         if not self.count:
             return
         per_event = dict(zip(_EVENT_COLUMNS, zip(*self.events)))

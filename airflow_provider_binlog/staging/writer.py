@@ -160,6 +160,20 @@ class StagingWriter:
         self._rows += len(rows)
         return len(rows)
 
+    def add_snapshot_arrays(self, table_map: TableMap, columns: Sequence[Any], *, binlog_file: str, position: int,
+                            gtid: Optional[str], taken_at: dt.datetime, first_index: int) -> int:
+        """Like :meth:`add_snapshot_rows`, for rows given as Arrow arrays (one per column, in its
+        staging type: see :func:`.contract.arrow_type_for`)."""
+        if self._pool is not None:
+            raise RuntimeError("snapshots are staged by a writer without workers")
+        stage = self._stage_for(table_map)
+        part = self._local.part(table_map, stage.generation)
+        n = part.append_arrow_inserts(binlog_file, binlog_sequence(binlog_file), position, gtid, taken_at,
+                                      f"snapshot:{binlog_file}:{position}", columns, first_index)
+        stage.counts["insert"] += n
+        self._rows += n
+        return n
+
     def add_decoded_rows(self, table_map: TableMap, kind: str, rows: Sequence[Any], *, binlog_file: str,
                          position: int, gtid: Optional[str], txn: str, commit_ts: dt.datetime,
                          first_index: int) -> int:

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pymysql
 import pytest
 
+from airflow_provider_binlog.arrow_reader import ArrowChunkReader
 from airflow_provider_binlog.checkpoint import Checkpoint
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaConnection
@@ -22,6 +23,10 @@ from airflow_provider_binlog.watermark_snapshot import take_watermark_snapshot
 
 DB = "wsnap"
 N = 3000
+
+
+def arrow_url(server) -> str:
+    return ArrowChunkReader.url_for(server.host, server.port, server.user, server.password, "information_schema")
 
 
 def replica_factory(server):
@@ -112,7 +117,9 @@ def source(server, table, key_len, columns) -> dict:
             for r in server.query(f"SELECT {', '.join(columns)} FROM {DB}.{table}")}
 
 
-def test_a_watermark_snapshot_under_concurrent_writers_equals_the_source(mariadb, spark, spark_warehouse, tmp_path):
+@pytest.mark.parametrize("reader, connections", [("pymysql", 1), ("arrow", 2)])
+def test_a_watermark_snapshot_under_concurrent_writers_equals_the_source(mariadb, spark, spark_warehouse, tmp_path,
+                                                                         reader, connections):
     create(mariadb)
     tables = TableFilter([f"{DB}.*"])
     stop, counts = threading.Event(), {"writes": 0}
@@ -129,7 +136,8 @@ def test_a_watermark_snapshot_under_concurrent_writers_equals_the_source(mariadb
         time.sleep(0.2)
         snap = take_watermark_snapshot(lambda: mariadb.connect(), replica_factory(mariadb),
                                        staging_dir=tmp_path / "staging", tables=tables, flavor="mariadb",
-                                       server={"server_id": mariadb.server_id}, chunk_rows=97, progress=progress)
+                                       server={"server_id": mariadb.server_id}, chunk_rows=97, progress=progress,
+                                       reader=reader, read_connections=connections, arrow_url=arrow_url(mariadb))
         time.sleep(0.2)
     finally:
         stop.set()
@@ -138,6 +146,11 @@ def test_a_watermark_snapshot_under_concurrent_writers_equals_the_source(mariadb
     stats = snap.data["snapshot_stats"]
     assert stats["chunks"] >= N // 97 and stats["changes"] > 0, stats   # changes were made mid-snapshot
     assert snap.data["mode"] == "snapshot" and snap.start != snap.end
+    # every chunk read the chosen way (no fallback)
+    assert stats["arrow_chunks"] == (stats["chunks"] if reader == "arrow" else 0), stats
+    # the GTID state at the end, followed from the start's, is the server's own for that position
+    end = Checkpoint.from_json(snap.end)
+    assert str(end.gtid) == mariadb.query("SELECT BINLOG_GTID_POS(%s, %s)", (end.file, end.position))[0][0]
     assert {t for t, _ in seen} == {f"{DB}.items", f"{DB}.pairs", f"{DB}.coded"}
     rc = replica_factory(mariadb)()
     rc.connect()
@@ -157,10 +170,11 @@ def test_a_watermark_snapshot_under_concurrent_writers_equals_the_source(mariadb
     # the merge: the snapshot replaces the tables from its start, the dump continues at its end
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
 
-    apply_manifests(spark, [snap.directory, inc.manifest.directory], "lake", "wsnap_ns")
-    got = {r[0]: tuple(r) for r in spark.sql("SELECT id, v, s FROM lake.wsnap_ns.wsnap__items").collect()}
+    namespace = f"wsnap_{reader}"
+    apply_manifests(spark, [snap.directory, inc.manifest.directory], "lake", namespace)
+    got = {r[0]: tuple(r) for r in spark.sql(f"SELECT id, v, s FROM lake.{namespace}.wsnap__items").collect()}
     assert got == source(mariadb, "items", 1, ("id", "v", "s"))
-    got = {(r[0], r[1]): tuple(r) for r in spark.sql("SELECT a, b, n FROM lake.wsnap_ns.wsnap__pairs").collect()}
+    got = {(r[0], r[1]): tuple(r) for r in spark.sql(f"SELECT a, b, n FROM lake.{namespace}.wsnap__pairs").collect()}
     assert got == source(mariadb, "pairs", 2, ("a", "b", "n"))
 
 

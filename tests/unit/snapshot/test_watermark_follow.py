@@ -69,3 +69,18 @@ def test_partial_images_complete_the_chunk_row_and_refuse_what_cannot_be_known()
     table.done_upto = (20,)
     with pytest.raises(SnapshotError, match="moved a row not read yet to a key already read with a partial"):
         follower._rows("b.000001", 700, rows_event("update", [((30, ABSENT), (7, ABSENT))]), table, None)
+
+
+def test_with_chunks_of_several_tables_open_a_change_is_replayed_on_its_own_tables_chunk():
+    other_tm = TableMap(2, "s", "u", TM.columns, primary_key=(0,))
+    table, writer, _, chunk = setup(chunk=(None, (20,)))
+    other = _Table(other_tm, [0], True)
+    follower = _Follower(lambda: None, {("s", "t"): table, ("s", "u"): other}, None, None, writer,
+                         ("b.000001", 4))
+    other_chunk = _Chunk(other, None, (20,), {(3,): (3, 0)})
+    chunk.rows = {(3,): (3, 0)}
+    event = RowsEvent(EventHeader(1_700_000_000, 30, 1, 100, 600, 0), 500, "update", 2, other_tm, 0,
+                      (((3, 0), (3, 7)),))
+    follower._rows("b.000001", 500, event, other, [chunk, other_chunk])
+    assert other_chunk.rows == {(3,): (3, 7)} and chunk.rows == {(3,): (3, 0)}
+    assert writer.staged == []  # replayed in the chunk being read, not staged

@@ -137,6 +137,16 @@ def list_tables(conn, table_filter: TableFilter) -> list[tuple[str, str]]:
         return [(s, t) for s, t in cur.fetchall() if table_filter(s, t)]
 
 
+def estimated_rows(conn, tables: list[tuple[str, str]]) -> dict[str, int]:
+    """The server's estimate of each table's rows (``information_schema.TABLES.TABLE_ROWS``: an
+    InnoDB sample, not a count), by ``schema.table``."""
+    wanted = set(tables)
+    with conn.cursor() as cur:
+        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES "
+                    "WHERE TABLE_TYPE = 'BASE TABLE'")
+        return {f"{s}.{t}": int(n or 0) for s, t, n in cur.fetchall() if (s, t) in wanted}
+
+
 def binlog_status_row(cur) -> Optional[tuple]:
     """The row of ``SHOW BINARY LOG STATUS`` (MySQL 8.4+), else of ``SHOW MASTER STATUS``
     (earlier MySQL, MariaDB): file, position, ..., and on MySQL the executed GTID set at 4."""
@@ -181,12 +191,14 @@ def _snapshot_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
 def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, server: dict,
                   chunk_rows: int = 10_000,
                   progress: Optional[Callable[[str, int, int], None]] = None,
-                  masking: Optional[Masking] = None) -> Manifest:
+                  masking: Optional[Masking] = None,
+                  estimates: Optional[Callable[[dict[str, int]], None]] = None) -> Manifest:
     """Read the selected tables consistently and publish them as a snapshot batch.
 
     ``connect()`` returns a new pymysql connection (autocommit). The manifest has
     ``"mode": "snapshot"`` and ``start == end`` = the snapshot's binlog coordinates.
-    ``progress(table, rows_just_read, rows_read_of_the_table)`` is called after each chunk.
+    ``progress(table, rows_just_read, rows_read_of_the_table)`` is called after each chunk,
+    ``estimates({schema.table: estimated rows})`` once the tables are known.
     ``masking`` excludes and masks columns as the rows are staged (see :mod:`.staging.masking`).
     """
     conn = connect()
@@ -196,6 +208,8 @@ def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, ser
             cur.execute("SET SESSION time_zone = '+00:00'")
             cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         selected = list_tables(conn, tables)
+        if estimates is not None:
+            estimates(estimated_rows(conn, selected))
         maps = {}
         for schema, table in selected:
             tm = table_map_from_information_schema(conn, schema, table, flavor)

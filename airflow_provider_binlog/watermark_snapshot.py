@@ -60,6 +60,7 @@ from .snapshot import (
     _convert_rows,
     _converter,
     binlog_status_row,
+    estimated_rows,
     list_tables,
     quote_identifier,
     snapshot_binlog_position,
@@ -413,7 +414,8 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
                             progress: Optional[Callable[[str, int, int], None]] = None,
                             masking: Optional[Masking] = None, resume_key: Optional[str] = None,
                             arrow_url: Optional[str] = None, reader: str = "auto",
-                            read_connections: int = 1) -> Manifest:
+                            read_connections: int = 1,
+                            estimates: Optional[Callable[[dict[str, int]], None]] = None) -> Manifest:
     """Read the selected tables by key chunks between binlog watermarks and publish them as a
     snapshot batch from the first watermark (``start``) to the last (``end``): staged chunk
     rows, and the changes of rows already read made while the snapshot went on.
@@ -433,6 +435,9 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
     ``read_connections`` is the connection budget: up to that many tables read into Arrow have a
     chunk read at once, and a chunk of the last such table, when it is keyed by one integer
     column, is split between that many connections.
+
+    ``progress(table, rows_just_read, rows_read_of_the_table)`` is called after each chunk,
+    ``estimates({schema.table: estimated rows})`` once the tables are known.
 
     ``chunk_rows`` (rows per chunk) defaults to :data:`ARROW_CHUNK_ROWS` for a table read into
     Arrow and :data:`CHUNK_ROWS` for one read with pymysql (a chunk's read costs a few
@@ -469,6 +474,8 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
                                         f"use reader='auto' (such tables are read with pymysql)")
                 else:
                     log.info("watermark snapshot: %s.%s read with pymysql: %s", schema, table, why)
+        if estimates is not None:
+            estimates(estimated_rows(conn, list(state)))
         resumed = StagingWriter.resume(staging_dir, resume_key, {k: t.tm for k, t in state.items()},
                                        masking=masking) if resume_key else None
         if resumed is not None:

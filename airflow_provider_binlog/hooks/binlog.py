@@ -308,7 +308,8 @@ class BinlogHook(BaseHook):
                  exclude: Optional[Iterable[str]] = None, *, chunk_rows: Optional[int] = None,
                  progress: Optional[Callable[[str, int, int], None]] = None,
                  masking: Optional[Any] = None, method: str = "consistent",
-                 resume_key: Optional[str] = None, reader: str = "auto", read_connections: int = 1) -> dict:
+                 resume_key: Optional[str] = None, reader: str = "auto", read_connections: int = 1,
+                 estimates: Optional[Callable[[dict], None]] = None) -> dict:
         """Take an initial snapshot of the selected tables into ``staging_dir``: a consistent
         read with the binlog coordinates of that point (see
         :func:`~airflow_provider_binlog.snapshot.take_snapshot`). Returns the result like
@@ -354,11 +355,11 @@ class BinlogHook(BaseHook):
                                                tables=table_filter, flavor=info.flavor, server=server,
                                                chunk_rows=chunk_rows, progress=progress, masking=masking,
                                                resume_key=resume_key, arrow_url=arrow_url, reader=reader,
-                                               read_connections=read_connections)
+                                               read_connections=read_connections, estimates=estimates)
         else:
             manifest = take_snapshot(connect, staging_dir=staging_dir, tables=table_filter, flavor=info.flavor,
                                      server=server, chunk_rows=chunk_rows or 10_000, progress=progress,
-                                     masking=masking)
+                                     masking=masking, estimates=estimates)
         rows = {f"{t['schema']}.{t['table']}": t["rows"] for t in manifest.tables}
         out = {"manifest": str(manifest.path), "dump_id": manifest.dump_id, "start": manifest.start,
                "end": manifest.end, "rows": rows, "transactions": 0, "mode": "snapshot"}

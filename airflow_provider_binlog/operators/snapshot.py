@@ -1,8 +1,8 @@
 """Operator that takes an initial snapshot of the selected tables into Parquet staging."""
 from __future__ import annotations
 
+import datetime as dt
 import time
-
 from typing import Any, Optional, Sequence
 
 from airflow.sdk import BaseOperator
@@ -10,6 +10,54 @@ from airflow.sdk import BaseOperator
 from ..hooks.binlog import BinlogHook
 from ..hooks.masking import check_masking, load_masking
 from ..metrics import record_snapshot, record_snapshot_progress
+
+#: the XCom key of a running snapshot's progress, which the Binlog CDC view shows
+PROGRESS_KEY = "snapshot_progress"
+#: seconds between progress reports (task log and XCom)
+PROGRESS_SECONDS = 10.0
+
+
+class SnapshotProgress:
+    """A running snapshot's rows read and estimated rows per table: in the task log and the
+    StatsD metrics, and as the XCom ``snapshot_progress`` the Binlog CDC view shows, at most
+    every :data:`PROGRESS_SECONDS`."""
+
+    def __init__(self, conn_id: str, method: str, ti: Any, log: Any) -> None:
+        self.conn_id, self.ti, self.log = conn_id, ti, log
+        self.state: dict[str, Any] = {"conn_id": conn_id, "method": method, "tables": {}, "finished": False,
+                                      "updated_at": None}
+        self._last = 0.0
+
+    def estimates(self, values: dict) -> None:
+        for table, rows in values.items():
+            self.state["tables"].setdefault(table, {"rows_read": 0, "estimated_rows": None})["estimated_rows"] = rows
+        self.publish(force=True)
+
+    def progress(self, table: str, new_rows: int, rows_read: int) -> None:
+        try:  # a metric must not fail the snapshot
+            record_snapshot_progress(self.conn_id, table, new_rows, rows_read)
+        except Exception:
+            self.log.debug("the snapshot's metrics could not be sent", exc_info=True)
+        entry = self.state["tables"].setdefault(table, {"rows_read": 0, "estimated_rows": None})
+        entry["rows_read"] = rows_read
+        if time.monotonic() - self._last >= PROGRESS_SECONDS:
+            estimated = entry["estimated_rows"]
+            self.log.info("snapshot of %s: %d rows read%s", table, rows_read,
+                          f" of about {estimated}" if estimated else "")
+            self.publish(force=True)
+
+    def publish(self, *, force: bool = False, finished: bool = False) -> None:
+        if not force and not finished and time.monotonic() - self._last < PROGRESS_SECONDS:
+            return
+        self._last = time.monotonic()
+        self.state["finished"] = finished
+        self.state["updated_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
+        if self.ti is None:
+            return
+        try:  # progress must not fail the snapshot
+            self.ti.xcom_push(key=PROGRESS_KEY, value=self.state)
+        except Exception:
+            self.log.debug("the snapshot's progress could not be published", exc_info=True)
 
 
 class BinlogSnapshotOperator(BaseOperator):
@@ -70,22 +118,17 @@ class BinlogSnapshotOperator(BaseOperator):
     def execute(self, context) -> dict:
         hook = BinlogHook(self.binlog_conn_id)
         began = time.monotonic()
-        last_log = [began]
-
-        def progress(table: str, new_rows: int, rows_read: int) -> None:
-            try:  # a metric must not fail the snapshot
-                record_snapshot_progress(self.binlog_conn_id, table, new_rows, rows_read)
-            except Exception:
-                self.log.debug("the snapshot's metrics could not be sent", exc_info=True)
-            if time.monotonic() - last_log[0] >= 10:
-                self.log.info("snapshot of %s: %d rows read", table, rows_read)
-                last_log[0] = time.monotonic()
-
-        result = hook.snapshot(staging_dir=self.staging_dir, tables=self.tables or None,
-                               exclude=self.exclude or None, chunk_rows=self.chunk_rows, progress=progress,
-                               masking=load_masking(self.masking, self.masking_secret_conn_id),
-                               method=self.snapshot_method, resume_key=self._resume_key(context),
-                               reader=self.snapshot_reader, read_connections=self.read_connections)
+        report = SnapshotProgress(self.binlog_conn_id, self.snapshot_method,
+                                  context.get("ti") if hasattr(context, "get") else None, self.log)
+        try:
+            result = hook.snapshot(staging_dir=self.staging_dir, tables=self.tables or None,
+                                   exclude=self.exclude or None, chunk_rows=self.chunk_rows, progress=report.progress,
+                                   masking=load_masking(self.masking, self.masking_secret_conn_id),
+                                   method=self.snapshot_method, resume_key=self._resume_key(context),
+                                   reader=self.snapshot_reader, read_connections=self.read_connections,
+                                   estimates=report.estimates)
+        finally:
+            report.publish(finished=True)
         try:
             record_snapshot(self.binlog_conn_id, time.monotonic() - began)
         except Exception:
@@ -112,4 +155,4 @@ class BinlogSnapshotOperator(BaseOperator):
         return lineage.operator_lineage(lineage.source_datasets([manifest]), lineage.staged_datasets(manifest))
 
 
-__all__ = ["BinlogSnapshotOperator"]
+__all__ = ["BinlogSnapshotOperator", "PROGRESS_KEY", "SnapshotProgress"]

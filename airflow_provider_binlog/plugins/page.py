@@ -291,6 +291,28 @@ def _tables(source: Mapping, now: dt.datetime) -> str:
             f'<th class="iceberg">snapshot id</th></tr></thead><tbody>{body}</tbody></table>')
 
 
+def _percent(value: Any) -> str:
+    return "" if value is None else f"{value:.0f} %"
+
+
+def _snapshots(source: Mapping, now: dt.datetime) -> str:
+    """A running snapshot's rows read against each table's estimated rows."""
+    out = ""
+    for snap in source.get("snapshots") or []:
+        body = "".join(
+            f'<tr><td class="mono">{esc(t["table"])}</td><td class="num">{_int_text(t.get("rows_read"))}</td>'
+            f'<td class="num">{_int_text(t.get("estimated_rows"))}</td>'
+            f'<td class="num">{esc(_percent(t.get("percent")))}</td></tr>'
+            for t in snap.get("tables") or [])
+        out += (f'<table class="snapshot-progress"><caption class="small muted" style="text-align:left">'
+                f'Snapshot running: {esc(snap.get("dag_id"))} / {esc(snap.get("task_id"))} '
+                f'({esc(snap.get("method") or "")}), started {esc(_ago(snap.get("start_date"), now))}, '
+                f'progress of {esc(_ago(snap.get("updated_at"), now))}</caption>'
+                '<thead><tr><th>table</th><th class="num">rows read</th><th class="num">estimated rows</th>'
+                f'<th class="num">done</th></tr></thead><tbody>{body}</tbody></table>')
+    return out
+
+
 def render_source(source: Mapping, now: dt.datetime) -> str:
     state = source.get("state") or "unknown"
     conn_id, key = source.get("conn_id"), source.get("checkpoint_key")
@@ -304,7 +326,7 @@ def render_source(source: Mapping, now: dt.datetime) -> str:
             + _problems(source)
             + '<div class="grid">' + _server_card(source) + _checkpoint_card(source, now) + _lag_card(source)
             + _retention_card(source) + _dump_card(source, now) + _merge_card(source, now) + "</div>"
-            + _charts(source) + _tables(source, now) + "</section>")
+            + _snapshots(source, now) + _charts(source) + _tables(source, now) + "</section>")
 
 
 def render_page(status: Mapping, *, refresh_seconds: int = 60, json_href: str = "status.json") -> str:

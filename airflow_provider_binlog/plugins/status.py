@@ -265,7 +265,8 @@ class _Status:
 
 def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime] = None,
                    history_limit: int = DEFAULT_HISTORY, timeout: float = SERVER_TIMEOUT,
-                   stall_after_seconds: Optional[float] = None, airflow_runs: Iterable[dict] = ()) -> dict:
+                   stall_after_seconds: Optional[float] = None, airflow_runs: Iterable[dict] = (),
+                   snapshots: Iterable[dict] = ()) -> dict:
     """The status of one source as a JSON-able dict. Never raises: a failing step shows as
     the source's ``error`` state and a problem message."""
     now = _utc(now) or dt.datetime.now(dt.timezone.utc)
@@ -276,7 +277,7 @@ def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime
         "retention": None, "last_advance": None, "last_dump": None, "last_merge": None,
         "dumps": [], "advances": [], "tables": [], "lag_history": [], "stall_after_seconds": stall,
         "checked_at": now.isoformat(), "staging_configured": bool(config.staging_dirs),
-        "found_by": config.origin,
+        "found_by": config.origin, "snapshots": snapshot_progress(config.conn_id, snapshots),
     })
     secrets: list[str] = []
     try:
@@ -562,6 +563,56 @@ def airflow_task_runs(limit: int = 200, days: float = 14) -> list[dict]:
     return out
 
 
+def running_snapshots() -> list[dict]:
+    """The snapshot task instances running now with the progress they last published (XCom
+    ``snapshot_progress``: rows read and estimated rows per table)."""
+    from types import SimpleNamespace
+
+    from airflow.models.taskinstance import TaskInstance as TI
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import and_, select
+
+    query = (
+        select(TI.dag_id, TI.run_id, TI.task_id, TI.map_index, TI.start_date, XComModel.value)
+        .join(XComModel, and_(XComModel.dag_id == TI.dag_id, XComModel.run_id == TI.run_id,
+                              XComModel.task_id == TI.task_id, XComModel.map_index == TI.map_index,
+                              XComModel.key == "snapshot_progress"))
+        .where(TI.operator == "BinlogSnapshotOperator")
+        .where(TI.state == "running")
+    )
+    out = []
+    with create_session() as session:
+        for row in session.execute(query):
+            try:
+                value = XComModel.deserialize_value(SimpleNamespace(value=row.value))
+            except Exception:
+                continue
+            if isinstance(value, Mapping):
+                out.append({"dag_id": row.dag_id, "run_id": row.run_id, "task_id": row.task_id,
+                            "start_date": row.start_date, "progress": value})
+    return out
+
+
+def snapshot_progress(conn_id: str, snapshots: Iterable[dict]) -> list[dict]:
+    """The running snapshots of a source, each with its tables' rows read, estimated rows and
+    percent done (the estimate is the server's sample: a table may pass 100 %)."""
+    out = []
+    for snap in snapshots:
+        progress = snap.get("progress") or {}
+        if progress.get("conn_id") != conn_id:
+            continue
+        tables = []
+        for name, entry in sorted((progress.get("tables") or {}).items()):
+            read, estimated = _int(entry.get("rows_read")), entry.get("estimated_rows")
+            percent = round(100.0 * read / estimated, 1) if isinstance(estimated, int) and estimated > 0 else None
+            tables.append({"table": name, "rows_read": read, "estimated_rows": estimated, "percent": percent})
+        out.append({"dag_id": snap.get("dag_id"), "run_id": snap.get("run_id"), "task_id": snap.get("task_id"),
+                    "start_date": _iso(_utc(snap.get("start_date"))), "method": progress.get("method"),
+                    "updated_at": progress.get("updated_at"), "tables": tables})
+    return out
+
+
 class _TTLCache:
     """One value, recomputed when older than ``ttl`` seconds (the task-run query scans the
     task instances of the last days: not at every page view)."""
@@ -591,15 +642,16 @@ def _truthy(value: Optional[str]) -> bool:
 
 def collect_all(sources: list[tuple[SourceConfig, Any]], *, now: Optional[dt.datetime] = None,
                 history_limit: int = DEFAULT_HISTORY, timeout: float = SERVER_TIMEOUT,
-                airflow_runs: Iterable[dict] = (), max_workers: int = 8) -> list[dict]:
+                airflow_runs: Iterable[dict] = (), max_workers: int = 8,
+                snapshots: Iterable[dict] = ()) -> list[dict]:
     """The status of every source, read concurrently (one slow server delays only itself)."""
-    runs = list(airflow_runs)
+    runs, snaps = list(airflow_runs), list(snapshots)
     if not sources:
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(sources))),
                             thread_name_prefix="binlog-ui") as pool:
         futures = [pool.submit(collect_source, config, conn, now=now, history_limit=history_limit,
-                               timeout=timeout, airflow_runs=runs) for config, conn in sources]
+                               timeout=timeout, airflow_runs=runs, snapshots=snaps) for config, conn in sources]
         return [f.result() for f in futures]
 
 
@@ -610,17 +662,21 @@ def gather(environ: Optional[Mapping[str, str]] = None, *, use_db: bool = True,
     now = _utc(now) or dt.datetime.now(dt.timezone.utc)
     sources, warnings = discover_sources(environ, use_db=use_db)
     runs: list = []
+    snapshots: list = []
     if use_db and _truthy(os.environ.get(TASK_RUNS_ENV, "true")):
         try:
             runs = _task_runs_cache.get(airflow_task_runs)
+            snapshots = running_snapshots()  # not cached: it is what moves while the page is watched
         except Exception as exc:
             log.warning("cannot read the dump and merge task instances: %s", exc)
             warnings.append("cannot read dump and merge task runs from the metadata database: "
                             + short_error(exc, 160))
-    statuses = collect_all(sources, now=now, history_limit=history_limit, timeout=timeout, airflow_runs=runs)
+    statuses = collect_all(sources, now=now, history_limit=history_limit, timeout=timeout, airflow_runs=runs,
+                           snapshots=snapshots)
     return {"generated_at": now.isoformat(), "sources": statuses, "warnings": warnings,
             "summary": {state: sum(1 for s in statuses if s["state"] == state) for state in _SEVERITY}}
 
 
 __all__ = ["RED_STATES", "human_age", "TASK_RUNS_ENV", "airflow_task_runs", "checkpoint_point", "collect_all",
-           "collect_source", "dump_summary", "gather", "read_manifests", "redact", "secret_values"]
+           "collect_source", "dump_summary", "gather", "read_manifests", "redact", "running_snapshots", "secret_values",
+           "snapshot_progress"]

@@ -42,6 +42,39 @@ def write(server, stop: threading.Event, rng: random.Random) -> None:
         conn.close()
 
 
+def assert_snapshot_progress_published(dag_run) -> None:
+    """The snapshot task published its rows read and estimated rows per table (XCom
+    ``snapshot_progress``), which the Binlog CDC view reads for a running snapshot task."""
+    from types import SimpleNamespace
+
+    from airflow.models.taskinstance import TaskInstance as TI
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select, update
+
+    from airflow_provider_binlog.plugins.status import running_snapshots, snapshot_progress
+
+    where = (XComModel.dag_id == dag_run.dag_id, XComModel.run_id == dag_run.run_id,
+             XComModel.task_id == "snapshot", XComModel.key == "snapshot_progress")
+    with create_session() as session:
+        value = XComModel.deserialize_value(SimpleNamespace(value=session.scalar(select(XComModel.value)
+                                                                                 .where(*where))))
+    assert value["conn_id"] == "alo_db" and value["method"] == "watermark" and value["finished"] is True
+    assert {t: e["rows_read"] for t, e in value["tables"].items()} == {"alo.a": 300, "alo.b": 300}
+    assert all(isinstance(e["estimated_rows"], int) for e in value["tables"].values()), value
+    assert running_snapshots() == []  # the task is done
+    ti = (TI.dag_id == dag_run.dag_id, TI.run_id == dag_run.run_id, TI.task_id == "snapshot")
+    with create_session() as session:  # as the view sees the task while it runs
+        session.execute(update(TI).where(*ti).values(state="running"))
+    try:
+        (shown,) = snapshot_progress("alo_db", running_snapshots())
+    finally:
+        with create_session() as session:
+            session.execute(update(TI).where(*ti).values(state="success"))
+    assert shown["dag_id"] == dag_run.dag_id and shown["method"] == "watermark"
+    assert [(t["table"], t["rows_read"]) for t in shown["tables"]] == [("alo.a", 300), ("alo.b", 300)]
+
+
 def test_a_table_reloaded_while_the_incremental_dag_goes_on(mariadb, dags_folder, spark, tmp_path,  # noqa: F811
                                                             spark_warehouse, monkeypatch):
     create_user(mariadb)
@@ -71,8 +104,9 @@ def test_a_table_reloaded_while_the_incremental_dag_goes_on(mariadb, dags_folder
     stop = threading.Event()
     writer = threading.Thread(target=write, args=(mariadb, stop, random.Random(5)))
     try:
-        _, state, states = run(load, "binlog_backfill", {"mode": "snapshot"})
+        dag_run, state, states = run(load, "binlog_backfill", {"mode": "snapshot"})
         assert state == "success", states
+        assert_snapshot_progress_published(dag_run)
         writer.start()
         time.sleep(0.5)
         _, state, states = run(load, "binlog_cdc")

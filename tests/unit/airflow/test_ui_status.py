@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import re
 from html.parser import HTMLParser
 
@@ -312,3 +313,53 @@ def test_the_app_serves_the_page_and_json_to_authenticated_users_only(monkeypatc
     assert "default-src 'none'" in page.headers["content-security-policy"]
     assert page.headers["cache-control"] == "no-store"
     assert client.get("/status.json").json()["sources"][0]["conn_id"] == "a"
+
+
+# ---------------------------------------------------------------------- running snapshots
+
+def test_a_running_snapshot_shows_rows_read_against_estimated_rows_per_table():
+    from airflow_provider_binlog.plugins.status import snapshot_progress
+
+    runs = [{"dag_id": "binlog_backfill__shop", "run_id": "r1", "task_id": "snapshot",
+             "start_date": dt.datetime(2026, 1, 1, tzinfo=UTC),
+             "progress": {"conn_id": "shop_db", "method": "watermark", "updated_at": "2026-01-01T00:01:00+00:00",
+                          "tables": {"shop.orders": {"rows_read": 250_000, "estimated_rows": 1_000_000},
+                                     "shop.customers": {"rows_read": 0, "estimated_rows": None}}}},
+            {"dag_id": "other", "run_id": "r2", "task_id": "snapshot",
+             "progress": {"conn_id": "other_db", "tables": {"x.y": {"rows_read": 1, "estimated_rows": 1}}}}]
+    (snap,) = snapshot_progress("shop_db", runs)
+    assert snap["tables"] == [
+        {"table": "shop.customers", "rows_read": 0, "estimated_rows": None, "percent": None},
+        {"table": "shop.orders", "rows_read": 250_000, "estimated_rows": 1_000_000, "percent": 25.0}]
+    html = render_page({"generated_at": "2026-01-01T00:02:00+00:00", "warnings": [], "sources": [{
+        "conn_id": "shop_db", "checkpoint_key": "shop_db", "state": "ok", "problems": [], "warnings": [],
+        "snapshots": [snap]}]})
+    row = re.search(r"<tr><td class=\"mono\">shop\.orders</td>(.*?)</tr>", html)
+    assert row is not None and re.findall(r">([^<]+)</td>", row.group(1)) == ["250,000", "1,000,000", "25 %"]
+    assert "Snapshot running: binlog_backfill__shop / snapshot (watermark)" in html
+
+
+def test_the_snapshot_operator_publishes_its_progress_at_most_every_interval(monkeypatch):
+    from airflow_provider_binlog.operators import snapshot as op
+
+    class TI:
+        def __init__(self):
+            self.pushed = []
+
+        def xcom_push(self, key, value):
+            self.pushed.append((key, json.loads(json.dumps(value))))
+
+    clock = [100.0]
+    monkeypatch.setattr(op.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(op, "record_snapshot_progress", lambda *a: None)
+    ti = TI()
+    report = op.SnapshotProgress("shop_db", "watermark", ti, logging.getLogger("test"))
+    report.estimates({"shop.orders": 30})
+    report.progress("shop.orders", 10, 10)   # within the interval of the last report: not published
+    clock[0] += op.PROGRESS_SECONDS
+    report.progress("shop.orders", 10, 20)
+    report.publish(finished=True)
+    assert [(k, v["tables"]["shop.orders"], v["finished"]) for k, v in ti.pushed] == [
+        ("snapshot_progress", {"rows_read": 0, "estimated_rows": 30}, False),
+        ("snapshot_progress", {"rows_read": 20, "estimated_rows": 30}, False),
+        ("snapshot_progress", {"rows_read": 20, "estimated_rows": 30}, True)]

@@ -625,6 +625,7 @@ def _read_chunk(conn, flavor: str, t: _Table, cols: str, source: str, key_cols: 
     """One chunk read with pymysql: the chunk, whether it was full, its high watermark and the
     seconds of the read."""
     with conn.cursor() as cur:
+        began = time.monotonic()
         if flavor == "mariadb":  # the read and its exact binlog position, in one short transaction
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         sql = f"SELECT {cols} FROM {source}"
@@ -636,7 +637,6 @@ def _read_chunk(conn, flavor: str, t: _Table, cols: str, source: str, key_cols: 
         if limit is not None:
             sql += " LIMIT %s"
             args.append(limit)
-        began = time.monotonic()
         cur.execute(sql, args)
         fetched = cur.fetchall()
         if flavor == "mariadb":

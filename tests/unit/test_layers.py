@@ -15,7 +15,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("errors", "atomic_file", "codec", "checkpoint", "checkpoint_sql", "tables")),
     ("replica", ("replica", "position")),
     ("staging", ("staging", "schema_history")),
-    ("dump", ("dump", "snapshot", "watermark_snapshot")),
+    ("dump", ("dump", "snapshot", "watermark_snapshot", "arrow_reader")),
     ("merge planning", ("merge",)),
     ("spark", ("spark", "merge.spark", "merge.submit")),
     ("airflow", ("hooks", "operators", "sensors", "triggers", "dags", "plugins", "provider_info", "cli",

@@ -32,6 +32,8 @@ _INTEGERS = frozenset({C.MYSQL_TYPE_TINY, C.MYSQL_TYPE_SHORT, C.MYSQL_TYPE_INT24
 _SAME_TYPE = frozenset({C.MYSQL_TYPE_FLOAT, C.MYSQL_TYPE_DOUBLE, C.MYSQL_TYPE_DATE, C.MYSQL_TYPE_DATETIME2,
                         C.MYSQL_TYPE_ENUM, C.MYSQL_TYPE_SET})
 _STRINGS = frozenset({C.MYSQL_TYPE_STRING, C.MYSQL_TYPE_VARCHAR, C.MYSQL_TYPE_BLOB})
+#: the session of every connection connectorx opens
+_SESSION = ["SET time_zone = '+00:00'"]
 #: DECIMAL values connectorx carries exactly (as a 96-bit decimal, returned as decimal(38,10))
 _DECIMAL_DIGITS, _DECIMAL_SCALE = 28, 10
 
@@ -82,9 +84,36 @@ def _select_expression(col: Column) -> str:
     return name
 
 
+def _expected(col: Column, arrow: pa.DataType) -> bool:
+    """Whether connectorx returned the column as the type it is read exactly as (a type that
+    could have rounded a value, as a float for a 64-bit integer, is refused)."""
+    t = col.type
+    if t == C.MYSQL_TYPE_TIMESTAMP2 or t in _INTEGERS:
+        if t == C.MYSQL_TYPE_LONGLONG and col.unsigned:
+            return arrow == pa.uint64()
+        return pa.types.is_integer(arrow)
+    if t == C.MYSQL_TYPE_FLOAT:
+        return arrow == pa.float32()
+    if t == C.MYSQL_TYPE_DOUBLE:
+        return arrow == pa.float64()
+    if t == C.MYSQL_TYPE_NEWDECIMAL:
+        return pa.types.is_decimal(arrow)
+    if t == C.MYSQL_TYPE_DATE:
+        return arrow == pa.date32()
+    if t == C.MYSQL_TYPE_DATETIME2:
+        return pa.types.is_timestamp(arrow) and arrow.tz is None
+    if pa.types.is_null(arrow):
+        return True  # no non-null value in the chunk
+    return pa.types.is_string(arrow) or pa.types.is_large_string(arrow) or (
+        col.text is False and (pa.types.is_binary(arrow) or pa.types.is_large_binary(arrow)))
+
+
 def _staging_array(col: Column, array: pa.ChunkedArray) -> tuple[pa.Array, int]:
     """The column's array in its staging type, and how many zero timestamps became null."""
     target = arrow_type_for(col)
+    if not _expected(col, array.type):
+        raise ArrowReadError(f"column {col.name}: connectorx returned {array.type} for "
+                             f"{col.data_type or col.type_name}")
     array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
     if col.type == C.MYSQL_TYPE_TIMESTAMP2:
         micros = array.cast(pa.int64())
@@ -135,7 +164,8 @@ class ArrowChunkReader:
         else:
             sql += (" " + tail if tail else "")
         try:
-            table = connectorx.read_sql(self.url, sql, return_type="arrow", **kwargs)
+            # key bounds in the WHERE clause are UTC text, as the snapshot's own session reads them
+            table = connectorx.read_sql(self.url, sql, return_type="arrow", pre_execution_query=_SESSION, **kwargs)
         except BaseException as exc:  # connectorx raises RuntimeError, and PanicException (a BaseException)
             if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
                 raise
@@ -149,7 +179,7 @@ class ArrowChunkReader:
                 staged, zeros = _staging_array(col, array)
                 out.append(staged)
                 invalid += zeros
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ArrowReadError) as exc:
             raise ArrowReadError(f"{self.tm.schema}.{self.tm.table}: {exc}") from exc
         self.invalid_temporals += invalid
         if kwargs and out and len(out[0]) > 1:  # the connections' parts come in any order: key order

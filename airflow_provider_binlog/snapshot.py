@@ -39,6 +39,14 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def select_list(tm: TableMap) -> str:
+    """The table's columns for a snapshot's SELECT. FLOAT is read as a DOUBLE (``col + 0e0``):
+    the server prints a FLOAT as text with 6 significant digits, and the binlog has its stored
+    value."""
+    return ", ".join(f"{quote_identifier(c.name)} + 0e0 AS {quote_identifier(c.name)}"
+                     if c.type == C.MYSQL_TYPE_FLOAT else quote_identifier(c.name) for c in tm.columns)
+
+
 _TYPES = {
     "tinyint": C.MYSQL_TYPE_TINY, "smallint": C.MYSQL_TYPE_SHORT, "mediumint": C.MYSQL_TYPE_INT24,
     "int": C.MYSQL_TYPE_LONG, "integer": C.MYSQL_TYPE_LONG, "bigint": C.MYSQL_TYPE_LONGLONG,
@@ -256,7 +264,7 @@ def _copy_table(conn, writer: StagingWriter, tm: TableMap, file: str, pos: int,
         if progress is not None and n:
             progress(name, n, written)
 
-    cols = ", ".join(quote_identifier(c.name) for c in tm.columns)
+    cols = select_list(tm)
     source = f"{quote_identifier(tm.schema)}.{quote_identifier(tm.table)}"
     converters = [_converter(c) for c in tm.columns]
     pk = [tm.columns[i] for i in tm.primary_key]

@@ -52,6 +52,7 @@ from .codec.events import (
     XidEvent,
 )
 from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from .codec.mariadb_text import TEXT_FORMS
 from .codec.positions import position_key
 from .schema_history import SchemaHistory, seed_history
 from .schema_history.ddl import DdlSyntaxError, named_tables, parse_ddl, statement_kind
@@ -63,6 +64,7 @@ from .snapshot import (
     estimated_rows,
     list_tables,
     quote_identifier,
+    select_list,
     snapshot_binlog_position,
     table_map_from_information_schema,
 )
@@ -106,6 +108,8 @@ def _binlog_status(conn, flavor: str, gtid: bool = True) -> tuple[str, int, Opti
 
 #: tries to read MariaDB's GTID state between two equal binlog positions
 _QUIET_TRIES = 5
+#: tries, 5 ms apart, of a read whose snapshot is still before the follower's position
+_VISIBLE_TRIES = 400
 
 
 def _start_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
@@ -113,25 +117,30 @@ def _start_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
     the first chunk's read: MariaDB reads each chunk in (or after) a consistent snapshot, whose
     exact binlog position is at or after it.
 
-    MariaDB's GTID state is ``@@gtid_binlog_pos`` read between two equal binlog positions (no
-    transaction was written meanwhile); only on a server too busy for that, ``BINLOG_GTID_POS``
-    finds it by reading the binlog file from its start (seconds, on a large file)."""
+    MariaDB: the position of a consistent snapshot (every transaction before it committed in
+    the engine), and its GTID state ``@@gtid_binlog_pos`` read between two binlog positions
+    equal to it (no transaction written meanwhile, none in flight); only on a server too busy
+    for that, ``BINLOG_GTID_POS`` finds it by reading the binlog file from its start (seconds,
+    on a large file)."""
     if flavor != "mariadb":
         return _binlog_status(conn, flavor)
     with conn.cursor() as cur:
-        for attempt in range(_QUIET_TRIES):
+        for attempt in range(_QUIET_TRIES + 1):
+            # the position of a consistent snapshot: every transaction before it is committed
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            file, pos = snapshot_binlog_position(cur)
+            cur.execute("COMMIT")
+            if attempt == _QUIET_TRIES:
+                break
             first = binlog_status_row(cur)
             cur.execute("SELECT @@gtid_binlog_pos")
             state = cur.fetchone()[0]
             second = binlog_status_row(cur)
             if first is None or second is None:
                 raise SnapshotError("the server has no binary log (log_bin is OFF)")
-            if (first[0], int(first[1])) == (second[0], int(second[1])):
-                return first[0], int(first[1]), state or None
+            if (file, pos) == (first[0], int(first[1])) == (second[0], int(second[1])):
+                return file, pos, state or None
             time.sleep(0.01 * (attempt + 1))
-        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-        file, pos = snapshot_binlog_position(cur)
-        cur.execute("COMMIT")
         cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
         gtid = cur.fetchone()[0]
     return file, pos, gtid or None
@@ -171,6 +180,7 @@ class _Table:
     chunks: int = 0
     arrow: Optional[arrow_reader.ArrowChunkReader] = None  # reads its chunks into Arrow
     arrow_chunks: int = 0              # chunks read into Arrow (by this process)
+    key_forms: Optional[list] = None   # per key column: bytes -> the text a read returns (or None)
 
 
 @dataclass
@@ -216,6 +226,9 @@ class _Follower:
         self.table_filter = table_filter
         self.writer = writer
         self.file, self.pos = start
+        #: where the last transaction read ends (the start: a consistent snapshot's position):
+        #: a read must see every transaction up to it (None: not known, after an older resume)
+        self.txn_end: Optional[tuple[str, int]] = (self.file, self.pos)
         self.gtid: Optional[str] = None
         #: MariaDB: the GTID state at (file, pos), when the state at the start was known
         self.gtid_state: Optional[MariadbGtidPosition] = None
@@ -250,6 +263,8 @@ class _Follower:
                         break
                     self._handle(at_file, at, event, chunk)
                     if not self.in_txn:  # a transaction boundary
+                        if isinstance(event, (XidEvent, QueryEvent, TransactionPayloadEvent)):
+                            self.txn_end = (at_file, event.header.log_pos)  # a transaction's end
                         if isinstance(event, RotateEvent):
                             self.file, self.pos = event.next_file, event.position
                         else:
@@ -375,7 +390,12 @@ class _Follower:
     @staticmethod
     def _key(table: _Table, image) -> Optional[tuple]:
         key = tuple(image[i] for i in table.key)
-        return None if any(v is ABSENT for v in key) else key
+        if any(v is ABSENT for v in key):
+            return None
+        if table.key_forms is not None:
+            key = tuple(f(v) if f is not None and isinstance(v, (bytes, bytearray)) else v
+                        for f, v in zip(table.key_forms, key))
+        return key
 
     @staticmethod
     def _read_already(table: _Table, key: tuple) -> bool:
@@ -463,8 +483,14 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
             if tm is None:
                 continue
             key = chunk_key(conn, tm)
-            ordered = all(tm.columns[i].type in _ORDERED_TYPES or tm.columns[i].text is False for i in key)
+            # MariaDB UUID/INET keys: read as text, decoded from the binlog as bytes; neither
+            # order is the server's, so such a table is read in one chunk
+            forms = [TEXT_FORMS.get(tm.columns[i].data_type or "") for i in key]
+            ordered = all((tm.columns[i].type in _ORDERED_TYPES or tm.columns[i].text is False) and f is None
+                          for i, f in zip(key, forms))
             state[(schema, table)] = t = _Table(tm, key, ordered)
+            if any(forms):
+                t.key_forms = forms
             if reader != "pymysql" and arrow_url is not None and arrow_reader.available():
                 why = arrow_reader.arrow_readable(tm)
                 if why is None:
@@ -510,6 +536,9 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
         follower.replayed, follower.staged_changes = saved["replayed"], saved["changes"]
         if saved.get("follower_gtid") is not None:
             follower.gtid_state = MariadbGtidPosition.parse(saved["follower_gtid"])
+        if resumed is not None:
+            saved_end = saved.get("follower_txn_end")
+            follower.txn_end = (saved_end[0], int(saved_end[1])) if saved_end else None
 
         def seal() -> None:
             if resume_key:
@@ -518,6 +547,7 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
                     "history": history.to_json(), "taken_at": taken_at.isoformat(),
                     "follower": [follower.file, follower.pos], "replayed": follower.replayed,
                     "follower_gtid": None if follower.gtid_state is None else str(follower.gtid_state),
+                    "follower_txn_end": follower.txn_end,
                     "changes": follower.staged_changes,
                     "tables": {f"{k[0]}\x00{k[1]}": {"done_upto": _encode_key(t.done_upto), "finished": t.finished,
                                                       "rows": t.rows, "chunks": t.chunks}
@@ -621,27 +651,36 @@ def _decode_key(data: Optional[list]) -> Optional[tuple]:
 
 
 def _read_chunk(conn, flavor: str, t: _Table, cols: str, source: str, key_cols: str, converters: list,
-                last: Optional[tuple], limit: Optional[int]) -> tuple[_Chunk, bool, str, int, float]:
+                last: Optional[tuple], limit: Optional[int],
+                after: Optional[tuple[str, int]]) -> tuple[_Chunk, bool, str, int, float]:
     """One chunk read with pymysql: the chunk, whether it was full, its high watermark and the
-    seconds of the read."""
+    seconds of the read. On MariaDB the read's snapshot must be at or after ``after`` (the
+    follower's position: what it read is before the chunk's read), else it is read again."""
+    sql = f"SELECT {cols} FROM {source}"
+    args: list = []
+    if last is not None:
+        sql += f" WHERE ({key_cols}) > ({', '.join(['%s'] * len(last))})"
+        args += list(last)
+    sql += f" ORDER BY {key_cols}"
+    if limit is not None:
+        sql += " LIMIT %s"
+        args.append(limit)
     with conn.cursor() as cur:
-        began = time.monotonic()
-        if flavor == "mariadb":  # the read and its exact binlog position, in one short transaction
-            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-        sql = f"SELECT {cols} FROM {source}"
-        args: list = []
-        if last is not None:
-            sql += f" WHERE ({key_cols}) > ({', '.join(['%s'] * len(last))})"
-            args += list(last)
-        sql += f" ORDER BY {key_cols}"
-        if limit is not None:
-            sql += " LIMIT %s"
-            args.append(limit)
-        cur.execute(sql, args)
-        fetched = cur.fetchall()
-        if flavor == "mariadb":
+        for attempt in range(_VISIBLE_TRIES):
+            began = time.monotonic()
+            if flavor == "mariadb":  # the read and its exact binlog position, in one short transaction
+                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            cur.execute(sql, args)
+            fetched = cur.fetchall()
+            if flavor != "mariadb":
+                break
             hw_file, hw_pos = snapshot_binlog_position(cur)
             cur.execute("COMMIT")
+            if after is None or position_key(hw_file, hw_pos) >= position_key(*after):
+                break
+            time.sleep(0.005)  # a transaction the follower read is not committed yet: again
+        else:
+            raise _not_visible(after or ("", 0))
         seconds = time.monotonic() - began
         rows = _convert_rows(fetched, converters)
     if flavor != "mariadb":  # read after the chunk: what the read saw is before it
@@ -652,18 +691,32 @@ def _read_chunk(conn, flavor: str, t: _Table, cols: str, source: str, key_cols: 
     return chunk, full, hw_file, hw_pos, seconds
 
 
-def _visibility_guard(conn, flavor: str) -> None:
-    """MariaDB: a consistent snapshot opened and closed, after which every transaction of the
-    binlog before the position read before it is committed in the engine (visible to any read
-    that starts later)."""
-    if flavor == "mariadb":
-        with conn.cursor() as cur:
+def _not_visible(after: tuple[str, int]) -> SnapshotError:
+    return SnapshotError(f"transactions in the binlog before {after[0]}:{after[1]} stayed uncommitted in the "
+                         f"engine for {_VISIBLE_TRIES * 5} ms and more; take the snapshot again")
+
+
+def _visibility_guard(conn, flavor: str, after: Optional[tuple[str, int]]) -> None:
+    """MariaDB: return once a consistent snapshot's position is at or after ``after`` (the
+    follower's position): every transaction the follower read is then committed in the engine
+    and visible to any read that starts later. (A transaction is written to the binlog, where
+    the follower may read it, before the engine commits it.)"""
+    if flavor != "mariadb" or after is None:
+        return
+    with conn.cursor() as cur:
+        for _ in range(_VISIBLE_TRIES):
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            file, pos = snapshot_binlog_position(cur)
             cur.execute("COMMIT")
+            if position_key(file, pos) >= position_key(*after):
+                return
+            time.sleep(0.005)
+    raise _not_visible(after)
 
 
 def _read_chunk_arrow(conn, flavor: str, t: _Table, source: str, key_cols: str, last: Optional[tuple],
-                      limit: Optional[int], *, alone: bool = True) -> tuple[_Chunk, bool, str, int, float]:
+                      limit: Optional[int], after: Optional[tuple[str, int]], *,
+                      alone: bool = True) -> tuple[_Chunk, bool, str, int, float]:
     """One chunk read into Arrow with connectorx (see :func:`_read_chunk`); raises
     :class:`~.arrow_reader.ArrowReadError` when connectorx cannot read it.
 
@@ -675,7 +728,7 @@ def _read_chunk_arrow(conn, flavor: str, t: _Table, source: str, key_cols: str, 
     if reader is None:
         raise arrow_reader.ArrowReadError(f"{t.tm.schema}.{t.tm.table}: no Arrow reader")
     if alone:
-        _visibility_guard(conn, flavor)
+        _visibility_guard(conn, flavor, after)
     where = ""
     if last is not None:
         where = f"({key_cols}) > ({', '.join(conn.escape(v) for v in last)})"
@@ -727,7 +780,7 @@ def _read_chunk_arrow(conn, flavor: str, t: _Table, source: str, key_cols: str, 
 def _table_sql(t: _Table) -> tuple[str, str, str]:
     """The table's column list, its name and its key columns, quoted for SQL."""
     tm = t.tm
-    return (", ".join(quote_identifier(c.name) for c in tm.columns),
+    return (select_list(tm),
             f"{quote_identifier(tm.schema)}.{quote_identifier(tm.table)}",
             ", ".join(quote_identifier(tm.columns[i].name) for i in t.key))
 
@@ -775,16 +828,21 @@ def _read_table(conn, flavor: str, writer: StagingWriter, follower: _Follower, t
         if t.arrow is not None:
             invalid = t.arrow.invalid_temporals
             try:
-                chunk, full, hw_file, hw_pos, seconds = _read_chunk_arrow(conn, flavor, t, source, key_cols,
-                                                                          t.done_upto, limit)
+                chunk, full, hw_file, hw_pos, seconds = _read_chunk_arrow(
+                    conn, flavor, t, source, key_cols, t.done_upto, limit, follower.txn_end)
             except arrow_reader.ArrowReadError as exc:
-                _fall_back(t, exc)
+                if t.arrow.connections > 1:  # maybe the split (connectorx's own SQL): try on one connection
+                    log.warning("watermark snapshot of %s: %s; read again on one connection", name, exc)
+                    t.arrow.connections = 1
+                else:
+                    _fall_back(t, exc)
                 continue
             writer.counters.invalid_temporals += t.arrow.invalid_temporals - invalid
             t.arrow_chunks += 1
         else:
             chunk, full, hw_file, hw_pos, seconds = _read_chunk(conn, flavor, t, cols, source, key_cols,
-                                                                converters, t.done_upto, limit)
+                                                                converters, t.done_upto, limit,
+                                                                follower.txn_end)
         follower.longest_read = max(follower.longest_read, seconds)
         follower.follow_to(hw_file, hw_pos, chunk)
         staged_rows = _stage_chunk(writer, t, chunk, full, hw_file, hw_pos, taken_at)
@@ -806,13 +864,14 @@ def _read_round(conn, flavor: str, writer: StagingWriter, follower: _Follower, t
     """The next chunk of each of several tables, read into Arrow at once (one connection each);
     the binlog is then followed to one high watermark with every chunk open, so that each
     ends in its state there."""
-    _visibility_guard(conn, flavor)
+    after = follower.txn_end
+    _visibility_guard(conn, flavor, after)
     began = time.monotonic()
 
     def read(t: _Table):
         _, source, key_cols = _table_sql(t)
         return _read_chunk_arrow(conn, flavor, t, source, key_cols, t.done_upto,
-                                 chunk_rows if t.ordered else None, alone=False)
+                                 chunk_rows if t.ordered else None, after, alone=False)
 
     futures = [(t, t.arrow.invalid_temporals if t.arrow else 0, pool.submit(read, t)) for t in tables]
     done: list[tuple[_Table, _Chunk, bool]] = []

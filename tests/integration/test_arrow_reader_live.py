@@ -72,6 +72,9 @@ def source(mariadb):
                         [(k, "2024-01-02", "2024-01-02 03:04:05", "2024-01-02 03:04:05") for k in range(1, 51)]
                         + [(51, "0000-00-00", "0000-00-00 00:00:00", "0000-00-00 00:00:00")]
                         + [(k, "2024-01-02", "2024-01-02 03:04:05", None) for k in range(52, 101)])
+        cur.execute(f"CREATE TABLE {DB}.stamps (at TIMESTAMP(3) NOT NULL PRIMARY KEY, f FLOAT, v INT)")
+        cur.executemany(f"INSERT INTO {DB}.stamps VALUES ('2024-03-01 00:00:00' + INTERVAL %s MINUTE, %s, %s)",
+                        [(k * 37, 1.2345678 * k, k) for k in range(100)])
         cur.execute(f"CREATE TABLE {DB}.others (id INT PRIMARY KEY, t TIME(3), j JSON, b BIT(5))")
         cur.execute(f"INSERT INTO {DB}.others VALUES (1, '-12:34:56.5', '{{\"a\": 1.50}}', b'10101'), "
                     f"(2, NULL, NULL, NULL)")
@@ -133,3 +136,19 @@ def test_a_zero_timestamp_read_into_arrow_is_null_and_counted(source, tmp_path):
     assert [r["ts"] for r in staged(got).column("_after").to_pylist()] == [
         None, pa.scalar(981173106_000000, pa.timestamp("us", tz="UTC")).as_py(), None]
     assert got.data["invalid_temporals"] == 1
+
+
+def test_a_timestamp_key_chunks_in_utc_whatever_the_servers_time_zone(source, tmp_path):
+    """Chunk bounds of a TIMESTAMP key go to connectorx's own connections as UTC text: with the
+    server's time zone +05:00, no row is skipped or read twice; FLOAT values are the stored
+    single-precision values (as the binlog has them) through both readers."""
+    source.execute("SET GLOBAL time_zone = '+05:00'")
+    try:
+        by_arrow = snapshot(source, tmp_path / "a", "stamps", "arrow", chunk_rows=30)
+        by_rows = snapshot(source, tmp_path / "p", "stamps", "pymysql", chunk_rows=30)
+    finally:
+        source.execute("SET GLOBAL time_zone = SYSTEM")
+    assert by_arrow.data["snapshot_stats"]["arrow_chunks"] == by_arrow.data["snapshot_stats"]["chunks"] == 4
+    a, p = staged(by_arrow).column("_after").to_pylist(), staged(by_rows).column("_after").to_pylist()
+    assert a == p and [r["v"] for r in a] == list(range(100))
+    assert a[7]["f"] == float(pa.array([1.2345678 * 7], pa.float32())[0].as_py())

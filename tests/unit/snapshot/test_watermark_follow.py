@@ -84,3 +84,19 @@ def test_with_chunks_of_several_tables_open_a_change_is_replayed_on_its_own_tabl
     follower._rows("b.000001", 500, event, other, [chunk, other_chunk])
     assert other_chunk.rows == {(3,): (3, 7)} and chunk.rows == {(3,): (3, 0)}
     assert writer.staged == []  # replayed in the chunk being read, not staged
+
+
+def test_a_uuid_key_decoded_from_the_binlog_as_bytes_finds_its_row_read_as_text():
+    from airflow_provider_binlog.codec.mariadb_text import TEXT_FORMS
+
+    tm = TableMap(3, "s", "u", (Column(0, "id", C.MYSQL_TYPE_STRING, 0, primary_key=True, data_type="uuid"),
+                                Column(1, "v", C.MYSQL_TYPE_LONG, 0)), primary_key=(0,))
+    table = _Table(tm, [0], False, key_forms=[TEXT_FORMS["uuid"]])
+    writer = Writer()
+    follower = _Follower(lambda: None, {("s", "u"): table}, None, None, writer, ("b.000001", 4))
+    raw = bytes(range(16))
+    text = TEXT_FORMS["uuid"](raw)
+    chunk = _Chunk(table, None, None, {(text,): (text, 1)})
+    event = RowsEvent(EventHeader(1_700_000_000, 30, 1, 100, 600, 0), 500, "delete", 3, tm, 0, ((raw, 1),))
+    follower._rows("b.000001", 500, event, table, chunk)
+    assert chunk.rows == {}  # the row deleted while its chunk was read is not staged

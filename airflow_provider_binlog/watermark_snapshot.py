@@ -108,8 +108,8 @@ def _binlog_status(conn, flavor: str, gtid: bool = True) -> tuple[str, int, Opti
 
 #: tries to read MariaDB's GTID state between two equal binlog positions
 _QUIET_TRIES = 5
-#: tries, 5 ms apart, of a read whose snapshot is still before the follower's position
-_VISIBLE_TRIES = 400
+#: tries, and seconds between them, of a read whose snapshot is still before the follower's position
+_VISIBLE_TRIES, _VISIBLE_WAIT = 400, 0.005
 
 
 def _start_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
@@ -126,10 +126,7 @@ def _start_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
         return _binlog_status(conn, flavor)
     with conn.cursor() as cur:
         for attempt in range(_QUIET_TRIES + 1):
-            # the position of a consistent snapshot: every transaction before it is committed
-            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            file, pos = snapshot_binlog_position(cur)
-            cur.execute("COMMIT")
+            file, pos = _committed_position(cur)
             if attempt == _QUIET_TRIES:
                 break
             first = binlog_status_row(cur)
@@ -471,6 +468,7 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
     if reader == "arrow" and (arrow_url is None or not arrow_reader.available()):
         raise SnapshotError("reader='arrow' needs connectorx installed (pip install connectorx) and a "
                             "connection without TLS; use reader='auto' or 'pymysql'")
+    use_arrow = reader != "pymysql" and arrow_url is not None and arrow_reader.available()
     conn = connect()
     writer: Optional[StagingWriter] = None
     try:
@@ -491,7 +489,7 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
             state[(schema, table)] = t = _Table(tm, key, ordered)
             if any(forms):
                 t.key_forms = forms
-            if reader != "pymysql" and arrow_url is not None and arrow_reader.available():
+            if use_arrow:
                 why = arrow_reader.arrow_readable(tm)
                 if why is None:
                     t.arrow = arrow_reader.ArrowChunkReader(arrow_url, tm, read_connections)
@@ -676,11 +674,11 @@ def _read_chunk(conn, flavor: str, t: _Table, cols: str, source: str, key_cols: 
                 break
             hw_file, hw_pos = snapshot_binlog_position(cur)
             cur.execute("COMMIT")
-            if after is None or position_key(hw_file, hw_pos) >= position_key(*after):
+            if _at_or_after((hw_file, hw_pos), after):
                 break
-            time.sleep(0.005)  # a transaction the follower read is not committed yet: again
+            time.sleep(_VISIBLE_WAIT)  # a transaction the follower read is not committed yet: again
         else:
-            raise _not_visible(after or ("", 0))
+            raise _not_visible(after)
         seconds = time.monotonic() - began
         rows = _convert_rows(fetched, converters)
     if flavor != "mariadb":  # read after the chunk: what the read saw is before it
@@ -691,9 +689,22 @@ def _read_chunk(conn, flavor: str, t: _Table, cols: str, source: str, key_cols: 
     return chunk, full, hw_file, hw_pos, seconds
 
 
+def _committed_position(cur) -> tuple[str, int]:
+    """MariaDB: the position of a consistent snapshot, opened and closed: every transaction of
+    the binlog before it is committed in the engine."""
+    cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+    position = snapshot_binlog_position(cur)
+    cur.execute("COMMIT")
+    return position
+
+
+def _at_or_after(position: tuple[str, int], after: Optional[tuple[str, int]]) -> bool:
+    return after is None or position_key(*position) >= position_key(*after)
+
+
 def _not_visible(after: tuple[str, int]) -> SnapshotError:
     return SnapshotError(f"transactions in the binlog before {after[0]}:{after[1]} stayed uncommitted in the "
-                         f"engine for {_VISIBLE_TRIES * 5} ms and more; take the snapshot again")
+                         f"engine for {_VISIBLE_TRIES * _VISIBLE_WAIT:.0f} s and more; take the snapshot again")
 
 
 def _visibility_guard(conn, flavor: str, after: Optional[tuple[str, int]]) -> None:
@@ -705,12 +716,9 @@ def _visibility_guard(conn, flavor: str, after: Optional[tuple[str, int]]) -> No
         return
     with conn.cursor() as cur:
         for _ in range(_VISIBLE_TRIES):
-            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            file, pos = snapshot_binlog_position(cur)
-            cur.execute("COMMIT")
-            if position_key(file, pos) >= position_key(*after):
+            if _at_or_after(_committed_position(cur), after):
                 return
-            time.sleep(0.005)
+            time.sleep(_VISIBLE_WAIT)
     raise _not_visible(after)
 
 
@@ -721,9 +729,10 @@ def _read_chunk_arrow(conn, flavor: str, t: _Table, source: str, key_cols: str, 
     :class:`~.arrow_reader.ArrowReadError` when connectorx cannot read it.
 
     connectorx reads on connections of its own, each chunk's read one statement (or one per
-    connection of the budget). On MariaDB a consistent snapshot opened and closed just before
-    it makes every transaction of the binlog before the follower's position visible to it;
-    the changes after that position up to the high watermark, read after it, are replayed."""
+    connection of the budget). On MariaDB it starts once a consistent snapshot is at or past
+    ``after``, the end of the last transaction the follower read (:func:`_visibility_guard`):
+    every transaction the follower read is visible to it, and the changes after that up to the
+    high watermark, read after it, are replayed."""
     reader = t.arrow
     if reader is None:
         raise arrow_reader.ArrowReadError(f"{t.tm.schema}.{t.tm.table}: no Arrow reader")
@@ -739,18 +748,18 @@ def _read_chunk_arrow(conn, flavor: str, t: _Table, source: str, key_cols: str, 
     if alone and reader.connections > 1 and limit is not None and len(t.key) == 1 \
             and arrow_reader.splittable(key_col):
         # the chunk's last key first (an index read), then the range over the connections
+        rest = source + (f" WHERE {where}" if where else "")
         with conn.cursor() as cur:
-            cur.execute(f"SELECT {key_cols} FROM {source}" + (f" WHERE {where}" if where else "")
-                        + f" ORDER BY {key_cols} LIMIT 1 OFFSET %s", (limit - 1,))
+            cur.execute(f"SELECT {key_cols} FROM {rest} ORDER BY {key_cols} LIMIT 1 OFFSET %s", (limit - 1,))
             row = cur.fetchone()
             full = row is not None
             if full:
                 high = int(row[0])
             else:
-                cur.execute(f"SELECT MAX({key_cols}) FROM {source}" + (f" WHERE {where}" if where else ""))
+                cur.execute(f"SELECT MAX({key_cols}) FROM {rest}")
                 top = cur.fetchone()[0]
                 high = int(top) if top is not None else 0
-            cur.execute(f"SELECT MIN({key_cols}) FROM {source}" + (f" WHERE {where}" if where else ""))
+            cur.execute(f"SELECT MIN({key_cols}) FROM {rest}")
             bottom = cur.fetchone()[0]
         if bottom is None:
             empty = True  # nothing left

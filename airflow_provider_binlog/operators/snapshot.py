@@ -31,7 +31,7 @@ class SnapshotProgress:
     def estimates(self, values: dict) -> None:
         for table, rows in values.items():
             self.state["tables"].setdefault(table, {"rows_read": 0, "estimated_rows": None})["estimated_rows"] = rows
-        self.publish(force=True)
+        self.publish()
 
     def progress(self, table: str, new_rows: int, rows_read: int) -> None:
         try:  # a metric must not fail the snapshot
@@ -44,11 +44,9 @@ class SnapshotProgress:
             estimated = entry["estimated_rows"]
             self.log.info("snapshot of %s: %d rows read%s", table, rows_read,
                           f" of about {estimated}" if estimated else "")
-            self.publish(force=True)
+            self.publish()
 
-    def publish(self, *, force: bool = False, finished: bool = False) -> None:
-        if not force and not finished and time.monotonic() - self._last < PROGRESS_SECONDS:
-            return
+    def publish(self, *, finished: bool = False) -> None:
         self._last = time.monotonic()
         self.state["finished"] = finished
         self.state["updated_at"] = dt.datetime.now(dt.timezone.utc).isoformat()

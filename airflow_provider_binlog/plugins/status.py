@@ -527,7 +527,6 @@ def airflow_task_runs(limit: int = 200, days: float = 14) -> list[dict]:
     """The newest task instances of the dump, snapshot and merge operators with their returned
     XCom, newest first, from the metadata database. A merge run is matched to a source by its
     end checkpoint (a save of the source's checkpoint store), a dump run by its dump id."""
-    from types import SimpleNamespace
 
     from airflow.models.taskinstance import TaskInstance as TI
     from airflow.models.xcom import XComModel
@@ -550,23 +549,16 @@ def airflow_task_runs(limit: int = 200, days: float = 14) -> list[dict]:
     out = []
     with create_session() as session:
         for row in session.execute(query):
-            value = row.value
-            if value is not None:
-                try:
-                    value = XComModel.deserialize_value(SimpleNamespace(value=value))
-                except Exception:
-                    pass
             out.append({"kind": kinds.get(row.operator), "dag_id": row.dag_id, "run_id": row.run_id,
                         "task_id": row.task_id, "state": str(row.state) if row.state else None,
                         "start_date": row.start_date, "end_date": row.end_date, "duration": row.duration,
-                        "value": value if isinstance(value, Mapping) else None})
+                        "value": _xcom_mapping(row.value)})
     return out
 
 
 def running_snapshots() -> list[dict]:
     """The snapshot task instances running now with the progress they last published (XCom
     ``snapshot_progress``: rows read and estimated rows per table)."""
-    from types import SimpleNamespace
 
     from airflow.models.taskinstance import TaskInstance as TI
     from airflow.models.xcom import XComModel
@@ -584,14 +576,26 @@ def running_snapshots() -> list[dict]:
     out = []
     with create_session() as session:
         for row in session.execute(query):
-            try:
-                value = XComModel.deserialize_value(SimpleNamespace(value=row.value))
-            except Exception:
-                continue
-            if isinstance(value, Mapping):
+            value = _xcom_mapping(row.value)
+            if value is not None:
                 out.append({"dag_id": row.dag_id, "run_id": row.run_id, "task_id": row.task_id,
                             "start_date": row.start_date, "progress": value})
     return out
+
+
+def _xcom_mapping(stored: Any) -> Optional[Mapping]:
+    """A stored XCom value, deserialized, when it is a mapping (else None)."""
+    from types import SimpleNamespace
+
+    from airflow.models.xcom import XComModel
+
+    if stored is None:
+        return None
+    try:
+        value = XComModel.deserialize_value(SimpleNamespace(value=stored))
+    except Exception:
+        return None
+    return value if isinstance(value, Mapping) else None
 
 
 def snapshot_progress(conn_id: str, snapshots: Iterable[dict]) -> list[dict]:

@@ -507,7 +507,7 @@ def test_merge_of_a_few_changes_adds_delete_files_and_keeps_the_data_files(spark
     log = Binlog(tmp_path)
     name = two_file_table(spark, log, "mj_mor")
     before = data_files(spark, name)
-    apply_manifests(spark, [few_changes(log)], "lake", "mj_mor")
+    apply_manifests(spark, [few_changes(log)], "lake", "mj_mor", direct_max_bytes=0)
     s = summary(spark, name)
     assert s.get("deleted-data-files", "0") == "0"           # no data file is rewritten
     assert s["added-position-deletes"] == "3"                  # rows 3, 40 and 50
@@ -525,7 +525,7 @@ def test_table_properties_given_override_the_merge_on_read_default(spark, tmp_pa
     name = two_file_table(spark, log, "mj_cow", table_properties=cow)
     assert read_table_properties(spark, name)["write.merge.mode"] == "copy-on-write"
     before = data_files(spark, name)
-    apply_manifests(spark, [few_changes(log)], "lake", "mj_cow")
+    apply_manifests(spark, [few_changes(log)], "lake", "mj_cow", direct_max_bytes=0)
     s = summary(spark, name)
     assert s["deleted-data-files"] == "2" and delete_file_count(spark, name) == 0
     assert not before & data_files(spark, name)
@@ -538,7 +538,7 @@ def test_maintenance_folds_the_delete_files_into_the_data_files(spark, tmp_path)
     loads, before = snapshot_ids(spark, name), data_files(spark, name)
     changes = few_changes(log)
     result = apply_manifests(spark, [changes], "lake", "mj_maint", maintenance=True,
-                             expire_older_than_days=0, retain_last=1)
+                             expire_older_than_days=0, retain_last=1, direct_max_bytes=0)
     assert delete_file_count(spark, name) == 0
     assert len(data_files(spark, name)) == 1                 # sorted into one file
     assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == expected_after_few_changes()
@@ -556,7 +556,7 @@ def test_maintenance_folds_the_delete_files_into_the_data_files(spark, tmp_path)
     assert state.checkpoint == log.here() and state.batch_id == changes.dump_id
     log.begin().rows(LAYOUT_MAP, "delete", [(1, 10, "r1")])
     following = log.publish()
-    apply_manifests(spark, [following], "lake", "mj_maint")
+    apply_manifests(spark, [following], "lake", "mj_maint", direct_max_bytes=0)
     assert summary(spark, name)["added-position-deletes"] == "1" and delete_file_count(spark, name) >= 1
     assert sorted(table_rows(spark, name))[:2] == [2, 3]
     again = apply_manifests(spark, [changes, following], "lake", "mj_maint")
@@ -588,13 +588,13 @@ def test_merge_reads_target_columns_only_when_an_image_lacks_columns(spark, tmp_
     monkeypatch.setattr(merge_apply, "merge_statement", recording)
     log = Binlog(tmp_path)
     name = two_file_table(spark, log, "mj_proj")
-    apply_manifests(spark, [few_changes(log)], "lake", "mj_proj")
+    apply_manifests(spark, [few_changes(log)], "lake", "mj_proj", direct_max_bytes=0)
     full = statements[-1]
     # full images: the target's non-key columns are not read; its rows are filtered by key
     assert "THEN t.`" not in full and "SET t.`a` = CASE WHEN s.h1 THEN s.v1" in full
     assert "t.`id` IN (3, 40, 50, 61)" in full
     log.begin().rows(LAYOUT_MAP, "update", [((5, ABSENT, ABSENT), (ABSENT, 55, ABSENT))])
-    apply_manifests(spark, [log.publish()], "lake", "mj_proj")
+    apply_manifests(spark, [log.publish()], "lake", "mj_proj", direct_max_bytes=0)
     assert "WHEN s._self THEN t.`b`" in statements[-1]
     got = table_rows(spark, name)
     assert (got[5]["a"], got[5]["b"]) == (55, "r5")
@@ -832,7 +832,7 @@ def test_applied_state_read_through_the_java_api_equals_the_metadata_tables(spar
                 merge_catalog.head_snapshot(spark, name))
 
     via_java = read()
-    monkeypatch.setattr(merge_catalog, "_iceberg_table", lambda spark_, table: None)
+    monkeypatch.setattr(merge_catalog, "iceberg_table", lambda spark_, table: None)
     assert read() == via_java
     state, in_ledger, other_stream, head_id = via_java
     assert state.checkpoint == log.here() and in_ledger.checkpoint == log.here()

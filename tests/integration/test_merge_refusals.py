@@ -194,11 +194,12 @@ def test_the_key_filter_is_given_up_above_its_limit(spark, tmp_path, monkeypatch
     name = "lake.mr_kf.s__kf"
     # three changed keys: listed
     apply_manifests(spark, [log.begin().rows(tmap("kf"), "update", [((i, i, "r"), (i, -i, "r")) for i in (2, 4, 6)])
-                            .publish()], "lake", "mr_kf")
+                            .publish()], "lake", "mr_kf", direct_max_bytes=0)
     assert statements[-1] == "t.`id` IN (2, 4, 6)"
     # four: more than the limit, no filter; the MERGE is still right
     apply_manifests(spark, [log.begin().rows(tmap("kf"), "update", [((i, i, "r"), (i, -i, "r")) for i in (1, 3, 5)])
-                            .rows(tmap("kf"), "delete", [(7, 7, "r")]).publish()], "lake", "mr_kf")
+                            .rows(tmap("kf"), "delete", [(7, 7, "r")]).publish()], "lake", "mr_kf",
+                    direct_max_bytes=0)
     assert statements[-1] is None
     assert rows_of(spark, name) == {i: (-i if i <= 6 else i, "r") for i in range(1, 11) if i != 7}
 

@@ -21,6 +21,7 @@ from ..batches import checkpoint_text as _checkpoint_text
 from ..ddl_plan import ddl_ops as _ddl_ops
 from ..ddl_plan import moves as _moves
 from ..ddl_plan import reset_records as _reset_records
+from ..direct_changes import DEFAULT_DIRECT_MAX_BYTES
 from ..errors import BatchGapError, ConcurrentRunError, MergeJobError
 from ..iceberg_contract import (
     DEFAULT_MAX_KEY_CHANGE_ROWS,
@@ -32,6 +33,7 @@ from ..iceberg_contract import (
 from ..sql import check_identifier as _check_identifier
 from .apply import apply_changelog_table, apply_merge_table, backfill_defaults, commit_properties
 from .catalog import applied_state, head_snapshot, table_exists
+from .direct_commit import append_rows, apply_direct
 from .ledger import LEDGER_SCHEMA, ensure_ledger, ledger_name
 from .maintenance import run_maintenance
 from .moves import apply_moves
@@ -55,12 +57,23 @@ def _save_checkpoint(store: CheckpointStore, key: str, batch: Batch, *, expected
         store.save(key, batch.end, expected=expected)
 
 
+def _ledger_rows(values: tuple) -> Any:
+    """The ledger row ``values`` (in :data:`LEDGER_SCHEMA`'s order) as a pyarrow table."""
+    import pyarrow as pa
+
+    names = [f.name for f in LEDGER_SCHEMA.fields]
+    types = [pa.string(), pa.string(), pa.string(), pa.string(), pa.list_(pa.string()), pa.int64(),
+             pa.timestamp("us", tz="UTC")]
+    return pa.table({n: pa.array([v], t) for n, v, t in zip(names, values, types)})
+
+
 def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
                 store: Optional[CheckpointStore] = None, key: Optional[str] = None, *,
                 stream: Optional[str] = None, layouts: Optional[TableLayouts] = None,
                 contract: Optional[DataContract] = None,
                 max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS,
-                parallel_tables: int = DEFAULT_PARALLEL_TABLES) -> dict:
+                parallel_tables: int = DEFAULT_PARALLEL_TABLES,
+                direct_max_bytes: int = DEFAULT_DIRECT_MAX_BYTES) -> dict:
     """Apply one batch (see :func:`apply_manifests`)."""
     stream = stream or key or DEFAULT_STREAM
     ledger = ledger_name(catalog, namespace)
@@ -168,7 +181,9 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         if w.defaults and w.exists and w.state.head is not None:
             info["backfill"] = backfill_defaults(spark, w, batch, stream)
         if w.mode == MODE_MERGE:
-            info.update(apply_merge_table(spark, w, batch, stream, max_key_change_rows))
+            direct = apply_direct(spark, w, batch, stream, direct_max_bytes)
+            info.update(direct if direct is not None
+                        else apply_merge_table(spark, w, batch, stream, max_key_change_rows))
         else:
             info.update(apply_changelog_table(spark, w, batch, stream))
         info["snapshot_id"] = head_snapshot(spark, w.name)
@@ -184,12 +199,12 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
 
     # 3. the ledger row, then 4. the checkpoint store
     if ledger_state.checkpoint is None or compare_checkpoints(batch.end, ledger_state.checkpoint) > 0:
-        row = spark.createDataFrame([(batch.batch_id, stream, _checkpoint_text(batch.start),
-                                      _checkpoint_text(batch.end), committed,
-                                      sum(w.staged_rows for w in work),
-                                      dt.datetime.now(dt.timezone.utc))], LEDGER_SCHEMA).coalesce(1)
-        runtime.run_with_commit_properties(spark, commit_properties(batch, stream, LEDGER_TABLE),
-                                   lambda: row.writeTo(ledger).append())
+        values = (batch.batch_id, stream, _checkpoint_text(batch.start), _checkpoint_text(batch.end),
+                  committed, sum(w.staged_rows for w in work), dt.datetime.now(dt.timezone.utc))
+        props = commit_properties(batch, stream, LEDGER_TABLE)
+        if not (direct_max_bytes > 0 and append_rows(spark, ledger, _ledger_rows(values), props)):
+            row = spark.createDataFrame([values], LEDGER_SCHEMA).coalesce(1)
+            runtime.run_with_commit_properties(spark, props, lambda: row.writeTo(ledger).append())
         result["ledger"] = "committed"
     else:
         result["ledger"] = "already-applied"
@@ -209,7 +224,8 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
                     max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS,
                     parallel_tables: int = DEFAULT_PARALLEL_TABLES, maintenance: bool = False,
                     expire_older_than_days: float = 7.0,
-                    retain_last: int = 10, maintenance_every_hours: Optional[float] = None) -> dict:
+                    retain_last: int = 10, maintenance_every_hours: Optional[float] = None,
+                    direct_max_bytes: int = DEFAULT_DIRECT_MAX_BYTES) -> dict:
     """Apply the batches of ``manifests`` to ``catalog.namespace``, in checkpoint order,
     exactly once; advance ``store[key]`` after each batch. Returns a JSON-able summary.
 
@@ -219,6 +235,12 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
 
     ``parallel_tables``: how many tables of a batch are planned and committed at once, from
     that many driver threads (1: one after the other).
+
+    ``direct_max_bytes``: a table whose staged files hold at most this many bytes, and whose
+    changes are simple (whole images, no key change, no schema change), is committed without
+    Spark: its collapsed changes as a data file and an equality-delete file, written with
+    pyarrow and committed through Iceberg's Java API (``merge/spark/direct_commit.py``); the
+    ledger row too. 0: every table through the Spark MERGE.
 
     ``layouts`` give the tables the job creates their partition spec, sort order and properties
     (:class:`~airflow_provider_binlog.merge.layout.TableLayouts`); ``table_properties`` are
@@ -246,7 +268,8 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
                 results.append(apply_batch(spark, batch, catalog, namespace, store, key, stream=stream,
                                            layouts=table_layouts, contract=contract,
                                            max_key_change_rows=max_key_change_rows,
-                                           parallel_tables=parallel_tables))
+                                           parallel_tables=parallel_tables,
+                                           direct_max_bytes=direct_max_bytes))
     except CheckpointLockedError as exc:
         raise ConcurrentRunError(str(exc)) from None
     out: dict[str, Any] = {"catalog": catalog, "namespace": namespace,

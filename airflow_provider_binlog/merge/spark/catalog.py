@@ -59,7 +59,7 @@ _Snapshot = tuple[int, Optional[str], Optional[str], Optional[str], int]
 def _main_branch(spark: SparkSession, table: str) -> Iterator[_Snapshot]:
     """The snapshots of the main branch from its head back (as far as they are kept):
     ``(snapshot id, checkpoint, batch id, stream, committed-at micros)``, read one at a time."""
-    iceberg = _iceberg_table(spark, table)
+    iceberg = iceberg_table(spark, table)
     if iceberg is None:
         head_rows = spark.sql(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'").collect()
         if not head_rows:
@@ -83,7 +83,7 @@ def _main_branch(spark: SparkSession, table: str) -> Iterator[_Snapshot]:
         snapshot = None if parent is None else iceberg.snapshot(parent)  # None: expired
 
 
-def _iceberg_table(spark: SparkSession, name: str) -> Any:
+def iceberg_table(spark: SparkSession, name: str) -> Any:
     """The ``org.apache.iceberg.Table`` behind ``catalog.namespace.table`` (through py4j), or
     None when the catalog does not give an Iceberg ``SparkTable``."""
     catalog, *namespace, table = name.split(".")
@@ -102,7 +102,7 @@ def _iceberg_table(spark: SparkSession, name: str) -> Any:
 
 
 def head_snapshot(spark: SparkSession, table: str) -> Optional[int]:
-    iceberg = _iceberg_table(spark, table)
+    iceberg = iceberg_table(spark, table)
     if iceberg is not None:
         iceberg.refresh()
         snapshot = iceberg.currentSnapshot()

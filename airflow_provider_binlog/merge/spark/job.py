@@ -17,6 +17,7 @@ from ...spark.catalogs import CatalogConfigError, secret_conf_from_env
 from ...spark.runtime import local_spark_session
 from ...staging.manifest import ManifestError
 from ..errors import MergeJobError
+from ..direct_changes import DEFAULT_DIRECT_MAX_BYTES
 from ..iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS, DEFAULT_PARALLEL_TABLES
 from ..contract import ContractError, DataContract
 from ..layout import LayoutError, TableLayouts
@@ -52,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel-tables", type=int, default=DEFAULT_PARALLEL_TABLES, metavar="N",
                    help=f"tables of a batch planned and committed at once, from N driver threads "
                         f"(default {DEFAULT_PARALLEL_TABLES}; 1: one after the other)")
+    p.add_argument("--direct-max-bytes", type=int, default=DEFAULT_DIRECT_MAX_BYTES, metavar="BYTES",
+                   help=f"tables whose staged files hold at most this many bytes and whose changes are "
+                        f"simple are committed without a Spark job (default {DEFAULT_DIRECT_MAX_BYTES}; "
+                        f"0: every table through the Spark MERGE)")
     p.add_argument("--maintenance", action="store_true",
                    help="afterwards, compact data files (folding in the delete files of the "
                         "merges) and expire old snapshots")
@@ -117,6 +122,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                  maintenance_every_hours=args.maintenance_every_hours,
                                  max_key_change_rows=args.max_key_change_rows,
                                  parallel_tables=args.parallel_tables,
+                                 direct_max_bytes=args.direct_max_bytes,
                                  maintenance=args.maintenance,
                                  expire_older_than_days=args.expire_older_than_days,
                                  retain_last=args.retain_last)

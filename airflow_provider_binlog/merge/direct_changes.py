@@ -1,0 +1,105 @@
+"""A table's staged changes folded to each key's final state with pyarrow, on the driver, for
+the direct commit of small batches (``merge/spark/direct_commit.py``).
+
+A batch that touches hundreds of tables with a few changes each spends its time in Spark's
+planning of one MERGE per table, not in moving rows. For a table whose changes are simple the
+result of that MERGE is known without Spark: every key the changes touch loses its old row
+(an Iceberg equality delete on the primary key; none for a key whose first change inserts
+it), and every key whose last change is an insert
+or an update gets its last after image as its new row. That holds when every after image is
+whole (no MINIMAL or NOBLOB image leaves a column out) and no update changes a primary key;
+:func:`collapse_staged` returns None otherwise, and the table goes through the Spark MERGE.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Optional, Sequence
+
+#: Tables whose staged files hold more bytes than this go through the Spark MERGE.
+DEFAULT_DIRECT_MAX_BYTES = 16 * 1024 * 1024
+
+_ORDER = ("_binlog_seq", "_binlog_pos", "_row")
+
+
+@dataclasses.dataclass(frozen=True)
+class DirectChanges:
+    """``rows``: the new row of every key whose last change is an insert or an update, its
+    columns named as the target's; ``keys``: the primary key of every key the changes touch
+    that had a row before them (its first change is not an insert), which loses that row;
+    both as pyarrow tables in the staged types."""
+
+    rows: Any
+    keys: Any
+
+
+def _after(position: tuple[int, int], seq: Any, pos: Any, strict: bool) -> Any:
+    import pyarrow.compute as pc
+
+    s, p = position
+    tail = pc.greater(pos, p) if strict else pc.greater_equal(pos, p)
+    return pc.or_(pc.greater(seq, s), pc.and_(pc.equal(seq, s), tail))
+
+
+def collapse_staged(files: Sequence[str], primary_key: Sequence[str], columns: Sequence[str], *,
+                    since: Optional[tuple[int, int]] = None,
+                    reset: Optional[tuple[int, int]] = None,
+                    max_bytes: int = DEFAULT_DIRECT_MAX_BYTES) -> Optional[DirectChanges]:
+    """The final state of each key the staged ``files`` of one table (in staging order) touch,
+    for the target ``columns``: only changes at or after ``since``, and strictly after
+    ``reset`` (a TRUNCATE: the table keeps only what follows it). None when the changes are
+    not simple (an update changes a key, an after image lacks a column, the files differ in
+    columns or lack one) or the files hold more than ``max_bytes``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    if not primary_key or not files or sum(os.path.getsize(f) for f in files) > max_bytes:
+        return None
+    parts = [pq.read_table(f, columns=["_op", *_ORDER, "_before", "_after", "_after_absent"]) for f in files]
+    if any(p.schema != parts[0].schema for p in parts[1:]):
+        return None
+    staged = pa.concat_tables(parts)
+    image_type = staged.schema.field("_after").type
+    have = {image_type.field(i).name for i in range(image_type.num_fields)}
+    if not set(columns) <= have or not set(primary_key) <= set(columns):
+        return None
+    seq, pos = staged.column("_binlog_seq"), staged.column("_binlog_pos")
+    keep = None
+    if since is not None:
+        keep = _after(since, seq, pos, strict=False)
+    if reset is not None:
+        later = _after(reset, seq, pos, strict=True)
+        keep = later if keep is None else pc.and_(keep, later)
+    if keep is not None:
+        staged = staged.filter(keep)
+    staged = staged.sort_by([(c, "ascending") for c in _ORDER])
+    op = staged.column("_op")
+    deletes = pc.equal(op, "delete")
+    updates = pc.equal(op, "update")
+    before, after = staged.column("_before"), staged.column("_after")
+    absent = pc.fill_null(pc.list_value_length(staged.column("_after_absent")), 0)
+    if pc.any(pc.and_(pc.invert(deletes), pc.greater(absent, 0))).as_py():
+        return None  # an image lacks a column: its value comes from the row before (Spark)
+    key_columns = {}
+    for name in primary_key:
+        b, a = pc.struct_field(before, name), pc.struct_field(after, name)
+        if pc.any(pc.fill_null(pc.and_(updates, pc.not_equal(b, a)), False)).as_py():
+            return None  # a key change: the keys it links are folded in order (Spark)
+        key_columns[name] = pc.if_else(deletes, b, a)
+    if any(pc.any(pc.is_null(k)).as_py() for k in key_columns.values()):
+        return None
+    indexed = pa.table({**{f"k{j}": key_columns[n] for j, n in enumerate(primary_key)},
+                        "_i": pa.array(range(staged.num_rows), pa.int64())})
+    last = indexed.group_by([f"k{j}" for j in range(len(primary_key))]).aggregate([("_i", "min"), ("_i", "max")])
+    last_index = last.column("_i_max")
+    # a key whose first change is an insert had no row (the table is the source as of its
+    # checkpoint, and a row event records what the source did): it has nothing to delete
+    existed = pc.invert(pc.equal(op.take(last.column("_i_min")), "insert"))
+    keys = pa.table({n: last.column(f"k{j}") for j, n in enumerate(primary_key)}).filter(existed)
+    final = staged.take(last_index)
+    live = final.filter(pc.invert(pc.equal(final.column("_op"), "delete")))
+    image = live.column("_after")
+    rows = pa.table({n: pc.struct_field(image, n) for n in columns})
+    return DirectChanges(rows.sort_by([(k, "ascending") for k in primary_key]),
+                         keys.sort_by([(k, "ascending") for k in primary_key]))

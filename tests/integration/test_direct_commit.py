@@ -1,0 +1,211 @@
+"""Direct commits (merge.spark.direct_commit): tables whose staged changes are simple get their
+collapsed changes as an equality-delete file and a data file written with pyarrow and committed
+through Iceberg's Java API, without a Spark job; compared with the Spark MERGE of the same
+batches and with a model of the source."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+from decimal import Decimal
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from airflow_provider_binlog.checkpoint import FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.codec import constants as C  # noqa: E402
+from airflow_provider_binlog.merge.spark import direct_commit  # noqa: E402
+from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from airflow_provider_binlog.merge.spark.catalog import applied_state  # noqa: E402
+from airflow_provider_binlog.merge.spark.maintenance import run_maintenance  # noqa: E402
+from tests.integration.test_merge_job import (  # noqa: E402
+    LAYOUT_MAP,
+    Binlog,
+    col,
+    delete_file_count,
+    expected_after_few_changes,
+    few_changes,
+    head,
+    summary,
+    table_map,
+    table_rows,
+    two_file_table,
+)
+
+UTC = dt.timezone.utc
+WIDE = table_map("s", "wide", [
+    col(0, "id", C.MYSQL_TYPE_LONG, primary_key=True, nullable=False),
+    col(1, "name", C.MYSQL_TYPE_VARCHAR, 160, text=True),
+    col(2, "amount", C.MYSQL_TYPE_NEWDECIMAL, (10 << 8) | 2),
+    col(3, "big", C.MYSQL_TYPE_LONGLONG, unsigned=True),
+    col(4, "ratio", C.MYSQL_TYPE_DOUBLE, 8),
+    col(5, "at", C.MYSQL_TYPE_DATETIME2, 6),
+    col(6, "ts", C.MYSQL_TYPE_TIMESTAMP2, 6),
+    col(7, "day", C.MYSQL_TYPE_DATE),
+    col(8, "raw", C.MYSQL_TYPE_VARCHAR, 16, text=False),
+], table_id=1)
+WIDE_COLS = ["id", "name", "amount", "big", "ratio", "at", "ts", "day", "raw"]
+PAIR = table_map("s", "pair", [
+    col(0, "a", C.MYSQL_TYPE_LONG, primary_key=True, nullable=False),
+    col(1, "b", C.MYSQL_TYPE_VARCHAR, 40, text=True, primary_key=True, nullable=False),
+    col(2, "v", C.MYSQL_TYPE_LONG),
+], table_id=2)
+
+
+def wide_row(rng: random.Random, key: int) -> tuple:
+    return (key, rng.choice([None, f"n{rng.randint(0, 99)}é"]), Decimal(rng.randint(-99999, 99999)) / 100,
+            rng.choice([None, rng.randint(0, 2**64 - 1)]), rng.choice([None, rng.uniform(-1e9, 1e9)]),
+            dt.datetime(2020, 1, 1) + dt.timedelta(microseconds=rng.randint(0, 10**14)),
+            rng.choice([None, dt.datetime(2021, 6, 1, tzinfo=UTC) + dt.timedelta(seconds=rng.randint(0, 10**8))]),
+            dt.date(1990, 1, 1) + dt.timedelta(days=rng.randint(0, 20000)),
+            rng.choice([None, bytes(rng.randint(0, 255) for _ in range(rng.randint(0, 16)))]))
+
+
+def random_changes(log: Binlog, rng: random.Random, wide: dict, pairs: dict, n: int) -> None:
+    """Inserts, updates and deletes with whole images and no key change, several per key."""
+    for _ in range(n):
+        r = rng.random()
+        free = [k for k in range(1, 40) if k not in wide]
+        if r < 0.35 or not wide:
+            key = rng.choice(free)
+            wide[key] = wide_row(rng, key)
+            log.rows(WIDE, "insert", [wide[key]])
+        elif r < 0.8:
+            key = rng.choice(sorted(wide))
+            new = wide_row(rng, key)
+            log.rows(WIDE, "update", [(wide[key], new)])
+            wide[key] = new
+        else:
+            key = rng.choice(sorted(wide))
+            log.rows(WIDE, "delete", [wide.pop(key)])
+        pk = (rng.randint(1, 4), rng.choice(["x", "y", "ü"]))
+        if pk in pairs and rng.random() < 0.3:
+            log.rows(PAIR, "delete", [(*pk, pairs.pop(pk))])
+        elif pk in pairs:
+            log.rows(PAIR, "update", [((*pk, pairs[pk]), (*pk, pairs[pk] + 1))])
+            pairs[pk] += 1
+        else:
+            pairs[pk] = rng.randint(0, 9)
+            log.rows(PAIR, "insert", [(*pk, pairs[pk])])
+
+
+def wide_state(spark, name) -> dict:
+    return {k: tuple(r[c] for c in WIDE_COLS) for k, r in table_rows(spark, name).items()}
+
+
+def expected_wide(model: dict) -> dict:
+    def seen(row):
+        out = list(row)
+        out[3] = None if row[3] is None else Decimal(row[3])
+        out[6] = None if row[6] is None else row[6].astimezone(UTC).replace(tzinfo=None)  # the session is UTC
+        out[8] = None if row[8] is None else bytearray(row[8])
+        return tuple(out)
+    return {k: seen(v) for k, v in model.items()}
+
+
+def pair_state(spark, name) -> dict:
+    return {(r["a"], r["b"]): r["v"] for r in spark.table(name).collect()}
+
+
+def test_random_simple_changes_are_committed_directly_and_equal_the_spark_merge_and_the_source(spark, tmp_path):
+    rng = random.Random(5)
+    log, wide, pairs, manifests = Binlog(tmp_path), {}, {}, []
+    for _ in range(4):
+        log.begin()
+        random_changes(log, rng, wide, pairs, 60)
+        manifests.append(log.publish())
+        for namespace, direct_bytes in (("dc_direct", 1 << 24), ("dc_spark", 0)):
+            result = apply_manifests(spark, [manifests[-1]], "lake", namespace, direct_max_bytes=direct_bytes)
+            tables = result["batches"][0]["tables"]
+            # the first batch creates the tables (Spark); the next are direct unless turned off
+            assert [t.get("direct", False) for t in tables] == [len(manifests) > 1 and direct_bytes > 0] * 2
+            assert wide_state(spark, f"lake.{namespace}.s__wide") == expected_wide(wide)
+            assert pair_state(spark, f"lake.{namespace}.s__pair") == pairs
+    name = "lake.dc_direct.s__wide"
+    s = summary(spark, name)
+    assert int(s["added-equality-delete-files"]) == 1 and int(s["added-data-files"]) == 1
+    assert json.loads(s["binlog.checkpoint"]) == manifests[-1].end
+    assert s["binlog.batch_id"] == manifests[-1].dump_id
+    assert applied_state(spark, name).checkpoint == log.here()
+    ledger = spark.sql("SELECT batch_id, tables, staged_rows FROM lake.dc_direct._binlog_batches").collect()
+    assert sorted(r[0] for r in ledger) == sorted(m.dump_id for m in manifests)
+    assert all(sorted(r[1]) == ["lake.dc_direct.s__pair", "lake.dc_direct.s__wide"] and r[2] > 0 for r in ledger)
+    # applied again: nothing is committed
+    heads = (head(spark, name), head(spark, "lake.dc_direct._binlog_batches"))
+    again = apply_manifests(spark, manifests, "lake", "dc_direct")
+    assert [b["status"] for b in again["batches"]] == ["already-applied"] * 4
+    assert (head(spark, name), head(spark, "lake.dc_direct._binlog_batches")) == heads
+
+
+def test_a_few_changes_become_one_equality_delete_file_and_one_data_file(spark, tmp_path):
+    log = Binlog(tmp_path)
+    name = two_file_table(spark, log, "dc_few")
+    result = apply_manifests(spark, [few_changes(log)], "lake", "dc_few")
+    assert result["batches"][0]["tables"][0]["direct"] is True
+    s = summary(spark, name)
+    assert s["added-equality-deletes"] == "3"        # keys 3, 40 and 50 (61 is inserted)
+    assert s["added-records"] == "3"                 # the new rows of 3, 40 and 61
+    assert s.get("deleted-data-files", "0") == "0" and "added-position-deletes" not in s
+    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == expected_after_few_changes()
+    # the next batch goes through a Spark MERGE (a key change) on top of the equality deletes
+    log.begin().rows(LAYOUT_MAP, "update", [((3, 33, "changed"), (70, 33, "moved"))])
+    result = apply_manifests(spark, [log.publish()], "lake", "dc_few")
+    assert "direct" not in result["batches"][0]["tables"][0]
+    rows = expected_after_few_changes()
+    rows[70] = rows.pop(3)[0], "moved"
+    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
+    # maintenance folds every delete file (equality ones included) into the data files
+    run_maintenance(spark, "lake", "dc_few", [name], older_than_days=0, retain_last=1)
+    assert delete_file_count(spark, name) == 0
+    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
+    assert applied_state(spark, name).checkpoint == log.here()
+
+
+def test_a_copy_on_write_table_gets_no_delete_file(spark, tmp_path):
+    log = Binlog(tmp_path)
+    name = two_file_table(spark, log, "dc_cow", {"write.merge.mode": "copy-on-write"})
+    result = apply_manifests(spark, [few_changes(log)], "lake", "dc_cow")
+    assert "direct" not in result["batches"][0]["tables"][0]
+    assert delete_file_count(spark, name) == 0
+    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == expected_after_few_changes()
+
+
+def test_a_truncate_in_the_batch_replaces_the_content_with_the_rows_after_it(spark, tmp_path):
+    log = Binlog(tmp_path)
+    name = two_file_table(spark, log, "dc_trunc")
+    log.begin().rows(LAYOUT_MAP, "update", [((1, 10, "r1"), (1, 11, "r1"))])
+    log.ddl("truncate", ["s.mor"], "TRUNCATE TABLE mor")
+    log.rows(LAYOUT_MAP, "insert", [(5, 50, "new"), (6, 60, "gone")])
+    log.rows(LAYOUT_MAP, "delete", [(6, 60, "gone")])
+    result = apply_manifests(spark, [log.publish()], "lake", "dc_trunc")
+    info = result["batches"][0]["tables"][0]
+    assert (info["direct"], info["truncated"]) == (True, True)
+    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == {5: (50, "new")}
+
+
+def test_a_commit_by_another_writer_after_planning_fails_the_direct_commit_and_a_rerun_applies(
+        spark, tmp_path, monkeypatch):
+    log = Binlog(tmp_path)
+    store = FileCheckpointStore(tmp_path / "store")
+    name = two_file_table(spark, log, "dc_race")
+    changes = few_changes(log)
+    real = direct_commit.collapse_staged
+
+    def with_a_concurrent_commit(*args, **kwargs):
+        spark.sql(f"INSERT INTO {name} VALUES (99, 990, 'other writer')")
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(direct_commit, "collapse_staged", with_a_concurrent_commit)
+        with pytest.raises(Exception, match="[Ff]ound conflicting files"):
+            apply_manifests(spark, [changes], "lake", "dc_race", store, "race")
+    assert store.load("race") is None
+    rows = {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()}
+    assert rows[3] == (30, "r3") and rows[99] == (990, "other writer")  # the batch is not in
+    result = apply_manifests(spark, [changes], "lake", "dc_race", store, "race")
+    assert result["batches"][0]["tables"][0]["direct"] is True
+    expected = expected_after_few_changes()
+    expected[99] = (990, "other writer")
+    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == expected
+    assert store.load("race") == log.here()

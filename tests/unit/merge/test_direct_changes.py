@@ -1,0 +1,64 @@
+"""A table's staged changes folded to each key's final state with pyarrow (merge.direct_changes),
+for the direct commit; written by the real staging writer, no Spark."""
+from decimal import Decimal
+
+from airflow_provider_binlog.codec.events import ABSENT
+from airflow_provider_binlog.merge.direct_changes import collapse_staged
+from tests.unit.merge.test_staged_facts import COLUMNS, staged
+
+
+def state(changes):
+    rows = {r["id"]: (r["a"], r["d"]) for r in changes.rows.to_pylist()}
+    return rows, [k["id"] for k in changes.keys.to_pylist()]
+
+
+def test_each_key_takes_its_last_image_and_every_touched_key_is_listed(tmp_path):
+    files = staged(tmp_path, ("insert", [(1, 10, Decimal("1.50")), (2, 20, None), (3, 30, None)]),
+                   ("update", [((1, 10, Decimal("1.50")), (1, 11, Decimal("1.50")))]),
+                   ("update", [((1, 11, Decimal("1.50")), (1, 12, None))]),
+                   ("delete", [(2, 20, None)]),
+                   ("delete", [(3, 30, None)]), ("insert", [(3, 33, Decimal("3.25"))]))
+    rows, keys = state(collapse_staged(files, ["id"], COLUMNS))
+    assert rows == {1: (12, None), 3: (33, Decimal("3.25"))}
+    assert keys == []  # all three were inserted in the batch: no row of theirs to delete
+
+
+def test_every_key_that_had_a_row_before_the_changes_is_listed(tmp_path):
+    files = staged(tmp_path, ("update", [((1, 10, None), (1, 11, None))]),
+                   ("update", [((1, 11, None), (1, 12, None))]),
+                   ("delete", [(2, 20, None)]), ("insert", [(2, 22, None)]),
+                   ("insert", [(3, 30, None)]), ("delete", [(3, 30, None)]))
+    rows, keys = state(collapse_staged(files, ["id"], COLUMNS))
+    assert rows == {1: (12, None), 2: (22, None)}
+    assert keys == [1, 2]
+
+
+def test_a_key_deleted_last_has_no_row_but_loses_the_one_it_had(tmp_path):
+    files = staged(tmp_path, ("update", [((4, 1, None), (4, 2, None))]), ("delete", [(4, 2, None)]))
+    assert state(collapse_staged(files, ["id"], COLUMNS)) == ({}, [4])
+
+
+def test_changes_before_a_reset_or_the_tables_own_position_are_left_out(tmp_path):
+    # positions: 4, 104, 204 (see staged)
+    files = staged(tmp_path, ("insert", [(1, 1, None)]), ("insert", [(2, 2, None)]), ("insert", [(3, 3, None)]))
+    assert state(collapse_staged(files, ["id"], COLUMNS, reset=(1, 104))) == ({3: (3, None)}, [])
+    assert state(collapse_staged(files, ["id"], COLUMNS, since=(1, 104))) == ({2: (2, None), 3: (3, None)}, [])
+
+
+def test_a_key_change_is_left_to_spark(tmp_path):
+    files = staged(tmp_path, ("update", [((5, 1, None), (7, 1, None))]))
+    assert collapse_staged(files, ["id"], COLUMNS) is None
+
+
+def test_an_image_lacking_a_column_is_left_to_spark(tmp_path):
+    files = staged(tmp_path, ("update", [((3, ABSENT, ABSENT), (ABSENT, 4, ABSENT))]))
+    assert collapse_staged(files, ["id"], COLUMNS) is None
+    files = staged(tmp_path / "b", ("update", [((3, 1, None), (3, 4, ABSENT))]))
+    assert collapse_staged(files, ["id"], COLUMNS) is None
+
+
+def test_a_column_the_files_lack_or_too_many_bytes_are_left_to_spark(tmp_path):
+    files = staged(tmp_path, ("insert", [(1, 1, None)]))
+    assert collapse_staged(files, ["id"], COLUMNS + ["added_later"]) is None
+    assert collapse_staged(files, ["id"], COLUMNS, max_bytes=10) is None
+    assert collapse_staged(files, ["id"], COLUMNS) is not None

@@ -184,6 +184,7 @@ def make_cdc_dags(
     spark_packages: Optional[str] = None,
     spark_jars: Optional[Sequence[str]] = None,
     parallel_tables: Optional[int] = None,
+    merge_direct_max_bytes: Optional[int] = None,
     checkpoint_store_uri: Optional[str] = None,
     checkpoint_key: Optional[str] = None,
     schedule: Any = DEFAULT_SCHEDULE,
@@ -260,6 +261,9 @@ def make_cdc_dags(
         connections (1).
     :param parallel_tables: tables of a batch the merge job plans and commits at once
         (default 8).
+    :param merge_direct_max_bytes: staged bytes up to which a table with simple changes is
+        committed without a Spark job (the merge operator's ``direct_max_bytes``; default
+        16 MiB, 0: off).
     :param min_bytes: sensor threshold (also ``min_transactions``, ``max_threshold_wait``).
     :param poke_interval: seconds between sensor checks.
     :param sensor_timeout: seconds the sensor waits for new data.
@@ -288,7 +292,8 @@ def make_cdc_dags(
     tag_list = list(tags) if tags is not None else ["binlog", "cdc", source_id]
     spark = {"conn_id": spark_conn_id, "warehouse": warehouse, "conf": dict(spark_conf or {}),
              "packages": spark_packages, "jars": list(spark_jars) if spark_jars else None,
-             "parallel_tables": parallel_tables, "catalog_conn_id": catalog_conn_id,
+             "parallel_tables": parallel_tables, "direct_max_bytes": merge_direct_max_bytes,
+             "catalog_conn_id": catalog_conn_id,
              "catalog_settings": dict(catalog_settings) if catalog_settings else None,
              "deploy_mode": spark_deploy_mode,
              "table_layout": dict(table_layout) if isinstance(table_layout, Mapping) else table_layout,

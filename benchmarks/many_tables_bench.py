@@ -125,8 +125,9 @@ def noop_submit(warehouse: pathlib.Path, workdir: pathlib.Path) -> float:
                              conn_id=qs.SPARK_CONN_ID, warehouse=str(warehouse))
     app = workdir / "noop_app.py"
     app.write_text(NOOP_APP)
-    hook = SparkSubmitHook(conf=op._spark_conf(), conn_id=qs.SPARK_CONN_ID,
-                           application_args=[str(warehouse), qs.CATALOG], env_vars=op._env(), name="noop")
+    catalog = op.iceberg_catalog()
+    hook = SparkSubmitHook(conf=op._spark_conf(catalog), conn_id=qs.SPARK_CONN_ID,
+                           application_args=[str(warehouse), qs.CATALOG], env_vars=op._env(catalog), name="noop")
     t0 = time.perf_counter()
     hook.submit(str(app))
     return time.perf_counter() - t0

@@ -182,7 +182,10 @@ class BinlogMergeOperator(BaseOperator):
     incremental batch applies to it only the changes after that position). ``stream`` names
     the binlog stream in the namespace's ledger (default: the checkpoint key).
     ``parallel_tables`` (default 8) is how many tables of a batch the job plans and commits at
-    once, from that many driver threads of its Spark application.
+    once, from that many driver threads of its Spark application. ``direct_max_bytes``
+    (default 16 MiB; 0 turns it off) is the size of staged files up to which a table with
+    simple changes is committed without a Spark job, as an equality-delete file and a data
+    file (see docs/merge.md, "Direct commits").
 
     The tables the job creates get ``table_layout`` (partition spec, sort order, properties,
     for all tables and per ``schema.table``: :mod:`airflow_provider_binlog.merge.layout`) and
@@ -211,6 +214,7 @@ class BinlogMergeOperator(BaseOperator):
                  env_vars: Optional[dict] = None, application: Optional[str] = None,
                  binlog_conn_id: Optional[str] = None, stream: Optional[str] = None,
                  advance_checkpoint: Any = True, parallel_tables: Optional[int] = None,
+                 direct_max_bytes: Optional[int] = None,
                  catalog_conn_id: Optional[str] = None, catalog_settings: Optional[dict] = None,
                  deploy_mode: Optional[str] = None, table_layout: Union[dict, str, None] = None,
                  table_properties: Optional[dict] = None,
@@ -252,6 +256,10 @@ class BinlogMergeOperator(BaseOperator):
         if parallel_tables is not None and (not isinstance(parallel_tables, int) or parallel_tables < 1):
             raise ValueError(f"parallel_tables must be a whole number of at least 1, not {parallel_tables!r}")
         self.parallel_tables = parallel_tables
+        if direct_max_bytes is not None and (not isinstance(direct_max_bytes, int) or isinstance(direct_max_bytes, bool)
+                                             or direct_max_bytes < 0):
+            raise ValueError(f"direct_max_bytes must be a whole number of bytes (0: off), not {direct_max_bytes!r}")
+        self.direct_max_bytes = direct_max_bytes
         self.binlog_conn_id = binlog_conn_id
         self.stream = stream
         self.advance_checkpoint = advance_checkpoint
@@ -378,6 +386,8 @@ class BinlogMergeOperator(BaseOperator):
                 args += ["--data-contract", json.dumps(self.data_contract, separators=(",", ":"))]
             if self.parallel_tables is not None:
                 args += ["--parallel-tables", str(self.parallel_tables)]
+            if self.direct_max_bytes is not None:
+                args += ["--direct-max-bytes", str(self.direct_max_bytes)]
             self._hook = SparkSubmitHook(
                 conf=self._spark_conf(catalog), conn_id=self.conn_id, application_args=args,
                 packages=None if catalog is not None else self.packages,

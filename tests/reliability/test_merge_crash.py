@@ -127,3 +127,83 @@ def test_merge_killed_at_random_points_then_rerun(batches, spark, spark_warehous
         for kill, child in zip(kills, children):
             record_trials(f"merge SIGKILL {kill['point']}" if child.killed
                           else "merge not killed (finished before the point)")
+
+
+DIRECT_DB = "rel_direct"
+DIRECT_TABLES = [f"d{i}" for i in range(8)]
+
+
+def direct_state(server) -> dict:
+    return {t: {r[0]: (r[1], r[2]) for r in server.query(f"SELECT id, v, note FROM {DIRECT_DB}.{t}")}
+            for t in DIRECT_TABLES}
+
+
+@pytest.fixture(scope="module")
+def direct_batches(mariadb, tmp_path_factory):
+    """Two contiguous dumps of eight tables: the first creates them, the second changes each
+    with whole images and no key change (what the merge commits directly)."""
+    staging = tmp_path_factory.mktemp("direct-staging")
+    mariadb.execute(f"CREATE DATABASE IF NOT EXISTS {DIRECT_DB}")
+    for t in DIRECT_TABLES:
+        mariadb.execute(f"DROP TABLE IF EXISTS {DIRECT_DB}.{t}")
+        mariadb.execute(f"CREATE TABLE {DIRECT_DB}.{t} (id INT PRIMARY KEY, v INT, note VARCHAR(20))")
+    start = S.here(mariadb)
+    for t in DIRECT_TABLES:
+        mariadb.execute(f"INSERT INTO {DIRECT_DB}.{t} VALUES " + ", ".join(f"({i}, {i}, 'r{i}')" for i in range(1, 21)))
+    rc = S.replica(mariadb)
+    try:
+        first = run_dump(rc, staging_dir=staging, start=start, tables=TableFilter([f"{DIRECT_DB}.*"]))
+        rng = S.rng_for("direct-batches")
+        for t in DIRECT_TABLES:
+            for _ in range(6):
+                key = rng.randint(1, 30)
+                mariadb.execute(f"INSERT INTO {DIRECT_DB}.{t} VALUES ({key}, {-key}, 'new') "
+                                f"ON DUPLICATE KEY UPDATE v = v + 100, note = 'updated'")
+                mariadb.execute(f"DELETE FROM {DIRECT_DB}.{t} WHERE id = {rng.randint(1, 30)}")
+        second = run_dump(rc, staging_dir=staging, start=first.end, tables=TableFilter([f"{DIRECT_DB}.*"]))
+    finally:
+        rc.close()
+    return [first.manifest, second.manifest], direct_state(mariadb)
+
+
+def test_direct_commits_of_parallel_tables_killed_mid_batch_then_rerun(
+        direct_batches, spark, spark_warehouse, tmp_path, record_trials):
+    """The second batch's tables are committed directly, three at a time from driver threads;
+    the run is killed after the third commit: each table is at one batch end or the other and
+    the store at the first; the rerun commits the rest once and equals the source."""
+    manifests, expected = direct_batches
+    namespace = "rel_direct_kill"
+    store_dir = tmp_path / "store-direct"
+    store = FileCheckpointStore(store_dir)
+    first_end, second_end = (Checkpoint.from_json(m.end) for m in manifests)
+    assert merge_job.main(argv_for(spark_warehouse, namespace, store_dir, manifests[:1])) == 0
+    argv = argv_for(spark_warehouse, namespace, store_dir, manifests) + ["--parallel-tables", "3"]
+    child = S.run_child("_merge_child.py", {"argv": argv, "kill": {"point": "after_commit", "after": 3},
+                                            "out": str(tmp_path / "direct-killed.json")}, env=S.FAST_JVM)
+    assert child.killed, child
+    assert store.load(KEY) == first_end
+    names = [f"lake.{namespace}.{DIRECT_DB}__{t}" for t in DIRECT_TABLES]
+    at = []
+    for name in names:
+        spark.sql(f"REFRESH TABLE {name}")
+        at.append(applied_state(spark, name).checkpoint)
+    assert set(at) <= {first_end, second_end}
+    assert 3 <= at.count(second_end) < len(names), at  # killed in the middle of the batch
+    out = tmp_path / "direct-rerun.json"
+    assert merge_job.main(argv + ["--output-json", str(out)]) == 0, out.read_text()
+    batches = json.loads(out.read_text())["batches"]
+    assert [b["status"] for b in batches] == ["already-applied", "applied"]
+    tables = batches[1]["tables"]
+    assert [t["status"] for t in tables] == ["already-applied" if a == second_end else "committed" for a in at]
+    assert all(t["direct"] for t in tables if t["status"] == "committed")
+    for t, name in zip(DIRECT_TABLES, names):
+        spark.sql(f"REFRESH TABLE {name}")
+        assert {r[0]: (r[1], r[2]) for r in spark.sql(f"SELECT id, v, note FROM {name}").collect()} == expected[t], t
+    ledger = spark.sql(f"SELECT batch_id FROM lake.{namespace}._binlog_batches").collect()
+    assert sorted(r[0] for r in ledger) == sorted(m.dump_id for m in manifests)
+    assert store.load(KEY) == second_end
+    heads = [applied_state(spark, name).head for name in names]
+    assert merge_job.main(argv + ["--output-json", str(out)]) == 0
+    assert [b["status"] for b in json.loads(out.read_text())["batches"]] == ["already-applied"] * 2
+    assert [applied_state(spark, name).head for name in names] == heads
+    record_trials("merge SIGKILL between direct commits of parallel tables", 1)

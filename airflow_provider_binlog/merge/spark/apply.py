@@ -66,7 +66,7 @@ def merge_table(spark: SparkSession, work: TableWork, *,
     reset = work.resets[-1]["_position"] if work.resets else None
     if work.files:
         meta = bool(work.contract_columns)
-        flat = flat_changes(spark, work.staged, work.layouts, plan, work.primary_key, work.defaults,
+        flat = flat_changes(spark, work.frames(spark), work.layouts, plan, work.primary_key, work.defaults,
                             work.fields, work.insert_defaults, change_meta=meta)
         if work.since is not None:
             flat = flat.filter(order_at_or_after(work.since))
@@ -262,7 +262,7 @@ def apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, stream
 def apply_changelog_table(spark: SparkSession, work: TableWork, batch: Batch, stream: str) -> dict:
     image_cols = work.plan.columns
     frames = []
-    for df, layout in zip(work.staged, work.layouts):
+    for df, layout in zip(work.frames(spark), work.layouts):
         present = {n for n, _ in layout}
         is_delete = F.col("_op") == "delete"
         select = [

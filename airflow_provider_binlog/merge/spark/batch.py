@@ -32,7 +32,7 @@ from ..iceberg_contract import (
 )
 from ..sql import check_identifier as _check_identifier
 from .apply import apply_changelog_table, apply_merge_table, backfill_defaults, commit_properties
-from .catalog import applied_state, head_snapshot, table_exists
+from .catalog import applied_state, ensure_namespace, head_snapshot, table_exists
 from .direct_commit import append_rows, apply_direct
 from .ledger import LEDGER_SCHEMA, ensure_ledger, ledger_name
 from .maintenance import run_maintenance
@@ -257,7 +257,7 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
     _check_identifier("stream", stream.replace("-", "_").replace(".", "_"))
     table_layouts = (layouts or TableLayouts()).with_properties(table_properties)
     batches = plan_batches(manifests)
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{namespace}")
+    ensure_namespace(spark, catalog, namespace)
     results = []
     try:
         # two runs of the same load must not both plan and commit the same batch (a fresh

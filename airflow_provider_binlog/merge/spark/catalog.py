@@ -83,17 +83,42 @@ def _main_branch(spark: SparkSession, table: str) -> Iterator[_Snapshot]:
         snapshot = None if parent is None else iceberg.snapshot(parent)  # None: expired
 
 
+def _java_strings(spark: SparkSession, parts: list[str]) -> Any:
+    jvm = spark.sparkContext._jvm
+    names = spark.sparkContext._gateway.new_array(jvm.java.lang.String, len(parts))
+    for i, part in enumerate(parts):
+        names[i] = part
+    return names
+
+
+def _spark_catalog(spark: SparkSession, catalog: str) -> Any:
+    return spark._jsparkSession.sessionState().catalogManager().catalog(catalog)
+
+
+def _identifier(spark: SparkSession, name: str) -> tuple[str, Any]:
+    catalog, *namespace, table = name.split(".")
+    jvm = spark.sparkContext._jvm
+    return catalog, jvm.org.apache.spark.sql.connector.catalog.Identifier.of(_java_strings(spark, namespace), table)
+
+
+def ensure_namespace(spark: SparkSession, catalog: str, namespace: str) -> None:
+    """``CREATE NAMESPACE IF NOT EXISTS``, asked of the catalog directly when it can be (no SQL
+    to parse and analyse in a young JVM)."""
+    try:
+        names = _java_strings(spark, namespace.split("."))
+        if _spark_catalog(spark, catalog).namespaceExists(names):
+            return
+    except Py4JError:
+        pass
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{namespace}")
+
+
 def iceberg_table(spark: SparkSession, name: str) -> Any:
     """The ``org.apache.iceberg.Table`` behind ``catalog.namespace.table`` (through py4j), or
     None when the catalog does not give an Iceberg ``SparkTable``."""
-    catalog, *namespace, table = name.split(".")
     try:
-        jvm = spark.sparkContext._jvm
-        names = spark.sparkContext._gateway.new_array(jvm.java.lang.String, len(namespace))
-        for i, part in enumerate(namespace):
-            names[i] = part
-        identifier = jvm.org.apache.spark.sql.connector.catalog.Identifier.of(names, table)
-        loaded = spark._jsparkSession.sessionState().catalogManager().catalog(catalog).loadTable(identifier)
+        catalog, identifier = _identifier(spark, name)
+        loaded = _spark_catalog(spark, catalog).loadTable(identifier)
         if loaded.getClass().getName() != "org.apache.iceberg.spark.source.SparkTable":
             return None
         return loaded.table()
@@ -115,6 +140,19 @@ def read_table_properties(spark: SparkSession, table: str) -> dict[str, str]:
     return {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
 
 
+def stored_properties(spark: SparkSession, table: str) -> dict[str, str]:
+    """The properties stored in ``table``'s metadata (those set on it; not the ``provider``,
+    ``location``, ... that ``SHOW TBLPROPERTIES`` adds), read in one call through Iceberg's
+    Java API where the catalog gives an Iceberg table."""
+    import json
+
+    iceberg = iceberg_table(spark, table)
+    if iceberg is None:
+        return read_table_properties(spark, table)
+    mapper = spark.sparkContext._jvm.org.apache.iceberg.util.JsonUtil.mapper()
+    return json.loads(mapper.writeValueAsString(iceberg.properties()))
+
+
 def table_exists(spark: SparkSession, name: str) -> bool:
     return spark.catalog.tableExists(name)
 
@@ -123,5 +161,11 @@ def refresh(spark: SparkSession, table: str) -> None:
     """Drop what this session caches of ``table`` (Iceberg's caching catalog keeps a loaded
     table for a while): what a batch is applied on must be the table as last committed,
     also when another process committed since this session loaded it."""
+    try:  # the catalog's own invalidation: no SQL to parse and analyse
+        catalog, identifier = _identifier(spark, table)
+        _spark_catalog(spark, catalog).invalidateTable(identifier)
+        return
+    except Py4JError:
+        pass
     if spark.catalog.tableExists(table):
         spark.sql(f"REFRESH TABLE {table}")

@@ -14,6 +14,7 @@ through Spark.
 from __future__ import annotations
 
 import io
+import json
 import uuid
 from typing import Any, Mapping, Optional, Sequence
 
@@ -22,97 +23,43 @@ from pyspark.sql import SparkSession
 from ...spark import runtime
 from ..batches import Batch
 from ..direct_changes import DirectChanges, collapse_staged
+from ..iceberg_arrow import arrow_schema, conform
 from ..iceberg_contract import MODE_MERGE
 from .apply import commit_properties
 from . import catalog
 from .table_work import TableWork
 
 _WRITE_CHUNK = 4 * 1024 * 1024
-_FIELD_ID = b"PARQUET:field_id"
 
 
-def _arrow_type(t: Any) -> Any:
-    """The Arrow type pyarrow writes as Iceberg type ``t`` (a Java ``Type``); None for a type
-    kept to Spark."""
-    import pyarrow as pa
+class _Iceberg:
+    """The Iceberg Java classes used here, looked up once per JVM (each lookup through py4j is
+    a round trip)."""
 
-    kind = t.typeId().toString()
-    simple = {"BOOLEAN": pa.bool_(), "INTEGER": pa.int32(), "LONG": pa.int64(), "FLOAT": pa.float32(),
-              "DOUBLE": pa.float64(), "DATE": pa.date32(), "TIME": pa.time64("us"), "STRING": pa.string(),
-              "BINARY": pa.binary()}
-    if kind in simple:
-        return simple[kind]
-    if kind == "DECIMAL":
-        return pa.decimal128(t.precision(), t.scale())
-    if kind == "TIMESTAMP":
-        return pa.timestamp("us", tz="UTC" if t.shouldAdjustToUTC() else None)
-    if kind == "FIXED":
-        return pa.binary(t.length())
-    if kind == "LIST":
-        element = t.fields()[0]
-        inner = _arrow_type(element.type())
-        if inner is None:
-            return None
-        return pa.list_(pa.field("element", inner, nullable=element.isOptional(),
-                                 metadata={_FIELD_ID: str(element.fieldId()).encode()}))
-    return None
+    _last: Optional[tuple[Any, "_Iceberg"]] = None  # (the JVM view, its classes)
+
+    def __init__(self, jvm: Any) -> None:
+        iceberg = jvm.org.apache.iceberg
+        self.data_files = iceberg.DataFiles
+        self.file_metadata = iceberg.FileMetadata
+        self.parquet = iceberg.FileFormat.PARQUET
+        self.metrics_config = iceberg.MetricsConfig
+        self.file_metrics = iceberg.parquet.ParquetUtil.fileMetrics
+        self.always_true = iceberg.expressions.Expressions.alwaysTrue()
+        self.schema_json = iceberg.SchemaParser.toJson
+
+    @classmethod
+    def of(cls, spark: SparkSession) -> "_Iceberg":
+        jvm = spark.sparkContext._jvm
+        last = cls._last
+        if last is None or last[0] is not jvm:  # a new session's JVM
+            last = cls._last = (jvm, cls(jvm))
+        return last[1]
 
 
-def arrow_schema(fields: Sequence[Any]) -> Any:
-    """The Arrow schema, with Iceberg's field ids, of Iceberg ``fields`` (Java
-    ``NestedField``s); None when one has no Arrow form here."""
-    import pyarrow as pa
-
-    out = []
-    for f in fields:
-        t = _arrow_type(f.type())
-        if t is None:
-            return None
-        out.append(pa.field(f.name(), t, nullable=f.isOptional(), metadata={_FIELD_ID: str(f.fieldId()).encode()}))
-    return pa.schema(out)
-
-
-def _castable(source: Any, target: Any) -> bool:
-    """Whether ``source`` values become ``target`` values exactly (the widenings a table's
-    schema plan makes, and no others)."""
-    import pyarrow as pa
-
-    if source == target or pa.types.is_null(source):
-        return True
-    if pa.types.is_integer(source):
-        return pa.types.is_integer(target) or pa.types.is_decimal(target)
-    if pa.types.is_floating(source):
-        return pa.types.is_floating(target) and target.bit_width >= source.bit_width
-    if pa.types.is_decimal(source):
-        return pa.types.is_decimal(target) and target.scale >= source.scale \
-            and target.precision - target.scale >= source.precision - source.scale
-    if pa.types.is_string(source) or pa.types.is_large_string(source):
-        return pa.types.is_string(target)
-    if pa.types.is_binary(source) or pa.types.is_large_binary(source):
-        return pa.types.is_binary(target)
-    if pa.types.is_list(source) and pa.types.is_list(target):
-        return _castable(source.value_type, target.value_type)
-    return False
-
-
-def conform(data: Any, schema: Any) -> Any:
-    """``data`` (a pyarrow table with ``schema``'s column names) in ``schema``'s types; None
-    when a column does not convert exactly or a required column holds a null."""
-    import pyarrow as pa
-
-    columns = []
-    for field in schema:
-        column = data.column(field.name)
-        if not _castable(column.type, field.type):
-            return None
-        try:
-            column = column.cast(field.type, safe=True)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return None
-        if not field.nullable and column.null_count:
-            return None
-        columns.append(column)
-    return pa.Table.from_arrays(columns, schema=schema)
+def _schema_fields(spark: SparkSession, table: Any) -> list[dict]:
+    """The fields of ``table``'s current schema (its JSON form, read in one call)."""
+    return json.loads(_Iceberg.of(spark).schema_json(table.schema()))["fields"]
 
 
 def _write(spark: SparkSession, table: Any, data: Any, kind: str) -> tuple[str, int, Any]:
@@ -120,7 +67,7 @@ def _write(spark: SparkSession, table: Any, data: Any, kind: str) -> tuple[str, 
     storage the catalog reaches); its path, size and Iceberg metrics."""
     import pyarrow.parquet as pq
 
-    jvm = spark.sparkContext._jvm
+    java = _Iceberg.of(spark)
     buffer = io.BytesIO()
     pq.write_table(data, buffer, compression="zstd")
     payload = buffer.getvalue()
@@ -131,35 +78,32 @@ def _write(spark: SparkSession, table: Any, data: Any, kind: str) -> tuple[str, 
             out.write(payload[at:at + _WRITE_CHUNK])
     finally:
         out.close()
-    metrics = jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(
-        table.io().newInputFile(path), jvm.org.apache.iceberg.MetricsConfig.forTable(table))
+    metrics = java.file_metrics(table.io().newInputFile(path), java.metrics_config.forTable(table))
     return path, len(payload), metrics
 
 
-def _data_file(spark: SparkSession, table: Any, data: Any) -> Any:
-    jvm = spark.sparkContext._jvm
+def _data_file(spark: SparkSession, table: Any, spec: Any, data: Any) -> Any:
+    java = _Iceberg.of(spark)
     path, size, metrics = _write(spark, table, data, "data")
-    return (jvm.org.apache.iceberg.DataFiles.builder(table.spec()).withPath(path)
-            .withFormat(jvm.org.apache.iceberg.FileFormat.PARQUET).withFileSizeInBytes(size)
-            .withMetrics(metrics).build())
-
-
-def _equality_delete_file(spark: SparkSession, table: Any, keys: Any, field_ids: Sequence[int]) -> Any:
-    jvm, gateway = spark.sparkContext._jvm, spark.sparkContext._gateway
-    path, size, metrics = _write(spark, table, keys, "eq-deletes")
-    ids = gateway.new_array(jvm.int, len(field_ids))
-    for i, field_id in enumerate(field_ids):
-        ids[i] = field_id
-    return (jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(table.spec()).ofEqualityDeletes(ids)
-            .withPath(path).withFormat(jvm.org.apache.iceberg.FileFormat.PARQUET)
+    return (java.data_files.builder(spec).withPath(path).withFormat(java.parquet)
             .withFileSizeInBytes(size).withMetrics(metrics).build())
 
 
-def _writable(table: Any, deletes: bool = False) -> bool:
+def _equality_delete_file(spark: SparkSession, table: Any, spec: Any, keys: Any, field_ids: Sequence[int]) -> Any:
+    java = _Iceberg.of(spark)
+    path, size, metrics = _write(spark, table, keys, "eq-deletes")
+    ids = spark.sparkContext._gateway.new_array(spark.sparkContext._jvm.int, len(field_ids))
+    for i, field_id in enumerate(field_ids):
+        ids[i] = field_id
+    return (java.file_metadata.deleteFileBuilder(spec).ofEqualityDeletes(ids).withPath(path)
+            .withFormat(java.parquet).withFileSizeInBytes(size).withMetrics(metrics).build())
+
+
+def _writable(table: Any, spec: Any, deletes: bool = False) -> bool:
     """Whether this module writes ``table``: unpartitioned, and for ``deletes`` (a row delta)
     of format 2 and merged on read (a table set to copy-on-write gets no delete files)."""
     try:
-        if not table.spec().isUnpartitioned():
+        if not spec.isUnpartitioned():
             return False
         return not deletes or (int(table.operations().current().formatVersion()) >= 2
                                and table.properties().get("write.merge.mode") == "merge-on-read")
@@ -183,39 +127,40 @@ def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, prima
     if table is None:
         return False
     table.refresh()
-    if not _writable(table, deletes=not replace):
+    spec = table.spec()
+    if not _writable(table, spec, deletes=not replace):
         return False
-    fields = list(table.schema().columns())
-    if sorted(f.name() for f in fields) != sorted(changes.rows.column_names):
+    fields = _schema_fields(spark, table)
+    if sorted(f["name"] for f in fields) != sorted(changes.rows.column_names):
         return False
+    by_name = {f["name"]: f for f in fields}
     schema = arrow_schema(fields)
-    if schema is None:
+    key_schema = arrow_schema([by_name[k] for k in primary_key])
+    if schema is None or key_schema is None:
         return False
-    rows = conform(changes.rows.select(schema.names), schema)
-    key_schema = arrow_schema([table.schema().findField(k) for k in primary_key])
-    keys = conform(changes.keys, key_schema) if key_schema is not None else None
+    rows = conform(changes.rows, schema)
+    keys = conform(changes.keys, key_schema)
     if rows is None or keys is None:
         return False
-    jvm = spark.sparkContext._jvm
-    expressions = jvm.org.apache.iceberg.expressions.Expressions
+    always = _Iceberg.of(spark).always_true
     if replace:
-        update = table.newOverwrite().overwriteByRowFilter(expressions.alwaysTrue())
+        update = table.newOverwrite().overwriteByRowFilter(always)
         if rows.num_rows:
-            update = update.addFile(_data_file(spark, table, rows))
+            update = update.addFile(_data_file(spark, table, spec, rows))
         if planned_head is not None:
-            update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(expressions.alwaysTrue())
+            update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
                       .validateNoConflictingData().validateNoConflictingDeletes())
     else:
         if not rows.num_rows and (not keys.num_rows or planned_head is None):
             return True  # nothing to change
         update = table.newRowDelta()
         if rows.num_rows:
-            update = update.addRows(_data_file(spark, table, rows))
+            update = update.addRows(_data_file(spark, table, spec, rows))
         if keys.num_rows and planned_head is not None:  # an empty table has no rows to replace
-            update = update.addDeletes(_equality_delete_file(
-                spark, table, keys, [table.schema().findField(k).fieldId() for k in primary_key]))
+            update = update.addDeletes(_equality_delete_file(spark, table, spec, keys,
+                                                             [by_name[k]["id"] for k in primary_key]))
         if planned_head is not None:
-            update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(expressions.alwaysTrue())
+            update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
                       .validateNoConflictingDataFiles().validateNoConflictingDeleteFiles())
     _commit(spark, update, props)
     return True
@@ -228,16 +173,16 @@ def append_rows(spark: SparkSession, name: str, rows: Any, props: Mapping[str, s
     if table is None:
         return False
     table.refresh()
-    if not _writable(table):
+    spec = table.spec()
+    if not _writable(table, spec):
         return False
-    fields = list(table.schema().columns())
-    schema = arrow_schema(fields)
+    schema = arrow_schema(_schema_fields(spark, table))
     if schema is None or sorted(schema.names) != sorted(rows.column_names):
         return False
-    data = conform(rows.select(schema.names), schema)
+    data = conform(rows, schema)
     if data is None:
         return False
-    _commit(spark, table.newAppend().appendFile(_data_file(spark, table, data)), props)
+    _commit(spark, table.newAppend().appendFile(_data_file(spark, table, spec, data)), props)
     return True
 
 

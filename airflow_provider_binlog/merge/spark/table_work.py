@@ -32,8 +32,8 @@ from ..iceberg_contract import (
 from ..sql import literal as _lit
 from ..sql import quote as _q
 from ..staged_facts import StagedFacts, staged_facts
-from .catalog import AppliedState, applied_state, committed_batch, read_table_properties, table_exists
-from .collapse import read_staged
+from .catalog import AppliedState, applied_state, committed_batch, stored_properties, table_exists
+from .collapse import read_staged, staged_schema
 from .column_types import arrow_to_spark, sql_type
 from .schema import (
     CHANGELOG_ENVELOPE,
@@ -52,7 +52,7 @@ class TableWork:
     name: str                          # catalog.namespace.table
     entry: Optional[dict]              # the manifest's table entry (None: DDL only)
     files: list[str]
-    staged: list[DataFrame]            # the files as read (their schema read once, in planning)
+    staged: list[DataFrame]            # the files as Spark reads them (see frames())
     layouts: list[list[tuple[str, T.DataType]]]
     mode: str
     primary_key: list[str]
@@ -77,6 +77,12 @@ class TableWork:
     @property
     def source(self) -> str:
         return f"{self.schema}.{self.table}"
+
+    def frames(self, spark: SparkSession) -> list[DataFrame]:
+        """The staged files as Spark reads them, made on first use (a direct commit needs none)."""
+        if len(self.staged) < len(self.files):
+            self.staged = [read_staged(spark, path) for path in self.files]
+        return self.staged
 
     @property
     def staged_rows(self) -> int:
@@ -118,7 +124,7 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
     suffix = (contract.change_log or "") if change_log_of and contract is not None else ""
     name = f"{catalog}.{namespace}.{iceberg_table_name(schema, table)}{suffix}"
     exists = table_exists(spark, name)
-    properties = read_table_properties(spark, name) if exists else {}
+    properties = stored_properties(spark, name) if exists else {}
     source = json.dumps([schema, table])
     if exists and properties.get(PROP_SOURCE) not in (None, source):
         raise MergeJobError(f"{name} holds source table {properties.get(PROP_SOURCE)}, not "
@@ -183,9 +189,8 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
     if entry is not None:
         work.files = [str(p) for p in batch.manifest.files(entry)]
         for path in work.files:
-            frame = read_staged(spark, path)
-            work.staged.append(frame)
-            staged = frame.schema
+            # the schema from the file's footer; Spark reads it only for a type outside the contract
+            staged = staged_schema(path) or read_staged(spark, path).schema
             missing = [c for c in ENVELOPE_COLUMNS if c not in staged.names]
             if missing:
                 raise MergeJobError(f"{path}: not a staged file of this format (no {', '.join(missing)})")

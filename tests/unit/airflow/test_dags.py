@@ -292,3 +292,12 @@ def test_the_masking_key_is_read_from_its_connection_at_run_time(monkeypatch):
     with pytest.raises(MaskingError, match="connection 'mask_none' has no password"):
         load_masking(rules, "mask_none")
     assert load_masking(None, "mask_key") is None
+
+
+def test_merge_direct_max_bytes_and_parallel_tables_reach_both_merges():
+    incremental, backfill = make(merge_direct_max_bytes=0, parallel_tables=3)
+    for dag in (incremental, backfill):
+        merge = dag.get_task("merge")
+        assert (merge.direct_max_bytes, merge.parallel_tables) == (0, 3)
+    default, _ = make()
+    assert default.get_task("merge").direct_max_bytes is None  # the job's default (16 MiB)

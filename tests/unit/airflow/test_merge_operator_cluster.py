@@ -247,3 +247,17 @@ def test_the_submitted_entry_point_sits_alone_in_the_package_so_nothing_shadows_
     # spark-submit puts the script's directory first on sys.path
     assert sorted(p.name for p in entry.parent.glob("*.py")) == ["__init__.py", "merge_cdc.py"]
     assert "from airflow_provider_binlog.merge.spark.job import main" in entry.read_text()
+
+
+def test_direct_max_bytes_reaches_the_job_and_a_bad_value_is_refused(submitted, manifest):
+    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
+                             conf=CLUSTER_CONF, advance_checkpoint=False, direct_max_bytes=0)
+    op.execute(context={})
+    assert _value(submitted[0]["command"], "--direct-max-bytes") == "0"
+    default = BinlogMergeOperator(task_id="merge2", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
+                                  conf=CLUSTER_CONF, advance_checkpoint=False)
+    default.execute(context={})
+    assert "--direct-max-bytes" not in submitted[1]["command"]  # the job's default
+    for bad in (-1, 2.5, "4", True):
+        with pytest.raises(ValueError, match="direct_max_bytes must be a whole number of bytes"):
+            BinlogMergeOperator(task_id=f"bad{bad}", manifests=manifest, namespace="shop_cdc", direct_max_bytes=bad)

@@ -7,7 +7,7 @@ import codecs
 import os
 import sys
 import time
-from typing import Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from .codec import read_binlog_file
 from .codec.decoder import EventDecoder
@@ -43,22 +43,30 @@ def _jsonl_lines(name: str, event, gtid, renderer: JsonlRenderer) -> list:
     return renderer.lines(head, event.kind, tm, event.rows)
 
 
-def _write_jsonl(out, name: str, events, renderer: JsonlRenderer) -> None:
-    """One JSON line per row change. ``events`` come from a decoder that defers rows: the
-    rows of an event are decoded (or found corrupt) when the event is written, those of a
-    TRANSACTION_PAYLOAD all before any of them is written. The lines are UTF-8: written to
-    the binary layer of a UTF-8 ``out``, else decoded and written as text."""
+def _binary_writer(out) -> Optional[Callable[[bytes], Any]]:
+    """The write function of ``out``'s binary layer when ``out`` is UTF-8, else None."""
     binary = getattr(out, "buffer", None)
     try:  # (the lines hold no surrogates: every error handler encodes them alike)
         utf8 = codecs.lookup(out.encoding).name == "utf-8"
     except (AttributeError, LookupError, TypeError):
         utf8 = False
-    if binary is not None and utf8:
+    return binary.write if binary is not None and utf8 else None
+
+
+def _write_jsonl(out, name: str, events, renderer: JsonlRenderer) -> None:
+    """One JSON line per row change. ``events`` come from a decoder that defers rows: the
+    rows of an event are decoded (or found corrupt) when the event is written, those of a
+    TRANSACTION_PAYLOAD all before any of them is written. The lines are UTF-8: written to
+    the binary layer of a UTF-8 ``out``, else decoded and written as text."""
+    write = _binary_writer(out)
+    if write is not None:
         out.flush()
-        write = binary.write
     else:
-        def write(data: bytes) -> None:
-            out.write(data.decode())
+        write = lambda data: out.write(data.decode())  # noqa: E731
+    _jsonl_to(write, name, events, renderer)
+
+
+def _jsonl_to(write: Callable[[bytes], Any], name: str, events, renderer: JsonlRenderer) -> None:
     gtid = None
     for event in events:
         if isinstance(event, TransactionPayloadEvent):
@@ -126,14 +134,58 @@ def _write_text(out, name: str, events) -> None:
                         out.write(f"###   @{col.index + 1}={literal} /* {col.name} {col.type_name} */\n")
 
 
+def _fd(out) -> Optional[int]:
+    try:
+        return out.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+
+
+def _decode_parallel(path: str, start: Optional[int], stop: Optional[int], verify: bool, workers: int,
+                     renderer: JsonlRenderer) -> Optional[int]:
+    """``decode --format jsonl`` of one file in ``workers`` processes (see
+    :mod:`.parallel_decode`); None when the file is not cut into parts (then one process)."""
+    from .parallel_decode import plan_parts, run_parts
+
+    parts = plan_parts(path, start, stop)
+    if parts is None:
+        return None
+    name = os.path.basename(path)
+
+    def render(begin: int, end: int, write: Callable[[bytes], None]) -> Optional[str]:
+        decoder = EventDecoder(name, verify_checksum=verify, defer_rows=True)
+        events = read_binlog_file(path, start_position=begin, stop_position=end,
+                                  verify_checksum=verify, decoder=decoder, chunk_size=1 << 20)
+        try:
+            _jsonl_to(write, name, events, renderer)
+        except BrokenPipeError:
+            raise
+        except BinlogError as exc:
+            return f"error: {exc}"
+        except (OSError, ValueError) as exc:
+            return f"error: {path}: {exc}"
+        return None
+    return run_parts(parts, workers, render)
+
+
 def decode_command(args) -> int:
     renderer = JsonlRenderer()
     out = sys.stdout
     files = args.files
+    # several processes when each part's lines can go straight to a UTF-8 standard output
+    workers = args.workers if args.workers is not None else min(4, os.cpu_count() or 1)
+    parallel = (args.format == "jsonl" and workers > 1 and hasattr(os, "fork")
+                and _binary_writer(out) is not None and _fd(out) == 1)
     for i, path in enumerate(files):
         start = args.start_position if i == 0 else None
         stop = args.stop_position if i == len(files) - 1 else None
         verify = not args.no_verify_checksum
+        if parallel:
+            code = _decode_parallel(path, start, stop, verify, workers, renderer)
+            if code == 2:
+                return 2
+            if code is not None:
+                continue
         decoder = None
         if args.format == "jsonl":  # rows are decoded by the JSON renderer, straight into text
             decoder = EventDecoder(os.path.basename(path), verify_checksum=verify, defer_rows=True)
@@ -158,6 +210,16 @@ def decode_command(args) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="airflow-provider-binlog",
                                      description="MySQL/MariaDB binlog tools.")
@@ -173,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="stop before the event at or after this offset in the last file")
     dec.add_argument("--no-verify-checksum", action="store_true",
                      help="do not check CRC32 event checksums")
+    dec.add_argument("--workers", type=_positive, default=None, metavar="N",
+                     help="processes rendering JSON lines (jsonl), each a part of a file in turn, "
+                          "the output in file order (default: the CPUs, at most 4; 1: this process)")
     dec.set_defaults(func=decode_command)
     quick = sub.add_parser(
         "quickstart", help="run the whole load end to end on a private MariaDB and a local Spark",

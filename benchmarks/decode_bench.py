@@ -24,8 +24,8 @@ It then times, best of ``--runs``:
 * ``C``: ``mariadb-binlog --no-defaults -v FILE > /dev/null``, the server's
   own decoder printing every row as pseudo-SQL;
 * ``CLI jsonl``: ``python -m airflow_provider_binlog decode FILE --format jsonl
-  > /dev/null``, the whole command (interpreter start included) writing one
-  JSON line per row change;
+  > /dev/null``, the whole command (interpreter start included, its default
+  worker processes: the CPUs, at most 4) writing one JSON line per row change;
 
 the three in turn in each run, so that a change in the machine's load hits all
 of them.  It prints the rows per second of each, the binlog megabytes per

@@ -863,6 +863,9 @@ def _fallback_bytes(col: Column, dumps: Callable[..., str]) -> Callable[[Any], b
     return lambda v: text(v).encode()
 
 
+_MISSING = object()
+
+
 class JsonlRenderer:
     """The JSON lines of rows events, one generated renderer per table map and image shape.
 
@@ -877,12 +880,21 @@ class JsonlRenderer:
         # (table map, what was built): a generated renderer or None ("values", "bytes" keys), a
         # row decoder ("decoder" keys)
         self._cache: dict[_CacheKey, tuple[TableMap, Any]] = {}
+        # the same by the table map's content: another decoder's equal map (a part of the file
+        # decoded by another decoder, see parallel_decode) finds what was built for it
+        self._by_content: dict[tuple[Any, ...], Any] = {}
         self._rows = RowRenderer()
 
     def _cached(self, key: _CacheKey, tm: TableMap, build: Callable[[], _T]) -> _T:
         hit: Optional[tuple[TableMap, _T]] = self._cache.get(key)
         if hit is None or hit[0] is not tm:
-            hit = self._cache[key] = (tm, build())
+            content = (tm, *key[1:])
+            built = self._by_content.get(content, _MISSING)
+            if built is _MISSING:
+                if len(self._by_content) > 10_000:
+                    self._by_content.clear()
+                built = self._by_content[content] = build()
+            hit = self._cache[key] = (tm, built)
         return hit[1]
 
     def _renderer(self, key: _CacheKey, tm: TableMap, build: Callable[[], _T]) -> Optional[_T]:

@@ -4,8 +4,7 @@ the direct commit of small batches (``merge/spark/direct_commit.py``).
 A batch that touches hundreds of tables with a few changes each spends its time in Spark's
 planning of one MERGE per table, not in moving rows. For a table whose changes are simple the
 result of that MERGE is known without Spark: every key the changes touch loses its old row
-(an Iceberg equality delete on the primary key; none for a key whose first change inserts
-it), and every key whose last change is an insert
+(an Iceberg equality delete on the primary key), and every key whose last change is an insert
 or an update gets its last after image as its new row. That holds when every after image is
 whole (no MINIMAL or NOBLOB image leaves a column out) and no update changes a primary key;
 :func:`collapse_staged` returns None otherwise, and the table goes through the Spark MERGE.
@@ -26,8 +25,7 @@ _ORDER = ("_binlog_seq", "_binlog_pos", "_row")
 class DirectChanges:
     """``rows``: the new row of every key whose last change is an insert or an update, its
     columns named as the target's; ``keys``: the primary key of every key the changes touch
-    that had a row before them (its first change is not an insert), which loses that row;
-    both as pyarrow tables in the staged types."""
+    (each loses the row it had, if any); both as pyarrow tables in the staged types."""
 
     rows: Any
     keys: Any
@@ -91,12 +89,11 @@ def collapse_staged(files: Sequence[str], primary_key: Sequence[str], columns: S
         return None
     indexed = pa.table({**{f"k{j}": key_columns[n] for j, n in enumerate(primary_key)},
                         "_i": pa.array(range(staged.num_rows), pa.int64())})
-    last = indexed.group_by([f"k{j}" for j in range(len(primary_key))]).aggregate([("_i", "min"), ("_i", "max")])
+    last = indexed.group_by([f"k{j}" for j in range(len(primary_key))]).aggregate([("_i", "max")])
     last_index = last.column("_i_max")
-    # a key whose first change is an insert had no row (the table is the source as of its
-    # checkpoint, and a row event records what the source did): it has nothing to delete
-    existed = pc.invert(pc.equal(op.take(last.column("_i_min")), "insert"))
-    keys = pa.table({n: last.column(f"k{j}") for j, n in enumerate(primary_key)}).filter(existed)
+    # every touched key, inserted ones too: like the MERGE's upsert, a row the table should
+    # not have held (a table out of step with its checkpoint) is replaced, never doubled
+    keys = pa.table({n: last.column(f"k{j}") for j, n in enumerate(primary_key)})
     final = staged.take(last_index)
     live = final.filter(pc.invert(pc.equal(final.column("_op"), "delete")))
     image = live.column("_after")

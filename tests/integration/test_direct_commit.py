@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import random
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ from airflow_provider_binlog.checkpoint import FileCheckpointStore  # noqa: E402
 from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.merge.spark import direct_commit  # noqa: E402
 from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
-from airflow_provider_binlog.merge.spark.catalog import applied_state  # noqa: E402
+from airflow_provider_binlog.merge.spark.catalog import applied_state, iceberg_table  # noqa: E402
 from airflow_provider_binlog.merge.spark.maintenance import run_maintenance  # noqa: E402
 from tests.integration.test_merge_job import (  # noqa: E402
     LAYOUT_MAP,
@@ -138,25 +139,34 @@ def test_random_simple_changes_are_committed_directly_and_equal_the_spark_merge_
     assert (head(spark, name), head(spark, "lake.dc_direct._binlog_batches")) == heads
 
 
-def test_a_few_changes_become_one_equality_delete_file_and_one_data_file(spark, tmp_path):
+def test_a_few_changes_become_one_equality_delete_file_and_one_data_file(spark, tmp_path, monkeypatch):
     log = Binlog(tmp_path)
     name = two_file_table(spark, log, "dc_few")
+    # a third data file whose keys no change below touches
+    log.begin().rows(LAYOUT_MAP, "insert", [(i, 10 * i, f"r{i}") for i in range(100, 131)])
+    apply_manifests(spark, [log.publish()], "lake", "dc_few", direct_max_bytes=0)
     result = apply_manifests(spark, [few_changes(log)], "lake", "dc_few")
     assert result["batches"][0]["tables"][0]["direct"] is True
     s = summary(spark, name)
-    assert s["added-equality-deletes"] == "3"        # keys 3, 40 and 50 (61 is inserted)
+    assert s["added-equality-deletes"] == "4"        # keys 3, 40, 50 and 61
     assert s["added-records"] == "3"                 # the new rows of 3, 40 and 61
     assert s.get("deleted-data-files", "0") == "0" and "added-position-deletes" not in s
-    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == expected_after_few_changes()
+    rows = {**expected_after_few_changes(), **{i: (10 * i, f"r{i}") for i in range(100, 131)}}
+    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
     # the next batch goes through a Spark MERGE (a key change) on top of the equality deletes
     log.begin().rows(LAYOUT_MAP, "update", [((3, 33, "changed"), (70, 33, "moved"))])
     result = apply_manifests(spark, [log.publish()], "lake", "dc_few")
     assert "direct" not in result["batches"][0]["tables"][0]
-    rows = expected_after_few_changes()
     rows[70] = rows.pop(3)[0], "moved"
     assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
-    # maintenance folds every delete file (equality ones included) into the data files
+    # maintenance folds every delete file into the data files, the equality deletes too (every
+    # data file is rewritten: one older than an equality delete would keep it)
+    statements = []
+    real_sql = spark.sql
+    monkeypatch.setattr(spark, "sql", lambda text, *a, **k: statements.append(text) or real_sql(text, *a, **k))
     run_maintenance(spark, "lake", "dc_few", [name], older_than_days=0, retain_last=1)
+    (rewrite,) = [t for t in statements if "rewrite_data_files" in t]
+    assert "'rewrite-all', 'true'" in rewrite  # an older data file outside the deleted keys would keep them
     assert delete_file_count(spark, name) == 0
     assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
     assert applied_state(spark, name).checkpoint == log.here()
@@ -201,6 +211,9 @@ def test_a_commit_by_another_writer_after_planning_fails_the_direct_commit_and_a
         with pytest.raises(Exception, match="[Ff]ound conflicting files"):
             apply_manifests(spark, [changes], "lake", "dc_race", store, "race")
     assert store.load("race") is None
+    # the files the failed commit wrote are deleted again
+    location = iceberg_table(spark, name).location().removeprefix("file:")
+    assert not list(Path(location).rglob("binlog-*.parquet"))
     rows = {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()}
     assert rows[3] == (30, "r3") and rows[99] == (990, "other writer")  # the batch is not in
     result = apply_manifests(spark, [changes], "lake", "dc_race", store, "race")

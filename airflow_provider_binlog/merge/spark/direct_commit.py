@@ -62,7 +62,23 @@ def _schema_fields(spark: SparkSession, table: Any) -> list[dict]:
     return json.loads(_Iceberg.of(spark).schema_json(table.schema()))["fields"]
 
 
-def _write(spark: SparkSession, table: Any, data: Any, kind: str) -> tuple[str, int, Any]:
+class _Written(list):
+    """Paths of the files a commit writes: deleted again when it fails (unless Iceberg cannot
+    tell whether the commit went through)."""
+
+    def discard(self, table: Any) -> None:
+        for path in self:
+            try:
+                table.io().deleteFile(path)
+            except Exception:  # noqa: BLE001 - an orphan file is harmless; the error that matters is raised
+                pass
+
+
+def _unknown_state(exc: BaseException) -> bool:
+    return "CommitStateUnknownException" in str(exc)
+
+
+def _write(spark: SparkSession, table: Any, data: Any, kind: str, written: list) -> tuple[str, int, Any]:
     """Write ``data`` as a Parquet file in ``table``'s data location through its FileIO (any
     storage the catalog reaches); its path, size and Iceberg metrics."""
     import pyarrow.parquet as pq
@@ -72,6 +88,7 @@ def _write(spark: SparkSession, table: Any, data: Any, kind: str) -> tuple[str, 
     pq.write_table(data, buffer, compression="zstd")
     payload = buffer.getvalue()
     path = table.locationProvider().newDataLocation(f"binlog-{kind}-{uuid.uuid4().hex}.parquet")
+    written.append(path)
     out = table.io().newOutputFile(path).create()
     try:
         for at in range(0, len(payload), _WRITE_CHUNK):
@@ -82,16 +99,17 @@ def _write(spark: SparkSession, table: Any, data: Any, kind: str) -> tuple[str, 
     return path, len(payload), metrics
 
 
-def _data_file(spark: SparkSession, table: Any, spec: Any, data: Any) -> Any:
+def _data_file(spark: SparkSession, table: Any, spec: Any, data: Any, written: list) -> Any:
     java = _Iceberg.of(spark)
-    path, size, metrics = _write(spark, table, data, "data")
+    path, size, metrics = _write(spark, table, data, "data", written)
     return (java.data_files.builder(spec).withPath(path).withFormat(java.parquet)
             .withFileSizeInBytes(size).withMetrics(metrics).build())
 
 
-def _equality_delete_file(spark: SparkSession, table: Any, spec: Any, keys: Any, field_ids: Sequence[int]) -> Any:
+def _equality_delete_file(spark: SparkSession, table: Any, spec: Any, keys: Any, field_ids: Sequence[int],
+                          written: list) -> Any:
     java = _Iceberg.of(spark)
-    path, size, metrics = _write(spark, table, keys, "eq-deletes")
+    path, size, metrics = _write(spark, table, keys, "eq-deletes", written)
     ids = spark.sparkContext._gateway.new_array(spark.sparkContext._jvm.int, len(field_ids))
     for i, field_id in enumerate(field_ids):
         ids[i] = field_id
@@ -143,26 +161,32 @@ def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, prima
     if rows is None or keys is None:
         return False
     always = _Iceberg.of(spark).always_true
-    if replace:
-        update = table.newOverwrite().overwriteByRowFilter(always)
-        if rows.num_rows:
-            update = update.addFile(_data_file(spark, table, spec, rows))
-        if planned_head is not None:
-            update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
-                      .validateNoConflictingData().validateNoConflictingDeletes())
-    else:
-        if not rows.num_rows and (not keys.num_rows or planned_head is None):
-            return True  # nothing to change
-        update = table.newRowDelta()
-        if rows.num_rows:
-            update = update.addRows(_data_file(spark, table, spec, rows))
-        if keys.num_rows and planned_head is not None:  # an empty table has no rows to replace
-            update = update.addDeletes(_equality_delete_file(spark, table, spec, keys,
-                                                             [by_name[k]["id"] for k in primary_key]))
-        if planned_head is not None:
-            update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
-                      .validateNoConflictingDataFiles().validateNoConflictingDeleteFiles())
-    _commit(spark, update, props)
+    if not replace and not rows.num_rows and (not keys.num_rows or planned_head is None):
+        return True  # nothing to change
+    written = _Written()
+    try:
+        if replace:
+            update = table.newOverwrite().overwriteByRowFilter(always)
+            if rows.num_rows:
+                update = update.addFile(_data_file(spark, table, spec, rows, written))
+            if planned_head is not None:
+                update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
+                          .validateNoConflictingData().validateNoConflictingDeletes())
+        else:
+            update = table.newRowDelta()
+            if rows.num_rows:
+                update = update.addRows(_data_file(spark, table, spec, rows, written))
+            if keys.num_rows and planned_head is not None:  # an empty table has no rows to replace
+                update = update.addDeletes(_equality_delete_file(
+                    spark, table, spec, keys, [by_name[k]["id"] for k in primary_key], written))
+            if planned_head is not None:
+                update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
+                          .validateNoConflictingDataFiles().validateNoConflictingDeleteFiles())
+        _commit(spark, update, props)
+    except BaseException as exc:
+        if not _unknown_state(exc):
+            written.discard(table)
+        raise
     return True
 
 
@@ -182,7 +206,13 @@ def append_rows(spark: SparkSession, name: str, rows: Any, props: Mapping[str, s
     data = conform(rows, schema)
     if data is None:
         return False
-    _commit(spark, table.newAppend().appendFile(_data_file(spark, table, spec, data)), props)
+    written = _Written()
+    try:
+        _commit(spark, table.newAppend().appendFile(_data_file(spark, table, spec, data, written)), props)
+    except BaseException as exc:
+        if not _unknown_state(exc):
+            written.discard(table)
+        raise
     return True
 
 

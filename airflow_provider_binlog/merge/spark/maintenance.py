@@ -12,7 +12,18 @@ from ...spark import runtime
 from ..batches import checkpoint_text as _checkpoint_text
 from ..iceberg_contract import MODE_MERGE, PROP_MAINTAINED_AT, PROP_MODE, SUMMARY_BATCH, SUMMARY_CHECKPOINT
 from ..sql import literal as _lit
-from .catalog import applied_state, read_table_properties
+from .catalog import applied_state, iceberg_table, read_table_properties
+
+
+def _has_equality_deletes(spark: SparkSession, name: str) -> bool:
+    """Whether the table's current snapshot counts equality deletes (its summary's total)."""
+    table = iceberg_table(spark, name)
+    if table is not None:
+        table.refresh()
+        snapshot = table.currentSnapshot()
+        return snapshot is not None and int(snapshot.summary().get("total-equality-deletes") or 0) > 0
+    rows = spark.sql(f"SELECT count(*) FROM {name}.delete_files WHERE content = 2").collect()
+    return rows[0][0] > 0
 
 
 def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: Iterable[str], *,
@@ -23,7 +34,9 @@ def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: I
     - ``rewrite_data_files`` (sorted by the write order when there is one) rewrites the small
       data files and every data file that position delete files apply to
       (``delete-file-threshold`` 1), so the rows the merges deleted or replaced are dropped and
-      the delete files with them (``remove-dangling-deletes``);
+      the delete files with them (``remove-dangling-deletes``); when the table has equality
+      deletes (direct commits), every data file, as an equality delete goes only once no
+      data file is older than it;
     - ``rewrite_position_delete_files`` then removes the delete files left pointing at data
       files that are gone, and compacts the others;
     - ``expire_snapshots`` expires the snapshots older than ``older_than_days`` (keeping the
@@ -50,10 +63,13 @@ def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: I
             props = {SUMMARY_CHECKPOINT: _checkpoint_text(state.checkpoint),
                      SUMMARY_BATCH: state.batch_id or ""}
         sort = "sort" if table_props.get(PROP_MODE) == MODE_MERGE else "binpack"
+        # equality deletes (direct commits) go only once no data file is older than them: every
+        # data file is rewritten then, not only those whose key range meets a delete
+        every = ", 'rewrite-all', 'true'" if _has_equality_deletes(spark, name) else ""
         rewrite = runtime.run_with_commit_properties(spark, props, lambda: spark.sql(
             f"CALL {catalog}.system.rewrite_data_files(table => {_lit(short)}, "
             f"strategy => {_lit(sort)}, options => map('delete-file-threshold', '1', "
-            f"'remove-dangling-deletes', 'true'))").collect())
+            f"'remove-dangling-deletes', 'true'{every}))").collect())
         deletes = runtime.run_with_commit_properties(spark, props, lambda: spark.sql(
             f"CALL {catalog}.system.rewrite_position_delete_files(table => {_lit(short)}, "
             f"options => map('rewrite-all', 'true'))").collect())

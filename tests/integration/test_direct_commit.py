@@ -222,3 +222,18 @@ def test_a_commit_by_another_writer_after_planning_fails_the_direct_commit_and_a
     expected[99] = (990, "other writer")
     assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == expected
     assert store.load("race") == log.here()
+
+
+def test_a_partitioned_table_goes_through_the_merge(spark, tmp_path):
+    from airflow_provider_binlog.merge.layout import TableLayouts
+
+    layouts = TableLayouts.parse('{"tables": {"s.mor": {"partition_by": ["bucket(4, id)"]}}}')
+    log = Binlog(tmp_path)
+    log.begin().rows(LAYOUT_MAP, "insert", [(i, 10 * i, f"r{i}") for i in range(1, 61)])
+    apply_manifests(spark, [log.publish()], "lake", "dc_part", layouts=layouts)
+    result = apply_manifests(spark, [few_changes(log)], "lake", "dc_part", layouts=layouts)
+    info = result["batches"][0]["tables"][0]
+    assert info["status"] == "committed" and "direct" not in info
+    name = "lake.dc_part.s__mor"
+    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == expected_after_few_changes()
+    assert "added-equality-deletes" not in summary(spark, name)

@@ -64,7 +64,7 @@ class StagingWriter:
     between the workers."""
 
     def __init__(self, staging_dir: str | os.PathLike[str], *, row_group_rows: int = 50_000,
-                 row_group_bytes: int = 8 << 20, workers: int = 0,
+                 row_group_bytes: int = 2 << 20, workers: int = 0,
                  masking: Optional[Masking] = None) -> None:
         self.staging_dir = Path(staging_dir)
         self.staging_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -216,7 +216,7 @@ class StagingWriter:
     @classmethod
     def resume(cls, staging_dir: str | os.PathLike[str], resume_key: str,
                table_maps: dict[_Key, TableMap], *, masking: Optional[Masking] = None,
-               row_group_rows: int = 50_000, row_group_bytes: int = 8 << 20
+               row_group_rows: int = 50_000, row_group_bytes: int = 2 << 20
                ) -> Optional[tuple["StagingWriter", dict[str, Any]]]:
         """Adopt the work directory a dead writer sealed with ``resume_key`` (its process gone:
         its lock is free), with the files it sealed (any file written after is removed), and

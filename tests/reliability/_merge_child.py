@@ -51,23 +51,31 @@ def install(kill: dict) -> None:
         SparkSession.sql = sql
     elif point in ("before_commit", "after_commit", "before_ledger"):
         original = runtime.run_with_commit_properties
+        original_update = runtime.commit_update
 
-        def commit(spark, props, fn):
+        def around(props, fn):
             ledger = props.get("binlog.source") == LEDGER_TABLE
             if point == "before_ledger":
                 if ledger:
                     die()
-                return original(spark, props, fn)
+                return fn()
             if ledger:
-                return original(spark, props, fn)
+                return fn()
             count[0] += 1
             if point == "before_commit" and count[0] >= after:
                 die()
-            result = original(spark, props, fn)
+            result = fn()
             if point == "after_commit" and count[0] >= after:
                 die()
             return result
+
+        def commit(spark, props, fn):
+            return around(props, lambda: original(spark, props, fn))
+
+        def commit_update(update, props):  # a direct commit: the same points around it
+            return around(props, lambda: original_update(update, props))
         runtime.run_with_commit_properties = commit
+        runtime.commit_update = commit_update
     elif point in ("before_store", "after_store"):
         original_save = checkpoint.FileCheckpointStore.save
 

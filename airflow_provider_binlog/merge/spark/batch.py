@@ -173,6 +173,12 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
                                 "staged_rows": w.staged_rows, "status": w.status}
         if w.status != "ready":
             return info
+        if w.mode == MODE_MERGE:  # a direct commit has no statement or backfill to run first
+            direct = apply_direct(spark, w, batch, stream, direct_max_bytes)
+            if direct is not None:
+                info.update(direct, schema_changes=[])
+                info["status"] = "committed" if info["snapshot_id"] != w.state.head else "no-change"
+                return info
         for sql in w.statements:
             log.info("%s", sql)
             spark.sql(sql)
@@ -181,9 +187,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         if w.defaults and w.exists and w.state.head is not None:
             info["backfill"] = backfill_defaults(spark, w, batch, stream)
         if w.mode == MODE_MERGE:
-            direct = apply_direct(spark, w, batch, stream, direct_max_bytes)
-            info.update(direct if direct is not None
-                        else apply_merge_table(spark, w, batch, stream, max_key_change_rows))
+            info.update(apply_merge_table(spark, w, batch, stream, max_key_change_rows))
         else:
             info.update(apply_changelog_table(spark, w, batch, stream))
         info["snapshot_id"] = head_snapshot(spark, w.name)

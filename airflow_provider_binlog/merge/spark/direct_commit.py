@@ -5,7 +5,7 @@ Spark job and no query planning; the ledger row appended the same way.
 Iceberg applies an equality delete to the data files of earlier commits only, so one row
 delta holding the touched keys' deletes and their new rows replaces those rows atomically, as
 the MERGE would. The commit carries the batch's summary properties like every other commit of
-a batch, goes through :func:`...spark.runtime.run_with_commit_properties`, and is validated
+a batch (:func:`...spark.runtime.commit_update`), and is validated
 from the snapshot the table was planned on: a commit of another writer in between fails it
 instead of being overwritten. Tables this cannot write (partitioned, format v1, a column type
 without an exact Arrow form, a catalog that does not give an Iceberg table) return None and go
@@ -130,39 +130,41 @@ def _writable(table: Any, spec: Any, deletes: bool = False) -> bool:
 
 
 def _commit(spark: SparkSession, update: Any, props: Mapping[str, str]) -> None:
-    for key, value in props.items():
-        update = update.set(str(key), str(value))
-    runtime.run_with_commit_properties(spark, props, update.commit)
+    runtime.commit_update(update, props)
+
+
+_NOT_WRITTEN = -1
 
 
 def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, primary_key: Sequence[str],
-                   props: Mapping[str, str], *, planned_head: Optional[int], replace: bool) -> bool:
+                   props: Mapping[str, str], *, planned_head: Optional[int], replace: bool) -> Optional[int]:
     """Commit ``changes`` to Iceberg table ``name``, planned on snapshot ``planned_head``:
     ``replace`` (after a TRUNCATE) makes the new rows the table's whole content, otherwise
-    the touched keys' rows are replaced. False (nothing written) when the table is not
-    one this module writes; then Spark does."""
+    the touched keys' rows are replaced. Returns the table's snapshot id after it (the
+    planned one when there was nothing to change), or ``_NOT_WRITTEN`` (nothing written)
+    when the table is not one this module writes; then Spark does."""
     table = catalog.iceberg_table(spark, name)
     if table is None:
-        return False
+        return _NOT_WRITTEN
     table.refresh()
     spec = table.spec()
     if not _writable(table, spec, deletes=not replace):
-        return False
+        return _NOT_WRITTEN
     fields = _schema_fields(spark, table)
     if sorted(f["name"] for f in fields) != sorted(changes.rows.column_names):
-        return False
+        return _NOT_WRITTEN
     by_name = {f["name"]: f for f in fields}
     schema = arrow_schema(fields)
     key_schema = arrow_schema([by_name[k] for k in primary_key])
     if schema is None or key_schema is None:
-        return False
+        return _NOT_WRITTEN
     rows = conform(changes.rows, schema)
     keys = conform(changes.keys, key_schema)
     if rows is None or keys is None:
-        return False
+        return _NOT_WRITTEN
     always = _Iceberg.of(spark).always_true
     if not replace and not rows.num_rows and (not keys.num_rows or planned_head is None):
-        return True  # nothing to change
+        return planned_head  # nothing to change
     written = _Written()
     try:
         if replace:
@@ -187,7 +189,8 @@ def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, prima
         if not _unknown_state(exc):
             written.discard(table)
         raise
-    return True
+    snapshot = table.currentSnapshot()  # the table object the commit went through is current
+    return None if snapshot is None else int(snapshot.snapshotId())
 
 
 def append_rows(spark: SparkSession, name: str, rows: Any, props: Mapping[str, str]) -> bool:
@@ -229,8 +232,8 @@ def direct_candidate(work: TableWork) -> bool:
 
 
 def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str, max_bytes: int) -> Optional[dict]:
-    """The table's batch committed directly (see the module's docstring); None when it is
-    not a candidate, and nothing was written."""
+    """The table's batch committed directly (see the module's docstring), with the table's
+    snapshot id after it; None when it is not a candidate, and nothing was written."""
     if max_bytes <= 0 or not direct_candidate(work):
         return None
     reset = work.resets[-1]["_position"] if work.resets else None
@@ -239,7 +242,9 @@ def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str
     if changes is None:
         return None
     props = commit_properties(batch, stream, work.source)
-    if not commit_changes(spark, work.name, changes, work.primary_key, props,
-                          planned_head=work.state.head, replace=bool(work.resets)):
+    snapshot_id = commit_changes(spark, work.name, changes, work.primary_key, props,
+                                 planned_head=work.state.head, replace=bool(work.resets))
+    if snapshot_id == _NOT_WRITTEN:
         return None
-    return {"truncated": bool(work.resets), "key_change_chains": False, "direct": True}
+    return {"truncated": bool(work.resets), "key_change_chains": False, "direct": True,
+            "snapshot_id": snapshot_id}

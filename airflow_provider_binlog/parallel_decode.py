@@ -23,7 +23,6 @@ from .codec.boundaries import transaction_starts
 
 #: Bytes of binlog per part.
 PART_BYTES = 8 * 1024 * 1024
-_GO, _STOP = b"\x01", b"\x00"
 
 
 def plan_parts(path: str, start: Optional[int], stop: Optional[int], part_bytes: Optional[int] = None
@@ -137,19 +136,14 @@ def _worker(parts: list[tuple[int, int]], render: Render, queue: int, shared: mm
                 held.append(data)
         try:
             error = render(parts[k][0], parts[k][1], write)
-        except BrokenPipeError:
-            _WRITTEN.pack_into(shared, 0, -1)
-            return 0
-        while True:  # the part before must be written first
-            written = _WRITTEN.unpack_from(shared, 0)[0]
-            if written == k or written < 0:
-                break
-            time.sleep(0.0002)
-        if written < 0:  # an earlier part failed, or the reader went away
-            return 0
-        try:
-            for chunk in held:
-                _write_all(1, chunk)
+            while True:  # the part before must be written first
+                written = _WRITTEN.unpack_from(shared, 0)[0]
+                if written == k or written < 0:
+                    break
+                time.sleep(0.0002)
+            if written < 0:  # an earlier part failed, or the reader went away
+                return 0
+            write(b"")  # what is held
         except BrokenPipeError:
             _WRITTEN.pack_into(shared, 0, -1)
             return 0

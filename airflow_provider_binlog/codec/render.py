@@ -289,8 +289,8 @@ _EPOCH_DAYS: dict[int, bytes] = {}      # days since 1970-01-01 -> b"YYYY-MM-DD"
 _DATES: dict[int, bytes] = {}           # DATE as packed in the row -> its JSON text (UTF-8)
 
 
-def _remember(cache: dict[_K, _V], key: _K, value: _V) -> _V:
-    if len(cache) > 100_000:
+def _remember(cache: dict[_K, _V], key: _K, value: _V, limit: int = 100_000) -> _V:
+    if len(cache) > limit:
         cache.clear()
     cache[key] = value
     return value
@@ -891,9 +891,7 @@ class JsonlRenderer:
             content = (tm, *key[1:])
             built = self._by_content.get(content, _MISSING)
             if built is _MISSING:
-                if len(self._by_content) > 10_000:
-                    self._by_content.clear()
-                built = self._by_content[content] = build()
+                built = _remember(self._by_content, content, build(), limit=10_000)
             hit = self._cache[key] = (tm, built)
         return hit[1]
 

@@ -63,13 +63,22 @@ def _schema_fields(spark: SparkSession, table: Any) -> list[dict]:
 
 
 class _Written(list):
-    """Paths of the files a commit writes: deleted again when it fails (unless Iceberg cannot
-    tell whether the commit went through)."""
+    """Paths of the files a commit writes, as a context: when the commit fails they are
+    deleted again (unless Iceberg cannot tell whether the commit went through)."""
 
-    def discard(self, table: Any) -> None:
+    def __init__(self, table: Any) -> None:
+        super().__init__()
+        self.table = table
+
+    def __enter__(self) -> "_Written":
+        return self
+
+    def __exit__(self, kind: Any, exc: Optional[BaseException], tb: Any) -> None:
+        if exc is None or _unknown_state(exc):
+            return
         for path in self:
             try:
-                table.io().deleteFile(path)
+                self.table.io().deleteFile(path)
             except Exception:  # noqa: BLE001 - an orphan file is harmless; the error that matters is raised
                 pass
 
@@ -129,11 +138,20 @@ def _writable(table: Any, spec: Any, deletes: bool = False) -> bool:
         return False
 
 
-def _commit(spark: SparkSession, update: Any, props: Mapping[str, str]) -> None:
-    runtime.commit_update(update, props)
-
-
 _NOT_WRITTEN = -1
+
+
+def _writable_table(spark: SparkSession, name: str, deletes: bool) -> Optional[tuple[Any, Any, list[dict]]]:
+    """Iceberg table ``name`` as last committed, its partition spec and its schema's fields,
+    when this module writes it (see :func:`_writable`); else None."""
+    table = catalog.iceberg_table(spark, name)
+    if table is None:
+        return None
+    table.refresh()
+    spec = table.spec()
+    if not _writable(table, spec, deletes=deletes):
+        return None
+    return table, spec, _schema_fields(spark, table)
 
 
 def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, primary_key: Sequence[str],
@@ -143,14 +161,10 @@ def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, prima
     the touched keys' rows are replaced. Returns the table's snapshot id after it (the
     planned one when there was nothing to change), or ``_NOT_WRITTEN`` (nothing written)
     when the table is not one this module writes; then Spark does."""
-    table = catalog.iceberg_table(spark, name)
-    if table is None:
+    found = _writable_table(spark, name, deletes=not replace)
+    if found is None:
         return _NOT_WRITTEN
-    table.refresh()
-    spec = table.spec()
-    if not _writable(table, spec, deletes=not replace):
-        return _NOT_WRITTEN
-    fields = _schema_fields(spark, table)
+    table, spec, fields = found
     if sorted(f["name"] for f in fields) != sorted(changes.rows.column_names):
         return _NOT_WRITTEN
     by_name = {f["name"]: f for f in fields}
@@ -162,11 +176,10 @@ def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, prima
     keys = conform(changes.keys, key_schema)
     if rows is None or keys is None:
         return _NOT_WRITTEN
-    always = _Iceberg.of(spark).always_true
     if not replace and not rows.num_rows and (not keys.num_rows or planned_head is None):
         return planned_head  # nothing to change
-    written = _Written()
-    try:
+    always = _Iceberg.of(spark).always_true
+    with _Written(table) as written:
         if replace:
             update = table.newOverwrite().overwriteByRowFilter(always)
             if rows.num_rows:
@@ -184,11 +197,7 @@ def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, prima
             if planned_head is not None:
                 update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
                           .validateNoConflictingDataFiles().validateNoConflictingDeleteFiles())
-        _commit(spark, update, props)
-    except BaseException as exc:
-        if not _unknown_state(exc):
-            written.discard(table)
-        raise
+        runtime.commit_update(update, props)
     snapshot = table.currentSnapshot()  # the table object the commit went through is current
     return None if snapshot is None else int(snapshot.snapshotId())
 
@@ -196,26 +205,18 @@ def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, prima
 def append_rows(spark: SparkSession, name: str, rows: Any, props: Mapping[str, str]) -> bool:
     """Append ``rows`` (a pyarrow table with the table's column names) to Iceberg table
     ``name`` in one commit; False (nothing written) when this module does not write it."""
-    table = catalog.iceberg_table(spark, name)
-    if table is None:
+    found = _writable_table(spark, name, deletes=False)
+    if found is None:
         return False
-    table.refresh()
-    spec = table.spec()
-    if not _writable(table, spec):
-        return False
-    schema = arrow_schema(_schema_fields(spark, table))
+    table, spec, fields = found
+    schema = arrow_schema(fields)
     if schema is None or sorted(schema.names) != sorted(rows.column_names):
         return False
     data = conform(rows, schema)
     if data is None:
         return False
-    written = _Written()
-    try:
-        _commit(spark, table.newAppend().appendFile(_data_file(spark, table, spec, data, written)), props)
-    except BaseException as exc:
-        if not _unknown_state(exc):
-            written.discard(table)
-        raise
+    with _Written(table) as written:
+        runtime.commit_update(table.newAppend().appendFile(_data_file(spark, table, spec, data, written)), props)
     return True
 
 

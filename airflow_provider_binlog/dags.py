@@ -185,6 +185,7 @@ def make_cdc_dags(
     spark_jars: Optional[Sequence[str]] = None,
     parallel_tables: Optional[int] = None,
     merge_direct_max_bytes: Optional[int] = None,
+    merge_direct_deletes: Optional[str] = None,
     checkpoint_store_uri: Optional[str] = None,
     checkpoint_key: Optional[str] = None,
     schedule: Any = DEFAULT_SCHEDULE,
@@ -264,6 +265,9 @@ def make_cdc_dags(
     :param merge_direct_max_bytes: staged bytes up to which a table with simple changes is
         committed without a Spark job (the merge operator's ``direct_max_bytes``; default
         16 MiB, 0: off).
+    :param merge_direct_deletes: how those commits drop the rows they replace: ``"position"``
+        deletes, read by every Iceberg reader (default), or ``"equality"`` deletes, read by JVM
+        engines only (the merge operator's ``direct_deletes``).
     :param min_bytes: sensor threshold (also ``min_transactions``, ``max_threshold_wait``).
     :param poke_interval: seconds between sensor checks.
     :param sensor_timeout: seconds the sensor waits for new data.
@@ -293,6 +297,7 @@ def make_cdc_dags(
     spark = {"conn_id": spark_conn_id, "warehouse": warehouse, "conf": dict(spark_conf or {}),
              "packages": spark_packages, "jars": list(spark_jars) if spark_jars else None,
              "parallel_tables": parallel_tables, "direct_max_bytes": merge_direct_max_bytes,
+             "direct_deletes": merge_direct_deletes,
              "catalog_conn_id": catalog_conn_id,
              "catalog_settings": dict(catalog_settings) if catalog_settings else None,
              "deploy_mode": spark_deploy_mode,

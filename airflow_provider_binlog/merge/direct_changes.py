@@ -4,9 +4,10 @@ the direct commit of small batches (``merge/spark/direct_commit.py``).
 A batch that touches hundreds of tables with a few changes each spends its time in Spark's
 planning of one MERGE per table, not in moving rows. For a table whose changes are simple the
 result of that MERGE is known without Spark: every key the changes touch loses its old row
-(an Iceberg equality delete on the primary key), and every key whose last change is an insert
-or an update gets its last after image as its new row. That holds when every after image is
-whole (no MINIMAL or NOBLOB image leaves a column out) and no update changes a primary key;
+(an Iceberg position delete of the row, or an equality delete on the primary key), and every
+key whose last change is an insert or an update gets its last after image as its new row. That
+holds when every after image is whole (no MINIMAL or NOBLOB image leaves a column out) and no
+update changes a primary key;
 :func:`collapse_staged` returns None otherwise, and the table goes through the Spark MERGE.
 """
 from __future__ import annotations
@@ -15,8 +16,26 @@ import dataclasses
 import os
 from typing import Any, Optional, Sequence
 
+from .errors import MergeOptionError
+
 #: Tables whose staged files hold more bytes than this go through the Spark MERGE.
 DEFAULT_DIRECT_MAX_BYTES = 16 * 1024 * 1024
+
+#: How a direct commit drops the rows it replaces: position deletes, which every Iceberg
+#: reader applies (the rows located by reading the key columns of the data files that may
+#: hold them), or equality deletes on the primary key (no read; JVM engines only).
+DELETES_POSITION = "position"
+DELETES_EQUALITY = "equality"
+DIRECT_DELETES = (DELETES_POSITION, DELETES_EQUALITY)
+
+
+def check_direct_deletes(value: object) -> str:
+    """``value`` if it names a way of :data:`DIRECT_DELETES`; else an error saying them."""
+    if value not in DIRECT_DELETES:
+        raise MergeOptionError(f"direct_deletes must be one of {', '.join(DIRECT_DELETES)}, not {value!r} "
+                         f"({DELETES_POSITION!r} is read by every Iceberg reader; {DELETES_EQUALITY!r} "
+                         f"only by JVM engines such as Spark, Trino and Flink)")
+    return str(value)
 
 _ORDER = ("_binlog_seq", "_binlog_pos", "_row")
 

@@ -8,6 +8,10 @@ class MergeJobError(ProviderError):
     """The merge job cannot apply the batches as given; the message says why."""
 
 
+class MergeOptionError(MergeJobError, ValueError):
+    """An option of the merge has a value it does not take."""
+
+
 class BatchGapError(MergeJobError):
     """A batch does not start where the previous one (or the target) ended."""
 
@@ -20,4 +24,4 @@ class SchemaEvolutionError(MergeJobError):
     """A staged schema change the Iceberg table cannot follow."""
 
 
-__all__ = ["BatchGapError", "ConcurrentRunError", "MergeJobError", "SchemaEvolutionError"]
+__all__ = ["BatchGapError", "ConcurrentRunError", "MergeJobError", "MergeOptionError", "SchemaEvolutionError"]

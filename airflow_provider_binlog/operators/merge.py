@@ -184,8 +184,10 @@ class BinlogMergeOperator(BaseOperator):
     ``parallel_tables`` (default 8) is how many tables of a batch the job plans and commits at
     once, from that many driver threads of its Spark application. ``direct_max_bytes``
     (default 16 MiB; 0 turns it off) is the size of staged files up to which a table with
-    simple changes is committed without a Spark job, as an equality-delete file and a data
-    file (see docs/merge.md, "Direct commits").
+    simple changes is committed without a Spark job, as a delete file and a data file (see
+    docs/merge.md, "Direct commits"); ``direct_deletes`` is how those commits drop the rows
+    they replace: ``"position"`` deletes, which every Iceberg reader applies (the default), or
+    ``"equality"`` deletes on the primary key, which only JVM engines (Spark, Trino, Flink) read.
 
     The tables the job creates get ``table_layout`` (partition spec, sort order, properties,
     for all tables and per ``schema.table``: :mod:`airflow_provider_binlog.merge.layout`) and
@@ -214,7 +216,7 @@ class BinlogMergeOperator(BaseOperator):
                  env_vars: Optional[dict] = None, application: Optional[str] = None,
                  binlog_conn_id: Optional[str] = None, stream: Optional[str] = None,
                  advance_checkpoint: Any = True, parallel_tables: Optional[int] = None,
-                 direct_max_bytes: Optional[int] = None,
+                 direct_max_bytes: Optional[int] = None, direct_deletes: Optional[str] = None,
                  catalog_conn_id: Optional[str] = None, catalog_settings: Optional[dict] = None,
                  deploy_mode: Optional[str] = None, table_layout: Union[dict, str, None] = None,
                  table_properties: Optional[dict] = None,
@@ -260,6 +262,10 @@ class BinlogMergeOperator(BaseOperator):
                                              or direct_max_bytes < 0):
             raise ValueError(f"direct_max_bytes must be a whole number of bytes (0: off), not {direct_max_bytes!r}")
         self.direct_max_bytes = direct_max_bytes
+        if direct_deletes is not None:
+            from airflow_provider_binlog.merge.direct_changes import check_direct_deletes
+            check_direct_deletes(direct_deletes)
+        self.direct_deletes = direct_deletes
         self.binlog_conn_id = binlog_conn_id
         self.stream = stream
         self.advance_checkpoint = advance_checkpoint
@@ -388,6 +394,8 @@ class BinlogMergeOperator(BaseOperator):
                 args += ["--parallel-tables", str(self.parallel_tables)]
             if self.direct_max_bytes is not None:
                 args += ["--direct-max-bytes", str(self.direct_max_bytes)]
+            if self.direct_deletes is not None:
+                args += ["--direct-deletes", self.direct_deletes]
             self._hook = SparkSubmitHook(
                 conf=self._spark_conf(catalog), conn_id=self.conn_id, application_args=args,
                 packages=None if catalog is not None else self.packages,

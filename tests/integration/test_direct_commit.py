@@ -1,7 +1,8 @@
 """Direct commits (merge.spark.direct_commit): tables whose staged changes are simple get their
-collapsed changes as an equality-delete file and a data file written with pyarrow and committed
-through Iceberg's Java API, without a Spark job; compared with the Spark MERGE of the same
-batches and with a model of the source."""
+collapsed changes as a position-delete file (or, as an option, an equality-delete file) and a
+data file written with pyarrow and committed through Iceberg's Java API, without a Spark job;
+compared with the Spark MERGE of the same batches, with a model of the source, and with what
+PyIceberg (a reader without a JVM) reads."""
 from __future__ import annotations
 
 import datetime as dt
@@ -33,6 +34,7 @@ from tests.integration.test_merge_job import (  # noqa: E402
     table_rows,
     two_file_table,
 )
+from tests.pyiceberg_reader import PyIcebergReader  # noqa: E402
 
 UTC = dt.timezone.utc
 WIDE = table_map("s", "wide", [
@@ -109,7 +111,15 @@ def pair_state(spark, name) -> dict:
     return {(r["a"], r["b"]): r["v"] for r in spark.table(name).collect()}
 
 
-def test_random_simple_changes_are_committed_directly_and_equal_the_spark_merge_and_the_source(spark, tmp_path):
+def pyiceberg_wide(reader, namespace) -> dict:
+    rows = {r["id"]: tuple(r[c] for c in WIDE_COLS) for r in reader.rows(namespace, "s__wide")}
+    return {k: (*v[:6], None if v[6] is None else v[6].replace(tzinfo=None), v[7],
+                None if v[8] is None else bytearray(v[8])) for k, v in rows.items()}
+
+
+def test_random_simple_changes_are_committed_directly_and_equal_the_spark_merge_and_the_source(
+        spark, spark_warehouse, tmp_path):
+    reader = PyIcebergReader(warehouse=spark_warehouse)
     rng = random.Random(5)
     log, wide, pairs, manifests = Binlog(tmp_path), {}, {}, []
     for _ in range(4):
@@ -123,9 +133,14 @@ def test_random_simple_changes_are_committed_directly_and_equal_the_spark_merge_
             assert [t.get("direct", False) for t in tables] == [len(manifests) > 1 and direct_bytes > 0] * 2
             assert wide_state(spark, f"lake.{namespace}.s__wide") == expected_wide(wide)
             assert pair_state(spark, f"lake.{namespace}.s__pair") == pairs
+            # a reader without a JVM reads the same rows: no equality delete anywhere
+            assert pyiceberg_wide(reader, namespace) == expected_wide(wide)
+            assert {(r["a"], r["b"]): r["v"] for r in reader.rows(namespace, "s__pair")} == pairs
+            assert reader.equality_delete_files(namespace, "s__wide") == 0
     name = "lake.dc_direct.s__wide"
     s = summary(spark, name)
-    assert int(s["added-equality-delete-files"]) == 1 and int(s["added-data-files"]) == 1
+    assert int(s["added-position-delete-files"]) == 1 and int(s["added-data-files"]) == 1
+    assert "added-equality-delete-files" not in s
     assert json.loads(s["binlog.checkpoint"]) == manifests[-1].end
     assert s["binlog.batch_id"] == manifests[-1].dump_id
     assert applied_state(spark, name).checkpoint == log.here()
@@ -139,19 +154,73 @@ def test_random_simple_changes_are_committed_directly_and_equal_the_spark_merge_
     assert (head(spark, name), head(spark, "lake.dc_direct._binlog_batches")) == heads
 
 
-def test_a_few_changes_become_one_equality_delete_file_and_one_data_file(spark, tmp_path, monkeypatch):
+def test_a_few_changes_become_one_position_delete_file_and_one_data_file_read_only_where_keys_may_be(
+        spark, spark_warehouse, tmp_path, monkeypatch):
+    from airflow_provider_binlog.merge import position_deletes
+
+    reader = PyIcebergReader(warehouse=spark_warehouse)
+    log = Binlog(tmp_path)
+    name = two_file_table(spark, log, "dc_pos")
+    # a third data file whose keys no change below touches, and outside their range
+    log.begin().rows(LAYOUT_MAP, "insert", [(i, 10 * i, f"r{i}") for i in range(100, 131)])
+    apply_manifests(spark, [log.publish()], "lake", "dc_pos", direct_max_bytes=0)
+    read = []
+    real_read_keys = position_deletes.read_keys
+    monkeypatch.setattr(position_deletes, "read_keys", lambda source, *a: read.append(source) or
+                        real_read_keys(source, *a))
+    result = apply_manifests(spark, [few_changes(log)], "lake", "dc_pos")
+    assert result["batches"][0]["tables"][0]["direct"] is True
+    assert len(read) == 2  # the two files whose key bounds overlap 3..61, not the one of 100..130
+    s = summary(spark, name)
+    assert s["added-position-deletes"] == "3"        # the rows of keys 3, 40 and 50 (61 is new)
+    assert s["added-records"] == "3"                 # the new rows of 3, 40 and 61
+    assert s.get("deleted-data-files", "0") == "0" and "added-equality-deletes" not in s
+    rows = {**expected_after_few_changes(), **{i: (10 * i, f"r{i}") for i in range(100, 131)}}
+    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
+    assert {r["id"]: (r["a"], r["b"]) for r in reader.rows("dc_pos", "s__mor")} == rows
+    # key 3 again, and 61 (in the last commit's data file): the row deleted before is not
+    # deleted twice, the live ones are
+    log.begin().rows(LAYOUT_MAP, "update", [((3, 33, "changed"), (3, 34, "again"))])
+    log.rows(LAYOUT_MAP, "delete", [(61, 610, "r61")])
+    result = apply_manifests(spark, [log.publish()], "lake", "dc_pos")
+    assert result["batches"][0]["tables"][0]["direct"] is True
+    assert summary(spark, name)["added-position-deletes"] == "2"
+    rows[3] = (34, "again")
+    del rows[61]
+    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
+    assert {r["id"]: (r["a"], r["b"]) for r in reader.rows("dc_pos", "s__mor")} == rows
+    # a batch that only deletes keys the table does not hold commits nothing
+    before = head(spark, name)
+    log.begin().rows(LAYOUT_MAP, "delete", [(500, 1, "never there")])
+    result = apply_manifests(spark, [log.publish()], "lake", "dc_pos")
+    assert head(spark, name) == before and reader.equality_delete_files("dc_pos", "s__mor") == 0
+
+
+def test_equality_deletes_as_an_option_then_the_merge_takes_the_table_until_maintenance_folds_them(
+        spark, spark_warehouse, tmp_path, monkeypatch):
+    reader = PyIcebergReader(warehouse=spark_warehouse)
     log = Binlog(tmp_path)
     name = two_file_table(spark, log, "dc_few")
     # a third data file whose keys no change below touches
     log.begin().rows(LAYOUT_MAP, "insert", [(i, 10 * i, f"r{i}") for i in range(100, 131)])
     apply_manifests(spark, [log.publish()], "lake", "dc_few", direct_max_bytes=0)
-    result = apply_manifests(spark, [few_changes(log)], "lake", "dc_few")
+    result = apply_manifests(spark, [few_changes(log)], "lake", "dc_few", direct_deletes="equality")
     assert result["batches"][0]["tables"][0]["direct"] is True
     s = summary(spark, name)
     assert s["added-equality-deletes"] == "4"        # keys 3, 40, 50 and 61
     assert s["added-records"] == "3"                 # the new rows of 3, 40 and 61
     assert s.get("deleted-data-files", "0") == "0" and "added-position-deletes" not in s
     rows = {**expected_after_few_changes(), **{i: (10 * i, f"r{i}") for i in range(100, 131)}}
+    assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
+    assert reader.equality_delete_files("dc_few", "s__mor") == 1
+    with pytest.raises(ValueError, match="equality deletes"):
+        reader.rows("dc_few", "s__mor")
+    # by default, a simple batch on a table holding equality deletes goes through the MERGE
+    # (position deletes must know which rows the equality deletes already dropped)
+    log.begin().rows(LAYOUT_MAP, "update", [((40, 404, "r40"), (40, 405, "r40"))])
+    result = apply_manifests(spark, [log.publish()], "lake", "dc_few")
+    assert "direct" not in result["batches"][0]["tables"][0]
+    rows[40] = (405, "r40")
     assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
     # the next batch goes through a Spark MERGE (a key change) on top of the equality deletes
     log.begin().rows(LAYOUT_MAP, "update", [((3, 33, "changed"), (70, 33, "moved"))])
@@ -169,6 +238,7 @@ def test_a_few_changes_become_one_equality_delete_file_and_one_data_file(spark, 
     assert "'rewrite-all', 'true'" in rewrite  # an older data file outside the deleted keys would keep them
     assert delete_file_count(spark, name) == 0
     assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
+    assert {r["id"]: (r["a"], r["b"]) for r in reader.rows("dc_few", "s__mor")} == rows
     assert applied_state(spark, name).checkpoint == log.here()
 
 

@@ -21,7 +21,7 @@ from ..batches import checkpoint_text as _checkpoint_text
 from ..ddl_plan import ddl_ops as _ddl_ops
 from ..ddl_plan import moves as _moves
 from ..ddl_plan import reset_records as _reset_records
-from ..direct_changes import DEFAULT_DIRECT_MAX_BYTES
+from ..direct_changes import DEFAULT_DIRECT_MAX_BYTES, DELETES_POSITION, check_direct_deletes
 from ..errors import BatchGapError, ConcurrentRunError, MergeJobError
 from ..iceberg_contract import (
     DEFAULT_MAX_KEY_CHANGE_ROWS,
@@ -73,7 +73,8 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
                 contract: Optional[DataContract] = None,
                 max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS,
                 parallel_tables: int = DEFAULT_PARALLEL_TABLES,
-                direct_max_bytes: int = DEFAULT_DIRECT_MAX_BYTES) -> dict:
+                direct_max_bytes: int = DEFAULT_DIRECT_MAX_BYTES,
+                direct_deletes: str = DELETES_POSITION) -> dict:
     """Apply one batch (see :func:`apply_manifests`)."""
     stream = stream or key or DEFAULT_STREAM
     ledger = ledger_name(catalog, namespace)
@@ -174,7 +175,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         if w.status != "ready":
             return info
         if w.mode == MODE_MERGE:  # a direct commit has no statement or backfill to run first
-            direct = apply_direct(spark, w, batch, stream, direct_max_bytes)
+            direct = apply_direct(spark, w, batch, stream, direct_max_bytes, direct_deletes)
             if direct is not None:
                 info.update(direct, schema_changes=[])
                 info["status"] = "committed" if info["snapshot_id"] != w.state.head else "no-change"
@@ -229,7 +230,8 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
                     parallel_tables: int = DEFAULT_PARALLEL_TABLES, maintenance: bool = False,
                     expire_older_than_days: float = 7.0,
                     retain_last: int = 10, maintenance_every_hours: Optional[float] = None,
-                    direct_max_bytes: int = DEFAULT_DIRECT_MAX_BYTES) -> dict:
+                    direct_max_bytes: int = DEFAULT_DIRECT_MAX_BYTES,
+                    direct_deletes: str = DELETES_POSITION) -> dict:
     """Apply the batches of ``manifests`` to ``catalog.namespace``, in checkpoint order,
     exactly once; advance ``store[key]`` after each batch. Returns a JSON-able summary.
 
@@ -242,9 +244,11 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
 
     ``direct_max_bytes``: a table whose staged files hold at most this many bytes, and whose
     changes are simple (whole images, no key change, no schema change), is committed without
-    Spark: its collapsed changes as a data file and an equality-delete file, written with
-    pyarrow and committed through Iceberg's Java API (``merge/spark/direct_commit.py``); the
-    ledger row too. 0: every table through the Spark MERGE.
+    Spark: its collapsed changes as a data file and a delete file, written with pyarrow and
+    committed through Iceberg's Java API (``merge/spark/direct_commit.py``); the ledger row
+    too. 0: every table through the Spark MERGE. ``direct_deletes``: how those commits drop
+    the rows they replace, ``"position"`` (position deletes, read by every Iceberg reader) or
+    ``"equality"`` (equality deletes on the primary key, read by JVM engines only).
 
     ``layouts`` give the tables the job creates their partition spec, sort order and properties
     (:class:`~airflow_provider_binlog.merge.layout.TableLayouts`); ``table_properties`` are
@@ -253,6 +257,7 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
     (:class:`~airflow_provider_binlog.merge.contract.DataContract`)."""
     if parallel_tables < 1:
         raise MergeJobError(f"parallel_tables must be at least 1, not {parallel_tables}")
+    check_direct_deletes(direct_deletes)
     _check_identifier("catalog", catalog)
     _check_identifier("namespace", namespace, dotted=True)
     if (store is None) != (key is None):
@@ -273,7 +278,8 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str,
                                            layouts=table_layouts, contract=contract,
                                            max_key_change_rows=max_key_change_rows,
                                            parallel_tables=parallel_tables,
-                                           direct_max_bytes=direct_max_bytes))
+                                           direct_max_bytes=direct_max_bytes,
+                                           direct_deletes=direct_deletes))
     except CheckpointLockedError as exc:
         raise ConcurrentRunError(str(exc)) from None
     out: dict[str, Any] = {"catalog": catalog, "namespace": namespace,

@@ -1,10 +1,14 @@
 """Direct commits: a table's collapsed changes (:mod:`..direct_changes`) written as a Parquet data
-file and an equality-delete file by pyarrow and committed through Iceberg's Java API, with no
-Spark job and no query planning; the ledger row appended the same way.
+file and a delete file by pyarrow and committed through Iceberg's Java API, with no Spark job
+and no query planning; the ledger row appended the same way.
 
-Iceberg applies an equality delete to the data files of earlier commits only, so one row
-delta holding the touched keys' deletes and their new rows replaces those rows atomically, as
-the MERGE would. The commit carries the batch's summary properties like every other commit of
+The delete file drops the rows the touched keys had: by default as position deletes, the rows
+located by reading the key columns of the data files whose bounds overlap the batch's keys
+(:mod:`..position_deletes`, :mod:`.row_locator`), which every Iceberg reader applies; or, when
+asked, as equality deletes on the primary key, which need no read but which PyIceberg, Polars
+and Daft refuse and every scan must apply. Both reach only the data files of earlier commits,
+so one row delta holding the deletes and the new rows replaces those rows atomically, as the
+MERGE would. The commit carries the batch's summary properties like every other commit of
 a batch (:func:`...spark.runtime.commit_update`), and is validated
 from the snapshot the table was planned on: a commit of another writer in between fails it
 instead of being overwritten. Tables this cannot write (partitioned, format v1, a column type
@@ -22,11 +26,12 @@ from pyspark.sql import SparkSession
 
 from ...spark import runtime
 from ..batches import Batch
-from ..direct_changes import DirectChanges, collapse_staged
+from ..direct_changes import DELETES_EQUALITY, DELETES_POSITION, DirectChanges, collapse_staged
 from ..iceberg_arrow import arrow_schema, conform
 from ..iceberg_contract import MODE_MERGE
+from ..position_deletes import locate
 from .apply import commit_properties
-from . import catalog
+from . import catalog, row_locator
 from .table_work import TableWork
 
 _WRITE_CHUNK = 4 * 1024 * 1024
@@ -44,6 +49,7 @@ class _Iceberg:
         self.file_metadata = iceberg.FileMetadata
         self.parquet = iceberg.FileFormat.PARQUET
         self.metrics_config = iceberg.MetricsConfig
+        self.position_delete_metrics = iceberg.MetricsConfig.forPositionDelete
         self.file_metrics = iceberg.parquet.ParquetUtil.fileMetrics
         self.always_true = iceberg.expressions.Expressions.alwaysTrue()
         self.schema_json = iceberg.SchemaParser.toJson
@@ -87,9 +93,11 @@ def _unknown_state(exc: BaseException) -> bool:
     return "CommitStateUnknownException" in str(exc)
 
 
-def _write(spark: SparkSession, table: Any, data: Any, kind: str, written: list) -> tuple[str, int, Any]:
+def _write(spark: SparkSession, table: Any, data: Any, kind: str, written: list,
+           metrics_config: Any = None) -> tuple[str, int, Any]:
     """Write ``data`` as a Parquet file in ``table``'s data location through its FileIO (any
-    storage the catalog reaches); its path, size and Iceberg metrics."""
+    storage the catalog reaches); its path, size and Iceberg metrics (of the table's metrics
+    configuration unless ``metrics_config`` is given)."""
     import pyarrow.parquet as pq
 
     java = _Iceberg.of(spark)
@@ -104,7 +112,8 @@ def _write(spark: SparkSession, table: Any, data: Any, kind: str, written: list)
             out.write(payload[at:at + _WRITE_CHUNK])
     finally:
         out.close()
-    metrics = java.file_metrics(table.io().newInputFile(path), java.metrics_config.forTable(table))
+    config = java.metrics_config.forTable(table) if metrics_config is None else metrics_config
+    metrics = java.file_metrics(table.io().newInputFile(path), config)
     return path, len(payload), metrics
 
 
@@ -124,6 +133,29 @@ def _equality_delete_file(spark: SparkSession, table: Any, spec: Any, keys: Any,
         ids[i] = field_id
     return (java.file_metadata.deleteFileBuilder(spec).ofEqualityDeletes(ids).withPath(path)
             .withFormat(java.parquet).withFileSizeInBytes(size).withMetrics(metrics).build())
+
+
+def _position_delete_file(spark: SparkSession, table: Any, spec: Any, deletes: Any, written: list) -> Any:
+    java = _Iceberg.of(spark)
+    # full bounds of file_path: readers match a delete file to the data files it names by them
+    path, size, metrics = _write(spark, table, deletes, "pos-deletes", written,
+                                 java.position_delete_metrics(table))
+    return (java.file_metadata.deleteFileBuilder(spec).ofPositionDeletes().withPath(path)
+            .withFormat(java.parquet).withFileSizeInBytes(size).withMetrics(metrics).build())
+
+
+def _located_deletes(spark: SparkSession, table: Any, planned_head: int, keys: Any,
+                     key_fields: Sequence[Mapping[str, Any]]) -> Optional[Any]:
+    """The position deletes of the rows ``keys`` have in ``table`` at ``planned_head``; None
+    when a data file there has a delete this module does not read (equality deletes, deletion
+    vectors)."""
+    if int(table.operations().current().formatVersion()) >= 3:
+        return None  # format 3 takes deletion vectors, not position delete files: Spark writes them
+    names = [f["name"] for f in key_fields]
+    files = row_locator.files_to_search(spark, table, planned_head, names, keys)
+    if files is None:
+        return None
+    return locate(files, keys, [int(f["id"]) for f in key_fields], row_locator.opener(spark, table))
 
 
 def _writable(table: Any, spec: Any, deletes: bool = False) -> bool:
@@ -155,12 +187,14 @@ def _writable_table(spark: SparkSession, name: str, deletes: bool) -> Optional[t
 
 
 def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, primary_key: Sequence[str],
-                   props: Mapping[str, str], *, planned_head: Optional[int], replace: bool) -> Optional[int]:
+                   props: Mapping[str, str], *, planned_head: Optional[int], replace: bool,
+                   deletes: str = DELETES_POSITION) -> Optional[int]:
     """Commit ``changes`` to Iceberg table ``name``, planned on snapshot ``planned_head``:
     ``replace`` (after a TRUNCATE) makes the new rows the table's whole content, otherwise
-    the touched keys' rows are replaced. Returns the table's snapshot id after it (the
-    planned one when there was nothing to change), or ``_NOT_WRITTEN`` (nothing written)
-    when the table is not one this module writes; then Spark does."""
+    the touched keys' rows are replaced, dropped by ``deletes`` (position or equality deletes).
+    Returns the table's snapshot id after it (the planned one when there was nothing to
+    change), or ``_NOT_WRITTEN`` (nothing written) when the table is not one this module
+    writes; then Spark does."""
     found = _writable_table(spark, name, deletes=not replace)
     if found is None:
         return _NOT_WRITTEN
@@ -178,6 +212,13 @@ def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, prima
         return _NOT_WRITTEN
     if not replace and not rows.num_rows and (not keys.num_rows or planned_head is None):
         return planned_head  # nothing to change
+    located = None
+    if not replace and deletes == DELETES_POSITION and keys.num_rows and planned_head is not None:
+        located = _located_deletes(spark, table, planned_head, keys, [by_name[k] for k in primary_key])
+        if located is None:
+            return _NOT_WRITTEN
+        if not rows.num_rows and not located.num_rows:
+            return planned_head  # deletes of keys the table does not hold
     always = _Iceberg.of(spark).always_true
     with _Written(table) as written:
         if replace:
@@ -191,7 +232,13 @@ def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, prima
             update = table.newRowDelta()
             if rows.num_rows:
                 update = update.addRows(_data_file(spark, table, spec, rows, written))
-            if keys.num_rows and planned_head is not None:  # an empty table has no rows to replace
+            if located is not None and located.num_rows:
+                update = update.addDeletes(_position_delete_file(spark, table, spec, located, written))
+                # the files the positions name must still be there (a compaction would move the rows)
+                update = update.validateDataFilesExist(sorted(set(located.column("file_path").to_pylist())))
+                update = update.validateDeletedFiles()
+            elif deletes == DELETES_EQUALITY and keys.num_rows and planned_head is not None:
+                # an empty table has no rows to replace
                 update = update.addDeletes(_equality_delete_file(
                     spark, table, spec, keys, [by_name[k]["id"] for k in primary_key], written))
             if planned_head is not None:
@@ -232,7 +279,8 @@ def direct_candidate(work: TableWork) -> bool:
             and not facts.partial_updates)
 
 
-def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str, max_bytes: int) -> Optional[dict]:
+def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str, max_bytes: int,
+                 deletes: str = DELETES_POSITION) -> Optional[dict]:
     """The table's batch committed directly (see the module's docstring), with the table's
     snapshot id after it; None when it is not a candidate, and nothing was written."""
     if max_bytes <= 0 or not direct_candidate(work):
@@ -244,7 +292,7 @@ def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str
         return None
     props = commit_properties(batch, stream, work.source)
     snapshot_id = commit_changes(spark, work.name, changes, work.primary_key, props,
-                                 planned_head=work.state.head, replace=bool(work.resets))
+                                 planned_head=work.state.head, replace=bool(work.resets), deletes=deletes)
     if snapshot_id == _NOT_WRITTEN:
         return None
     return {"truncated": bool(work.resets), "key_change_chains": False, "direct": True,

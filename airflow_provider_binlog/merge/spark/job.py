@@ -17,7 +17,7 @@ from ...spark.catalogs import CatalogConfigError, secret_conf_from_env
 from ...spark.runtime import local_spark_session
 from ...staging.manifest import ManifestError
 from ..errors import MergeJobError
-from ..direct_changes import DEFAULT_DIRECT_MAX_BYTES
+from ..direct_changes import DEFAULT_DIRECT_MAX_BYTES, DELETES_POSITION, DIRECT_DELETES
 from ..iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS, DEFAULT_PARALLEL_TABLES
 from ..contract import ContractError, DataContract
 from ..layout import LayoutError, TableLayouts
@@ -57,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"tables whose staged files hold at most this many bytes and whose changes are "
                         f"simple are committed without a Spark job (default {DEFAULT_DIRECT_MAX_BYTES}; "
                         f"0: every table through the Spark MERGE)")
+    p.add_argument("--direct-deletes", choices=DIRECT_DELETES, default=DELETES_POSITION,
+                   help="how those commits drop the rows they replace: 'position' deletes (read by every "
+                        "Iceberg reader; the default) or 'equality' deletes on the primary key (read by "
+                        "JVM engines only: Spark, Trino, Flink)")
     p.add_argument("--maintenance", action="store_true",
                    help="afterwards, compact data files (folding in the delete files of the "
                         "merges) and expire old snapshots")
@@ -123,6 +127,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                  max_key_change_rows=args.max_key_change_rows,
                                  parallel_tables=args.parallel_tables,
                                  direct_max_bytes=args.direct_max_bytes,
+                                 direct_deletes=args.direct_deletes,
                                  maintenance=args.maintenance,
                                  expire_older_than_days=args.expire_older_than_days,
                                  retain_last=args.retain_last)

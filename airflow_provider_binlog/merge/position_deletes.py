@@ -1,0 +1,187 @@
+"""Where the rows a batch replaces sit in a table's data files, as Iceberg position deletes,
+found with pyarrow on the driver.
+
+A direct commit (``merge/spark/direct_commit.py``) replaces the rows of every key its batch
+touches. Iceberg can say which rows to drop in two ways: an equality delete (the keys; every
+reader must match them against every older data file on every scan, and PyIceberg, Polars and
+Daft refuse them) or a position delete (a data file's path and a row's position in it; every
+reader applies them). A batch writer can look its rows up, so it writes position deletes: the
+key columns of the data files whose key bounds overlap the batch's keys are read (only those
+columns, and only the row groups whose statistics overlap), the positions of the touched keys
+taken, less those an earlier delete already dropped.
+
+Pure pyarrow: the scan planning that names the files is Iceberg's (``merge/spark/row_locator.py``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional, Sequence
+
+from .iceberg_arrow import FIELD_ID
+
+#: The reserved field ids and names of a position delete file's columns (Iceberg spec,
+#: "Position Delete Files").
+FILE_PATH_ID, POS_ID = 2147483546, 2147483545
+
+
+@dataclasses.dataclass(frozen=True)
+class DataFileScan:
+    """One data file a batch's keys may be in: its path, its row count, and the paths of the
+    position delete files that apply to it (their rows for this path are already gone)."""
+
+    path: str
+    record_count: int
+    position_deletes: tuple[str, ...] = ()
+
+
+def position_delete_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([
+        pa.field("file_path", pa.string(), nullable=False, metadata={FIELD_ID: str(FILE_PATH_ID).encode()}),
+        pa.field("pos", pa.int64(), nullable=False, metadata={FIELD_ID: str(POS_ID).encode()}),
+    ])
+
+
+def _key_range(keys: Any, name: str) -> Optional[tuple[Any, Any]]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = keys.column(name)
+    if not (pa.types.is_integer(column.type) or pa.types.is_string(column.type)):
+        return None
+    bounds = pc.min_max(column).as_py()
+    return bounds["min"], bounds["max"]
+
+
+def _row_groups(metadata: Any, column_index: int, bounds: Optional[tuple[Any, Any]]) -> list[int]:
+    """The row groups whose statistics of column ``column_index`` overlap ``bounds`` (all of
+    them where a group has no statistics or the bounds are not comparable)."""
+    out = []
+    for i in range(metadata.num_row_groups):
+        stats = metadata.row_group(i).column(column_index).statistics
+        if bounds is not None and stats is not None and stats.has_min_max:
+            try:
+                if stats.max < bounds[0] or stats.min > bounds[1]:
+                    continue
+            except TypeError:
+                pass
+        out.append(i)
+    return out
+
+
+def read_keys(source: Any, keys: Any, field_ids: Sequence[int]) -> tuple[Any, Any]:
+    """The key columns of one data file (``source``: a path or a file object pyarrow reads),
+    found by Iceberg field id (a renamed column keeps its id), cast to ``keys``' types, with
+    the position of each row read; only row groups whose statistics overlap ``keys``' range
+    of the first key column. Returns ``(key table, positions)``; a key column the file does not
+    hold reads as nulls, which match nothing."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(source)
+    schema = parquet.schema_arrow
+    by_id = {}
+    for index, field in enumerate(schema):
+        value = (field.metadata or {}).get(FIELD_ID)
+        if value is not None:
+            by_id[int(value)] = (index, field.name)
+    names = keys.column_names
+    present = [by_id.get(fid) for fid in field_ids]
+    first = present[0]
+    groups = list(range(parquet.metadata.num_row_groups))
+    if first is not None:
+        leaf = _leaf_index(parquet.metadata.schema, first[1])
+        if leaf is not None:
+            groups = _row_groups(parquet.metadata, leaf, _key_range(keys, names[0]))
+    starts, at = [], 0
+    for i in range(parquet.metadata.num_row_groups):
+        starts.append(at)
+        at += parquet.metadata.row_group(i).num_rows
+    read_names = [p[1] for p in present if p is not None]
+    parts, positions = [], []
+    for group in groups:
+        part = parquet.read_row_group(group, columns=read_names)
+        parts.append(part)
+        positions.append(pa.array(range(starts[group], starts[group] + part.num_rows), pa.int64()))
+    columns = {}
+    for name, found in zip(names, present):
+        target = keys.schema.field(name).type
+        if found is None:
+            rows = sum(p.num_rows for p in parts)
+            columns[name] = pa.nulls(rows, target)
+        else:
+            chunks = [p.column(found[1]).cast(target) for p in parts]
+            columns[name] = pa.chunked_array([c for ch in chunks for c in ch.chunks], target)
+    return pa.table(columns), (pa.chunked_array(positions, pa.int64()) if positions
+                               else pa.chunked_array([], pa.int64()))
+
+
+def _leaf_index(schema: Any, name: str) -> Optional[int]:
+    """The Parquet leaf column index of top-level primitive column ``name``."""
+    for i in range(len(schema)):
+        if schema.column(i).path == name:
+            return i
+    return None
+
+
+def matching_positions(file_keys: Any, positions: Any, keys: Any) -> Any:
+    """The positions (int64, ascending) of the rows of ``file_keys`` whose key is one of
+    ``keys`` (same column names and types)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = keys.column_names
+    if not file_keys.num_rows or not keys.num_rows:
+        return pa.array([], pa.int64())
+    if len(names) == 1:
+        hit = pc.fill_null(pc.is_in(file_keys.column(names[0]), value_set=keys.column(names[0]).combine_chunks()),
+                           False)
+        return pc.filter(positions, hit).combine_chunks()
+    tagged = file_keys.append_column("_pos", positions)
+    joined = tagged.join(keys, names, join_type="inner")
+    found = joined.column("_pos")
+    return pc.take(found, pc.sort_indices(found)).combine_chunks()
+
+
+def deleted_positions(delete_files: Sequence[Any], path: str) -> Any:
+    """The positions of data file ``path`` that the position delete files (paths or file
+    objects) already drop."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    found = []
+    for source in delete_files:
+        table = pq.read_table(source, columns=["file_path", "pos"], filters=[("file_path", "=", path)])
+        found.append(table.column("pos"))
+    if not found:
+        return pa.array([], pa.int64())
+    return pc.unique(pa.chunked_array([c for col in found for c in col.chunks], pa.int64()).combine_chunks())
+
+
+def locate(files: Sequence[DataFileScan], keys: Any, field_ids: Sequence[int],
+           open_file: Callable[[str], Any]) -> Any:
+    """The position deletes (a table of :func:`position_delete_schema`, sorted by path and
+    position) that drop every live row of ``files`` whose key is one of ``keys``; ``open_file``
+    gives what pyarrow reads a path from (a local path, or a file object of the table's
+    storage)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    paths, positions = [], []
+    for scan in sorted(files, key=lambda f: f.path):
+        file_keys, at = read_keys(open_file(scan.path), keys, field_ids)
+        hits = matching_positions(file_keys, at, keys)
+        if len(hits) and scan.position_deletes:
+            gone = deleted_positions([open_file(p) for p in scan.position_deletes], scan.path)
+            if len(gone):
+                hits = pc.filter(hits, pc.invert(pc.is_in(hits, value_set=gone)))
+        if len(hits):
+            paths.append(pa.array([scan.path] * len(hits), pa.string()))
+            positions.append(hits)
+    schema = position_delete_schema()
+    if not paths:
+        return schema.empty_table()
+    return pa.Table.from_arrays([pa.chunked_array(paths, pa.string()), pa.chunked_array(positions, pa.int64())],
+                                schema=schema)

@@ -50,3 +50,37 @@ class PyIcebergReader:
             return 0
         files = table.inspect.delete_files()
         return sum(1 for content in files.column("content").to_pylist() if content == EQUALITY_DELETES)
+
+
+def plain(value: Any) -> Any:
+    """A value as PyIceberg gives it, as the Spark session of the tests gives it (UTC):
+    timestamps with a time zone as UTC wall time."""
+    import datetime as dt
+
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(plain(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, plain(v)) for k, v in value.items()))
+    return value
+
+
+def assert_every_table_reads_as_in_spark(spark: Any, reader: PyIcebergReader, catalog: str, namespace: str) -> list:
+    """Every table of ``catalog.namespace`` reads in PyIceberg, row for row and value for value
+    as Spark reads it, and holds no equality-delete file; the tables' names."""
+    from collections import Counter
+
+    names = sorted(r.tableName for r in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect())
+    assert names, f"no table in {catalog}.{namespace}"
+    for name in names:
+        spark.sql(f"REFRESH TABLE {catalog}.{namespace}.{name}")
+        frame = spark.table(f"{catalog}.{namespace}.{name}")
+        columns = frame.columns
+        seen = Counter(tuple(plain(v) for v in r) for r in frame.collect())
+        got = Counter(tuple(plain(r[c]) for c in columns) for r in reader.rows(namespace, name))
+        assert got == seen, f"PyIceberg reads {namespace}.{name} otherwise than Spark"
+        assert reader.equality_delete_files(namespace, name) == 0, f"{namespace}.{name} holds equality deletes"
+    return names

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Iterator, Optional, TextIO
 
 from ..errors import ProviderError
+from . import pyiceberg_check
 
 SOURCE_ID = "shop"
 CONN_ID = "mysql_binlog_default"
@@ -342,12 +343,18 @@ def table_columns(server, schema: str, table: str) -> list[str]:
         "ORDER BY ORDINAL_POSITION", (schema, table))]
 
 
-def compare_table(spark, server, source: str, iceberg_table: str) -> tuple[int, int, list[str]]:
-    """``(MariaDB rows, Iceberg rows, differences)`` of a table with a primary key."""
+def source_rows(server, source: str) -> tuple[list[str], dict]:
+    """The columns of table ``source`` and its rows by key (the first column)."""
     schema, _, table = source.partition(".")
     cols = table_columns(server, schema, table)
     select = ", ".join(f"`{c}`" for c in cols)
-    expected = {row[0]: tuple(row) for row in server.query(f"SELECT {select} FROM `{schema}`.`{table}`")}
+    return cols, {row[0]: tuple(row) for row in server.query(f"SELECT {select} FROM `{schema}`.`{table}`")}
+
+
+def compare_table(spark, server, source: str, iceberg_table: str) -> tuple[int, int, list[str]]:
+    """``(MariaDB rows, Iceberg rows, differences)`` of a table with a primary key."""
+    cols, expected = source_rows(server, source)
+    select = ", ".join(f"`{c}`" for c in cols)
     spark.sql(f"REFRESH TABLE {iceberg_table}")
     got_rows = [tuple(r) for r in spark.sql(f"SELECT {select} FROM {iceberg_table}").collect()]
     got = {row[0]: row for row in got_rows}
@@ -491,6 +498,18 @@ def run(workdir: Path, rows: int, rounds: int, seed: int) -> int:
                 problems += diff
                 console.write(f"    {name:<32} {got:>6} rows   {source:<16} {expected:>6} rows   "
                               f"{'equal' if not diff else f'{len(diff)} differences'}\n")
+            if pyiceberg_check.available():
+                console.write("\nThe same tables read by PyIceberg (no JVM; what Polars and Daft read through):\n")
+                for source in TABLES:
+                    schema, _, table = source.partition(".")
+                    cols, expected = source_rows(server, source)
+                    got, diff = pyiceberg_check.compare(expected, warehouse, NAMESPACE,
+                                                        iceberg_table_name(schema, table), cols)
+                    problems += diff
+                    console.write(f"    {NAMESPACE + '.' + iceberg_table_name(schema, table):<32} {got:>6} rows   "
+                                  f"{'equal' if not diff else f'{len(diff)} differences'}\n")
+            else:
+                console.write("\nPyIceberg is not installed (pip install pyiceberg): its reading is not checked\n")
             if problems:
                 for line in problems[:20]:
                     console.write(f"    {line}\n")

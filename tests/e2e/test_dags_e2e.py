@@ -42,6 +42,7 @@ from airflow_provider_binlog.local.quickstart import asset_events, run_results, 
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.all_types import ALL_TYPES, ALL_TYPES_COLUMNS, all_types_row, normalize  # noqa: E402
 from tests.postgres import postgres_server  # noqa: E402,F401
+from tests.pyiceberg_reader import PyIcebergReader, assert_every_table_reads_as_in_spark, plain  # noqa: E402
 from tests.spark_cluster import spark_cluster  # noqa: E402,F401
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -117,6 +118,7 @@ class Load:
     catalog: str
     job_args: list         # the merge job's catalog arguments, for a rerun in this process
     cluster: Any = None
+    reader: Any = None     # the same catalog read by PyIceberg, without a JVM
 
 
 @pytest.fixture()
@@ -130,6 +132,7 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_E2E", json.dumps({"conn_type": "spark", "host": "local[2]"}))
         kwargs.update(catalog=catalog, spark_conn_id="spark_e2e", warehouse=spark_warehouse)
         job_args = ["--warehouse", spark_warehouse, "--catalog", catalog]
+        reader = PyIcebergReader(warehouse=spark_warehouse)
     else:
         pg = request.getfixturevalue("postgres_server")
         cluster = request.getfixturevalue("spark_cluster")
@@ -154,6 +157,7 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
         for key, value in same.spark_conf().items():
             spark.conf.set(key, value)
         job_args = ["--catalog", catalog]
+        reader = PyIcebergReader(sql_uri=pg.url("e2e_iceberg"), catalog_name=catalog)
     set_connection(monkeypatch, server, conn_id=CONN_ID,
                    extra={"server_id": 7390, "flavor": "mariadb", "checkpoint_store_uri": store_uri})
     path = dags_folder / "binlog_e2e.py"
@@ -168,7 +172,7 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
         spec.loader.exec_module(module)
         return getattr(module, name)
 
-    yield Load(load, open_checkpoint_store(store_uri), store_uri, catalog, job_args, cluster)
+    yield Load(load, open_checkpoint_store(store_uri), store_uri, catalog, job_args, cluster, reader)
     path.unlink()
 
 
@@ -295,7 +299,9 @@ def columns(server, table: str) -> list[str]:
                                        "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (table,))]
 
 
-def assert_iceberg_equals_mariadb(spark, server, catalog: str) -> None:
+def assert_iceberg_equals_mariadb(spark, server, catalog: str, reader=None) -> None:
+    """Spark reads every table equal to MariaDB; so does PyIceberg (``reader``), which also
+    finds no equality-delete file in any table of the namespace."""
     for table in KEYED:
         cols = columns(server, table)
         bits = {r[0] for r in server.query("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE "
@@ -308,6 +314,10 @@ def assert_iceberg_equals_mariadb(spark, server, catalog: str) -> None:
         rows = spark.sql(f"SELECT {select} FROM {iceberg(table, catalog)}").collect()
         got = sorted((tuple(normalize(v) for v in r) for r in rows), key=repr)
         assert got == expected, f"shop.{table} differs"
+        if reader is not None:
+            read = reader.rows(NAMESPACE, f"shop__{table}", cols)
+            got = sorted((tuple(normalize(plain(r[c])) for c in cols) for r in read), key=repr)
+            assert got == expected, f"shop.{table} differs as PyIceberg reads it"
     # the table without a primary key: its change log replayed in binlog order
     cols = columns(server, "events")
     spark.sql(f"REFRESH TABLE {iceberg('events', catalog)}")
@@ -327,6 +337,8 @@ def assert_iceberg_equals_mariadb(spark, server, catalog: str) -> None:
             raise AssertionError(f"unexpected change {op}")
     expected = Counter(tuple(r) for r in server.query(f"SELECT {', '.join(cols)} FROM shop.events"))
     assert +rows == expected, "shop.events differs"
+    if reader is not None:
+        assert_every_table_reads_as_in_spark(spark, reader, catalog, NAMESPACE)
 
 
 def heads(spark, catalog: str) -> dict:
@@ -373,7 +385,7 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
         assert (events[table]["inserted"], events[table]["updated"], events[table]["deleted"]) == (n, 0, 0)
         assert events[table]["mode"] == "snapshot"
         assert Checkpoint.from_json(events[table]["end_checkpoint"]) == snapshot_end
-    assert_iceberg_equals_mariadb(spark, server, catalog)
+    assert_iceberg_equals_mariadb(spark, server, catalog, dags.reader)
 
     # 2. three rounds of changes, each loaded by the incremental DAG; schema changes inside the
     # second round's batch (columns added with defaults, the same-type drop and add, a widening)
@@ -420,7 +432,7 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
             assert got == expected[table], f"round {round_no + 1}, {table}"
             assert Checkpoint.from_json(events[table]["end_checkpoint"]) == end
             assert results["merge"]["tables"].get(table, {}).get("inserted", 0) == expected[table]["inserted"]
-        assert_iceberg_equals_mariadb(spark, server, catalog)
+        assert_iceberg_equals_mariadb(spark, server, catalog, dags.reader)
         if round_no == 1:
             # a schema change alone between two runs: the rows there get the default at once
             server.execute("ALTER TABLE shop.customers ADD COLUMN region CHAR(2) NOT NULL DEFAULT 'eu', "
@@ -428,7 +440,7 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
             work.note = "remark"
             dag_run, state, states = run(load, incremental)
             assert state == "success" and states["merge"] == "success", states
-            assert_iceberg_equals_mariadb(spark, server, catalog)
+            assert_iceberg_equals_mariadb(spark, server, catalog, dags.reader)
     for table in TABLES:  # the workload did every kind of change
         kinds = ("inserted", "deleted") if table == "shop.events" else ("inserted", "updated", "deleted")
         assert all(totals[table][k] > 0 for k in kinds), (table, totals[table])

@@ -17,6 +17,7 @@ pytest.importorskip("airflow")
 
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.e2e.test_dags_e2e import dags_folder, run  # noqa: E402,F401
+from tests.pyiceberg_reader import PyIcebergReader, assert_every_table_reads_as_in_spark  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -121,3 +122,6 @@ def test_change_columns_soft_deletes_change_log_and_masking_from_the_factory(
         assert raw not in staged_text, raw
         assert raw not in iceberg_text, raw
     assert digest("ann@example.org") in iceberg_text  # the check reads the values themselves
+    # every table, the change log too, reads the same in PyIceberg, without a JVM
+    assert "dc__orders__changes" in assert_every_table_reads_as_in_spark(
+        spark, PyIcebergReader(warehouse=spark_warehouse), "lake", NAMESPACE)

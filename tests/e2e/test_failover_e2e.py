@@ -19,6 +19,7 @@ pytest.importorskip("airflow")
 from airflow_provider_binlog.checkpoint import FileCheckpointStore  # noqa: E402
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.e2e.test_dags_e2e import dags_folder, run  # noqa: E402,F401
+from tests.pyiceberg_reader import PyIcebergReader, assert_every_table_reads_as_in_spark  # noqa: E402
 from tests.integration.test_failover_live import caught_up, pair, promote  # noqa: E402,F401
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.mariadb]
@@ -136,3 +137,6 @@ def test_after_a_failover_the_dags_go_on_from_the_promoted_server(pair, dags_fol
     end = store.load("fo")
     assert (end.file, end.position) == replica.master_status() and end.server_id == replica.server_id
     assert iceberg_rows(spark) == source_rows(replica)
+    # every table reads the same in PyIceberg, without a JVM
+    assert assert_every_table_reads_as_in_spark(spark, PyIcebergReader(warehouse=spark_warehouse), "lake",
+                                                NAMESPACE) == ["_binlog_batches", "fo__items"]

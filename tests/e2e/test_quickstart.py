@@ -48,6 +48,9 @@ def test_quickstart_loads_the_sample_shop_into_iceberg(tmp_path):
     counts = re.findall(r"lake\.shop_cdc\.(shop__\w+)\s+(\d+) rows\s+(shop\.\w+)\s+(\d+) rows\s+equal", output)
     assert [(c[0], c[2]) for c in counts] == [("shop__customers", "shop.customers"), ("shop__orders", "shop.orders")]
     assert all(c[1] == c[3] for c in counts)
+    # the same tables read by PyIceberg, without a JVM: position deletes only, rows equal
+    read = re.findall(r"^\s+shop_cdc\.(shop__\w+)\s+(\d+) rows\s+equal$", output.split("read by PyIceberg")[1], re.M)
+    assert read == [("shop__customers", counts[0][1]), ("shop__orders", counts[1][1])]
     # everything under the work directory; Airflow's and Spark's output in the log
     assert (workdir / "airflow" / "airflow.db").is_file()
     assert (workdir / "airflow" / "dags" / "binlog_cdc.py").read_text() == (ROOT / "dags" / "binlog_cdc.py").read_text()

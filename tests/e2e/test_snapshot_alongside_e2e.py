@@ -15,6 +15,7 @@ pytest.importorskip("airflow")
 
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.e2e.test_dags_e2e import dags_folder, run  # noqa: E402,F401
+from tests.pyiceberg_reader import PyIcebergReader, assert_every_table_reads_as_in_spark  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -133,3 +134,6 @@ def test_a_table_reloaded_while_the_incremental_dag_goes_on(mariadb, dags_folder
     # the reload went through its own ledger stream; the incremental one kept the checkpoint store
     streams = {r[0] for r in spark.sql(f"SELECT stream FROM lake.{NAMESPACE}._binlog_batches").collect()}
     assert streams == {"alo", "alo.partial"}
+    # every table, the ledger too, reads the same in PyIceberg, without a JVM
+    assert assert_every_table_reads_as_in_spark(spark, PyIcebergReader(warehouse=spark_warehouse), "lake",
+                                                NAMESPACE) == ["_binlog_batches", "alo__a", "alo__b"]

@@ -15,6 +15,7 @@ pytest.importorskip("airflow")
 from airflow_provider_binlog.local.quickstart import run_results  # noqa: E402
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.e2e.test_dags_e2e import dags_folder, run  # noqa: E402,F401
+from tests.pyiceberg_reader import PyIcebergReader, assert_every_table_reads_as_in_spark  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -93,6 +94,9 @@ def test_layout_and_maintenance_cadence_from_the_factory(mariadb, dags_folder, s
     assert got == set(mariadb.query("SELECT id, kind, at FROM lay.events"))
     assert {tuple(r) for r in spark.sql(f"SELECT id, body FROM {notes}").collect()} == {
         (1, "a"), (2, "b"), (3, "c"), (4, "d")}
+    # every table, partitioned or not, reads the same in PyIceberg, without a JVM
+    assert assert_every_table_reads_as_in_spark(spark, PyIcebergReader(warehouse=spark_warehouse), "lake",
+                                                NAMESPACE) == ["_binlog_batches", "lay__events", "lay__notes"]
     # maintenance ran with the first incremental merge, and waited for its cadence at the second
     assert {events, notes} <= set(first["maintained"]) and first["maintenance_skipped"] == []
     assert second["maintained"] == [] and notes in second["maintenance_skipped"]

@@ -249,7 +249,8 @@ def parse_table_map(buf: Buffer, p: int, end: int, table_id_len: int, *, schemas
             if names is None:
                 name = sc.name
             data_type = sc.data_type.lower()
-            col_unsigned = col_unsigned or sc.unsigned
+            if C.OPT_SIGNEDNESS not in fields:  # the binlog's own flag, where it has one, wins
+                col_unsigned = sc.unsigned
             col_pk = col_pk or sc.primary_key
             ev = ev or (tuple(sc.enum_values) if sc.enum_values else None)
             sv = sv or (tuple(sc.set_values) if sc.set_values else None)

@@ -65,13 +65,6 @@ SQL_STORE_DIALECTS = ("postgresql", "sqlite")
 _KEY_LENGTH = 512
 
 
-def is_sql_store_url(text: str) -> bool:
-    """Whether ``text`` is a URL of a SQL checkpoint store (``postgresql[+driver]://``,
-    ``sqlite[+driver]://``)."""
-    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
-    return scheme.split("+", 1)[0] in SQL_STORE_DIALECTS
-
-
 def mask_url(text: str) -> str:
     """``text`` with the password of its ``user:password@`` part replaced by ``***``."""
     head, sep, rest = text.partition("://")

@@ -384,8 +384,8 @@ class BinlogMergeOperator(BaseOperator):
                     args += ["--expire-older-than-days", f"{self.expire_older_than_days:g}"]
                 if self.retain_last is not None:
                     args += ["--retain-last", str(self.retain_last)]
-            for key, value in self.table_properties.items():
-                args += ["--table-property", f"{key}={value}"]
+            for prop, value in self.table_properties.items():
+                args += ["--table-property", f"{prop}={value}"]
             if self.table_layout:
                 args += ["--table-layout", json.dumps(self.table_layout, separators=(",", ":"))]
             if self.data_contract:

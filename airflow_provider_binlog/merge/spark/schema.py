@@ -148,16 +148,3 @@ def create_table_statements(name: str, source: Sequence[str], columns: Sequence[
 
 def table_columns(spark: SparkSession, table: str) -> list[tuple[str, T.DataType]]:
     return [(f.name, f.dataType) for f in spark.table(table).schema.fields]
-
-
-def evolve_schema(spark: SparkSession, table: str, staged_columns: Sequence[tuple[str, T.DataType]],
-                  *, drop_columns: bool = True) -> list[str]:
-    """ALTER existing Iceberg ``table`` to hold ``staged_columns`` (``[(name, Spark type)]``):
-    add and drop columns, widen types; raise :class:`SchemaEvolutionError` for changes
-    Iceberg cannot express. Returns the statements run."""
-    plan = plan_schema(table_columns(spark, table), [staged_columns], table=table,
-                       drop_columns=drop_columns)
-    statements = schema_statements(table, plan.operations, {})
-    for sql in statements:
-        spark.sql(sql)
-    return statements

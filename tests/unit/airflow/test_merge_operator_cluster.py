@@ -261,3 +261,25 @@ def test_direct_max_bytes_reaches_the_job_and_a_bad_value_is_refused(submitted, 
     for bad in (-1, 2.5, "4", True):
         with pytest.raises(ValueError, match="direct_max_bytes must be a whole number of bytes"):
             BinlogMergeOperator(task_id=f"bad{bad}", manifests=manifest, namespace="shop_cdc", direct_max_bytes=bad)
+
+
+def test_the_merge_metrics_are_named_by_the_checkpoint_key_even_with_table_properties(submitted, manifest, monkeypatch):
+    import airflow_provider_binlog.metrics as metrics
+
+    recorded = []
+    monkeypatch.setattr(metrics, "record_merge", lambda name, summary, seconds: recorded.append(name))
+    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
+                             conf=CLUSTER_CONF, checkpoint_store_uri="/data/checkpoints", checkpoint_key="shop_db",
+                             table_properties={"write.target-file-size-bytes": "1000", "owner": "data-team"},
+                             direct_deletes="equality")
+    op.execute(context={})
+    assert recorded == ["shop_db"]
+    command = submitted[0]["command"]
+    assert _value(command, "--direct-deletes") == "equality"
+    assert [command[i + 1] for i, a in enumerate(command) if a == "--table-property"] == [
+        "write.target-file-size-bytes=1000", "owner=data-team"]
+
+
+def test_a_way_of_deleting_the_merge_does_not_know_is_refused_when_the_dag_is_parsed():
+    with pytest.raises(ValueError, match="direct_deletes must be one of position, equality"):
+        BinlogMergeOperator(task_id="merge", manifests="/m", namespace="ns", direct_deletes="copy-on-write")

@@ -111,18 +111,22 @@ def checkpoint_text(cp: Checkpoint) -> str:
 # --------------------------------------------------------------------------- staging
 
 
-def stage_batch(staging: pathlib.Path, rows: int, changes: int, seed: int):
+def stage_batch(staging: pathlib.Path, rows: int, changes: int, seed: int, clustered: bool = False):
     """One staged batch of ``changes`` changes spread over the keys of a table of ``rows``
-    rows (ids ``0, 2, ..., 2 * (rows - 1)``): updates, deletes, inserts of odd ids.
-    Returns the manifest and the expected row count after it."""
+    rows (ids ``0, 2, ..., 2 * (rows - 1)``): updates, deletes, inserts of odd ids; with
+    ``clustered``, updates and deletes of the most recent keys and inserts of new keys above
+    them (an auto-increment table's usual batch). Returns the manifest and the expected row
+    count after it."""
     rng = random.Random(seed)
     n_insert = changes // 5
     n_delete = changes // 5
     n_update = changes - n_insert - n_delete
-    existing = rng.sample(range(rows), min(rows, n_update + n_delete))
+    touched = min(rows, n_update + n_delete)
+    existing = rng.sample(range(rows - touched, rows) if clustered else range(rows), touched)
     updated = [2 * i for i in existing[:n_update]]
     deleted = [2 * i for i in existing[n_update:]]
-    inserted = [2 * i + 1 for i in rng.sample(range(rows), min(rows, n_insert))]
+    inserted = ([2 * (rows + i) for i in range(n_insert)] if clustered
+                else [2 * i + 1 for i in rng.sample(range(rows), min(rows, n_insert))])
     events = []
     for kind, keys in (("update", updated), ("delete", deleted), ("insert", inserted)):
         for i in range(0, len(keys), EVENT_ROWS):
@@ -206,11 +210,11 @@ def rollback(spark, name: str, snapshot_id: int) -> None:
               f"snapshot_id => {snapshot_id})")
 
 
-def timed_merge(spark, manifest, namespace: str, stream: str = "default") -> float:
+def timed_merge(spark, manifest, namespace: str, stream: str = "default", direct_deletes: str = "position") -> float:
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
 
     t0 = time.perf_counter()
-    result = apply_manifests(spark, [manifest], CATALOG, namespace, stream=stream)
+    result = apply_manifests(spark, [manifest], CATALOG, namespace, stream=stream, direct_deletes=direct_deletes)
     elapsed = time.perf_counter() - t0
     statuses = [t["status"] for b in result["batches"] for t in b["tables"]]
     if statuses != ["committed"]:
@@ -316,7 +320,25 @@ def run(spark, work: pathlib.Path, args, properties: dict, t_start: float) -> in
                 print(f"{name}: {count} rows after the merge, expected {expected}", file=sys.stderr)
                 bad = True
 
-    _, large_name, _, _, _ = tables["large"]
+    # the cost of locating the replaced rows in the large table: the same batch with equality
+    # deletes (nothing read), and a batch of as many changes clustered on the most recent keys
+    namespace, large_name, manifest, expected, files = tables["large"]
+    clustered, _, clustered_expected = stage_batch(work / "staging" / "clustered", args.large, args.changes, 4,
+                                                   clustered=True)
+    for repeat in range(args.repeat):
+        for label, batch, deletes, count_after in (("equality", manifest, "equality", expected),
+                                                   ("clustered", clustered, "position", clustered_expected)):
+            rollback(spark, large_name, loaded["large"])
+            times.setdefault(label, []).append(timed_merge(spark, batch, namespace, stream=f"{label}{repeat}",
+                                                           direct_deletes=deletes))
+            print(describe(f"merge large, {label} #{repeat + 1} {times[label][-1]:.2f}s", files,
+                           head_summary(spark, large_name)), flush=True)
+            count = spark.table(large_name).count()
+            if count != count_after:
+                print(f"{large_name}: {count} rows after the {label} merge, expected {count_after}", file=sys.stderr)
+                bad = True
+    rollback(spark, large_name, loaded["large"])
+
     files = file_count(spark, large_name)
     t0 = time.perf_counter()
     spark.sql(f"INSERT OVERWRITE {large_name} SELECT * FROM {large_name}")
@@ -334,6 +356,10 @@ def run(spark, work: pathlib.Path, args, properties: dict, t_start: float) -> in
     print(f"ratio merge large/small: {ratio:.2f}  (target <= 1.5)"
           + ("" if ratio <= 1.5 else "  ABOVE TARGET"))
     print(f"ratio overwrite/merge (large): {times['overwrite'] / large:.2f}")
+    equality, recent = statistics.median(times["equality"]), statistics.median(times["clustered"])
+    print(f"locating the replaced rows (large, position deletes): changes spread over the keys {large:.2f}s "
+          f"vs the same batch with equality deletes (nothing read) {equality:.2f}s: +{large - equality:.2f}s; "
+          f"changes clustered on the most recent keys {recent:.2f}s ({recent / equality:.2f}x equality)")
     print(f"total {time.perf_counter() - t_start:.0f}s")
     if bad:
         print("ROW COUNTS WRONG", file=sys.stderr)

@@ -15,9 +15,14 @@ Pure pyarrow: the scan planning that names the files is Iceberg's (``merge/spark
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional, Sequence
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from .iceberg_arrow import FIELD_ID
+
+#: Data files searched at once (threads: Arrow releases the GIL while it reads and looks up).
+_THREADS = min(4, os.cpu_count() or 1)
 
 #: The reserved field ids and names of a position delete file's columns (Iceberg spec,
 #: "Position Delete Files").
@@ -70,51 +75,49 @@ def _row_groups(metadata: Any, column_index: int, bounds: Optional[tuple[Any, An
     return out
 
 
-def read_keys(source: Any, keys: Any, field_ids: Sequence[int]) -> tuple[Any, Any]:
+def _arange(n: int) -> Any:
+    """0, 1, ..., n - 1 as int64, built by Arrow (a Python range of millions would not be)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.cast(pc.indices_nonzero(pc.fill_null(pa.nulls(n, pa.bool_()), True)), pa.int64())
+
+
+def key_row_groups(source: Any, keys: Any, field_ids: Sequence[int]) -> Iterator[tuple[int, Any]]:
     """The key columns of one data file (``source``: a path or a file object pyarrow reads),
-    found by Iceberg field id (a renamed column keeps its id), cast to ``keys``' types, with
-    the position of each row read; only row groups whose statistics overlap ``keys``' range
-    of the first key column. Returns ``(key table, positions)``; a key column the file does not
-    hold reads as nulls, which match nothing."""
+    row group by row group, as ``(position of the group's first row, key table)``: the columns
+    found by Iceberg field id (a renamed column keeps its id) and cast to ``keys``' types;
+    only the row groups whose statistics overlap ``keys``' range of the first key column. A
+    key column the file does not hold reads as nulls, which match nothing."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     parquet = pq.ParquetFile(source)
-    schema = parquet.schema_arrow
     by_id = {}
-    for index, field in enumerate(schema):
+    for field in parquet.schema_arrow:
         value = (field.metadata or {}).get(FIELD_ID)
         if value is not None:
-            by_id[int(value)] = (index, field.name)
+            by_id[int(value)] = field.name
     names = keys.column_names
     present = [by_id.get(fid) for fid in field_ids]
-    first = present[0]
-    groups = list(range(parquet.metadata.num_row_groups))
-    if first is not None:
-        leaf = _leaf_index(parquet.metadata.schema, first[1])
+    metadata = parquet.metadata
+    groups = list(range(metadata.num_row_groups))
+    if present[0] is not None:
+        leaf = _leaf_index(metadata.schema, present[0])
         if leaf is not None:
-            groups = _row_groups(parquet.metadata, leaf, _key_range(keys, names[0]))
+            groups = _row_groups(metadata, leaf, _key_range(keys, names[0]))
     starts, at = [], 0
-    for i in range(parquet.metadata.num_row_groups):
+    for i in range(metadata.num_row_groups):
         starts.append(at)
-        at += parquet.metadata.row_group(i).num_rows
-    read_names = [p[1] for p in present if p is not None]
-    parts, positions = [], []
+        at += metadata.row_group(i).num_rows
+    read_names = [p for p in present if p is not None]
     for group in groups:
         part = parquet.read_row_group(group, columns=read_names)
-        parts.append(part)
-        positions.append(pa.array(range(starts[group], starts[group] + part.num_rows), pa.int64()))
-    columns = {}
-    for name, found in zip(names, present):
-        target = keys.schema.field(name).type
-        if found is None:
-            rows = sum(p.num_rows for p in parts)
-            columns[name] = pa.nulls(rows, target)
-        else:
-            chunks = [p.column(found[1]).cast(target) for p in parts]
-            columns[name] = pa.chunked_array([c for ch in chunks for c in ch.chunks], target)
-    return pa.table(columns), (pa.chunked_array(positions, pa.int64()) if positions
-                               else pa.chunked_array([], pa.int64()))
+        columns = {}
+        for name, found in zip(names, present):
+            target = keys.schema.field(name).type
+            columns[name] = pa.nulls(part.num_rows, target) if found is None else part.column(found).cast(target)
+        yield starts[group], pa.table(columns)
 
 
 def _leaf_index(schema: Any, name: str) -> Optional[int]:
@@ -125,9 +128,9 @@ def _leaf_index(schema: Any, name: str) -> Optional[int]:
     return None
 
 
-def matching_positions(file_keys: Any, positions: Any, keys: Any) -> Any:
-    """The positions (int64, ascending) of the rows of ``file_keys`` whose key is one of
-    ``keys`` (same column names and types)."""
+def matching_positions(file_keys: Any, start: int, keys: Any) -> Any:
+    """The positions (int64, ascending) of the rows of ``file_keys`` (a row group whose first
+    row is at ``start``) whose key is one of ``keys`` (same column names and types)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -137,11 +140,12 @@ def matching_positions(file_keys: Any, positions: Any, keys: Any) -> Any:
     if len(names) == 1:
         hit = pc.fill_null(pc.is_in(file_keys.column(names[0]), value_set=keys.column(names[0]).combine_chunks()),
                            False)
-        return pc.filter(positions, hit).combine_chunks()
-    tagged = file_keys.append_column("_pos", positions)
-    joined = tagged.join(keys, names, join_type="inner")
-    found = joined.column("_pos")
-    return pc.take(found, pc.sort_indices(found)).combine_chunks()
+        found = pc.cast(pc.indices_nonzero(hit), pa.int64())
+    else:
+        tagged = file_keys.append_column("_pos", _arange(file_keys.num_rows))
+        found = tagged.join(keys, names, join_type="inner").column("_pos").combine_chunks()
+        found = pc.take(found, pc.sort_indices(found))
+    return pc.add(found, start) if start else found
 
 
 def deleted_positions(delete_files: Sequence[Any], path: str) -> Any:
@@ -169,16 +173,24 @@ def locate(files: Sequence[DataFileScan], keys: Any, field_ids: Sequence[int],
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    paths, positions = [], []
-    for scan in sorted(files, key=lambda f: f.path):
-        file_keys, at = read_keys(open_file(scan.path), keys, field_ids)
-        hits = matching_positions(file_keys, at, keys)
+    def positions_in(scan: DataFileScan) -> Any:
+        found = [matching_positions(group, start, keys)
+                 for start, group in key_row_groups(open_file(scan.path), keys, field_ids)]
+        hits = pa.chunked_array(found, pa.int64()).combine_chunks() if found else pa.array([], pa.int64())
         if len(hits) and scan.position_deletes:
             gone = deleted_positions([open_file(p) for p in scan.position_deletes], scan.path)
             if len(gone):
                 hits = pc.filter(hits, pc.invert(pc.is_in(hits, value_set=gone)))
+        return hits
+
+    ordered = sorted(files, key=lambda f: f.path)
+    # Arrow's reads and lookups release the GIL: the files are searched at once
+    with ThreadPoolExecutor(max_workers=max(1, min(len(ordered), _THREADS))) as pool:
+        found = list(pool.map(positions_in, ordered))
+    paths, positions = [], []
+    for scan, hits in zip(ordered, found):
         if len(hits):
-            paths.append(pa.array([scan.path] * len(hits), pa.string()))
+            paths.append(pa.repeat(pa.scalar(scan.path, pa.string()), len(hits)))
             positions.append(hits)
     schema = position_delete_schema()
     if not paths:

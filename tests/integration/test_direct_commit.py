@@ -165,9 +165,9 @@ def test_a_few_changes_become_one_position_delete_file_and_one_data_file_read_on
     log.begin().rows(LAYOUT_MAP, "insert", [(i, 10 * i, f"r{i}") for i in range(100, 131)])
     apply_manifests(spark, [log.publish()], "lake", "dc_pos", direct_max_bytes=0)
     read = []
-    real_read_keys = position_deletes.read_keys
-    monkeypatch.setattr(position_deletes, "read_keys", lambda source, *a: read.append(source) or
-                        real_read_keys(source, *a))
+    real_key_row_groups = position_deletes.key_row_groups
+    monkeypatch.setattr(position_deletes, "key_row_groups", lambda source, *a: read.append(source) or
+                        real_key_row_groups(source, *a))
     result = apply_manifests(spark, [few_changes(log)], "lake", "dc_pos")
     assert result["batches"][0]["tables"][0]["direct"] is True
     assert len(read) == 2  # the two files whose key bounds overlap 3..61, not the one of 100..130

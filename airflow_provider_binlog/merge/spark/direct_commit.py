@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import io
 import json
+import logging
+import time
 import uuid
 from typing import Any, Mapping, Optional, Sequence
 
@@ -35,6 +37,7 @@ from . import catalog, row_locator
 from .table_work import TableWork
 
 _WRITE_CHUNK = 4 * 1024 * 1024
+log = logging.getLogger(__name__)
 
 
 class _Iceberg:
@@ -152,10 +155,16 @@ def _located_deletes(spark: SparkSession, table: Any, planned_head: int, keys: A
     if int(table.operations().current().formatVersion()) >= 3:
         return None  # format 3 takes deletion vectors, not position delete files: Spark writes them
     names = [f["name"] for f in key_fields]
+    began = time.monotonic()
     files = row_locator.files_to_search(spark, table, planned_head, names, keys)
     if files is None:
         return None
-    return locate(files, keys, [int(f["id"]) for f in key_fields], row_locator.opener(spark, table))
+    planned = time.monotonic()
+    found = locate(files, keys, [int(f["id"]) for f in key_fields], row_locator.opener(spark, table))
+    log.info("%s: %d rows of %d keys located in %d data files (%d rows) in %.2f s (planning %.2f s)",
+             table.name(), found.num_rows, keys.num_rows, len(files), sum(f.record_count for f in files),
+             time.monotonic() - began, planned - began)
+    return found
 
 
 def _writable(table: Any, spec: Any, deletes: bool = False) -> bool:

@@ -66,7 +66,7 @@ class DumpResult:
     transactions: int = 0
 
     def to_json(self) -> dict:
-        return {"manifest": str(self.manifest.path), "dump_id": self.manifest.dump_id,
+        return {"manifest": self.manifest.ref, "dump_id": self.manifest.dump_id,
                 "start": self.start.to_json(), "end": self.end.to_json(), "rows": self.rows,
                 "transactions": self.transactions}
 

@@ -13,10 +13,10 @@ update changes a primary key;
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, Optional, Sequence
 
 from .errors import MergeOptionError
+from ..staging.storage import file_size, read_parquet
 
 #: Tables whose staged files hold more bytes than this go through the Spark MERGE.
 DEFAULT_DIRECT_MAX_BYTES = 16 * 1024 * 1024
@@ -69,11 +69,10 @@ def collapse_staged(files: Sequence[str], primary_key: Sequence[str], columns: S
     columns or lack one) or the files hold more than ``max_bytes``."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    if not primary_key or not files or sum(os.path.getsize(f) for f in files) > max_bytes:
+    if not primary_key or not files or sum(file_size(f) for f in files) > max_bytes:
         return None
-    parts = [pq.read_table(f, columns=["_op", *_ORDER, "_before", "_after", "_after_absent"]) for f in files]
+    parts = [read_parquet(f, columns=["_op", *_ORDER, "_before", "_after", "_after_absent"]) for f in files]
     if any(p.schema != parts[0].schema for p in parts[1:]):
         return None
     staged = pa.concat_tables(parts)

@@ -13,8 +13,8 @@ counts, and the key values are a superset of the keys of the collapsed changes.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, Mapping, Optional, Sequence
+from ..staging.storage import file_size, read_parquet
 
 #: Tables whose staged files hold more bytes than this are left to Spark.
 DEFAULT_MAX_STAGED_BYTES = 64 * 1024 * 1024
@@ -35,9 +35,8 @@ def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequ
     after its rows. None when the files hold more than ``max_bytes``, or lack a column of the
     staging contract (then Spark decides)."""
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    if not primary_key or sum(os.path.getsize(f) for f in files) > max_bytes:
+    if not primary_key or sum(file_size(f) for f in files) > max_bytes:
         return None
     key_changes = partial = False
     values: set[Any] = set()
@@ -45,7 +44,7 @@ def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequ
     for part, path in enumerate(files):
         renamed = dict(fields[part]) if part < len(fields) else {}
         field = [renamed.get(k, k) for k in primary_key]
-        table = pq.read_table(path, columns=["_op", "_before", "_after", "_after_absent"])
+        table = read_parquet(path, columns=["_op", "_before", "_after", "_after_absent"])
         after_type = table.schema.field("_after").type
         staged = {after_type.field(i).name for i in range(after_type.num_fields)}
         if not set(field) <= staged:

@@ -6,11 +6,12 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Optional, Union, cast
 
 from ..atomic_file import write_atomically
 from ..errors import ProviderError
 from .contract import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION
+from .storage import filesystem, is_object_store, local_path
 
 
 class ManifestError(ProviderError, ValueError):
@@ -19,12 +20,25 @@ class ManifestError(ProviderError, ValueError):
 
 @dataclass(frozen=True)
 class Manifest:
+    """A published batch's manifest: ``path`` on the local filesystem, or, for a batch on an
+    object store, its ``uri`` (``path`` is then the path in pyarrow's filesystem)."""
+
     path: Path
     data: dict[str, Any]
+    uri: Optional[str] = None
 
     @property
     def directory(self) -> Path:
         return self.path.parent
+
+    @property
+    def ref(self) -> str:
+        """What names the manifest for the merge: its local path or its URI."""
+        return self.uri if self.uri is not None else str(self.path)
+
+    @property
+    def directory_ref(self) -> str:
+        return self.uri.rsplit("/", 1)[0] if self.uri is not None else str(self.directory)
 
     @property
     def dump_id(self) -> str:
@@ -42,7 +56,10 @@ class Manifest:
     def tables(self) -> list[dict[str, Any]]:
         return cast("list[dict[str, Any]]", self.data["tables"])
 
-    def files(self, table: dict[str, Any]) -> list[Path]:
+    def files(self, table: dict[str, Any]) -> list[Union[str, Path]]:
+        """The staged files of a table entry: local paths, or URIs on an object store."""
+        if self.uri is not None:
+            return [f"{self.directory_ref}/{f['path']}" for f in table["files"]]
         return [self.directory / f["path"] for f in table["files"]]
 
 
@@ -52,8 +69,11 @@ _REQUIRED = ("format", "version", "dump_id", "start", "end", "tables", "ddl", "s
 def load_manifest(path: str | os.PathLike[str], *, verify: bool = False) -> Manifest:
     """Read and check a manifest (a manifest.json path or its dump directory): its format, and
     that every staged file it lists is there with its size; with ``verify``, also the SHA-256
-    of each file (when the manifest records it), which reads them all."""
-    path = Path(path)
+    of each file (when the manifest records it), which reads them all. ``path`` may be a URI
+    of an object store (``s3://bucket/prefix/<dump>/manifest.json`` or the batch's URI)."""
+    if is_object_store(path):
+        return _load_remote(os.fspath(path), verify)
+    path = Path(local_path(path))
     if path.is_dir():
         path = path / MANIFEST_NAME
     try:
@@ -80,6 +100,70 @@ def load_manifest(path: str | os.PathLike[str], *, verify: bool = False) -> Mani
         if isinstance(exc, ManifestError):
             raise
         raise ManifestError(f"{path}: malformed manifest: {type(exc).__name__}: {exc}") from None
+    return manifest
+
+
+def _load_remote(uri: str, verify: bool) -> Manifest:
+    import pyarrow.fs as pafs
+
+    uri = uri.rstrip("/")
+    if not uri.endswith("/" + MANIFEST_NAME):
+        uri = f"{uri}/{MANIFEST_NAME}"
+    fs, path = filesystem(uri)
+    try:
+        with fs.open_input_stream(path) as stream:
+            data = json.loads(stream.read())
+    except FileNotFoundError:
+        raise ManifestError(f"{uri}: no manifest (the dump did not complete, or the path is wrong)") from None
+    except (OSError, ValueError) as exc:
+        raise ManifestError(f"{uri}: unreadable manifest: {exc}") from None
+    manifest = _checked(uri, data, Manifest(Path(path), data, uri))
+    names = [(table, f) for table in manifest.tables for f in table["files"]]
+    base = path.rsplit("/", 1)[0]
+    for problem in _relative_path_problems(uri, names):
+        raise ManifestError(problem)
+    infos = fs.get_file_info([f"{base}/{f['path']}" for _, f in names]) if names else []
+    for (table, f), info in zip(names, infos):
+        if info.type != pafs.FileType.File:
+            raise ManifestError(f"{uri}: staged file {f['path']} of {table['schema']}.{table['table']} is missing")
+        if info.size != f["bytes"]:
+            raise ManifestError(f"{uri}: staged file {f['path']} has {info.size} bytes, the manifest says {f['bytes']}")
+        if verify and f.get("sha256"):
+            digest = hashlib.sha256()
+            with fs.open_input_stream(f"{base}/{f['path']}") as stream:
+                for block in iter(lambda: stream.read(1 << 20), b""):
+                    digest.update(block)
+            if digest.hexdigest() != f["sha256"]:
+                raise ManifestError(f"{uri}: staged file {f['path']} is damaged (its sha256 is not the "
+                                    f"one the manifest records); dump that range again")
+    return manifest
+
+
+def _relative_path_problems(where: str, names: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[str]:
+    return [f"{where}: staged file path {f['path']!r} leaves the dump directory" for _, f in names
+            if Path(f["path"]).is_absolute() or ".." in Path(f["path"]).parts]
+
+
+def _checked(where: str, data: Any, manifest: Manifest) -> Manifest:
+    """``manifest`` when ``data`` is a well-formed manifest (format, version, entries)."""
+    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
+        raise ManifestError(
+            f"{where}: not a staging manifest (format {data.get('format') if isinstance(data, dict) else None!r})")
+    missing = [k for k in _REQUIRED if k not in data]
+    if missing:
+        raise ManifestError(f"{where}: manifest lacks {', '.join(missing)}")
+    if not isinstance(data["version"], int):
+        raise ManifestError(f"{where}: malformed manifest: version {data['version']!r}")
+    if data["version"] > MANIFEST_VERSION:
+        raise ManifestError(f"{where}: manifest version {data['version']!r} is newer than this "
+                            f"release understands ({MANIFEST_VERSION}); upgrade airflow-provider-binlog")
+    if not isinstance(data["dump_id"], str) or not isinstance(data["tables"], list) \
+            or not isinstance(data["ddl"], list):
+        raise ManifestError(f"{where}: malformed manifest (dump_id, tables or ddl of the wrong type)")
+    for table in data["tables"]:
+        problem = _table_entry_problem(table)
+        if problem:
+            raise ManifestError(f"{where}: malformed manifest: a table entry {problem}")
     return manifest
 
 

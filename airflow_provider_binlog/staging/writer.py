@@ -4,6 +4,10 @@ Rows are streamed into Parquet row groups (memory stays bounded whatever the tra
 Everything is written under a hidden ``.incomplete-*`` directory; :meth:`StagingWriter.publish`
 writes the manifest last and renames the directory into place, so a dump killed at any moment
 publishes nothing; the next writer in the same staging directory removes what it left.
+
+Staging on an object store (``s3://bucket/prefix``, see :mod:`.storage`): the work directory
+is local (under the system's temporary directory), and publishing uploads its files under an
+attempt prefix of the batch, then creates the batch's manifest only if none exists.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import logging
 import multiprocessing
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -26,6 +31,7 @@ from .convert import Counters
 from .manifest import Manifest, ManifestError, load_manifest, write_json_atomically
 from .masking import Masking, mask_ddl_record, masked_entry
 from .parts import Stager, safe_name
+from .storage import ObjectStaging, StagingStorageError, StorageOptions, is_object_store, local_path
 
 if TYPE_CHECKING:
     from .parallel import PoolResult, WorkerPool
@@ -65,8 +71,13 @@ class StagingWriter:
 
     def __init__(self, staging_dir: str | os.PathLike[str], *, row_group_rows: int = 50_000,
                  row_group_bytes: int = 2 << 20, workers: int = 0,
-                 masking: Optional[Masking] = None) -> None:
-        self.staging_dir = Path(staging_dir)
+                 masking: Optional[Masking] = None, storage_options: Optional[StorageOptions] = None) -> None:
+        #: the object store batches are published to (None: ``staging_dir`` is local)
+        self.remote: Optional[ObjectStaging] = None
+        if is_object_store(staging_dir):
+            self.remote = ObjectStaging(os.fspath(staging_dir), storage_options)
+            staging_dir = local_work_root()
+        self.staging_dir = Path(local_path(staging_dir))
         self.staging_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.work_dir = self.staging_dir / f".incomplete-{uuid.uuid4().hex}"
         self.work_dir.mkdir(mode=0o700)
@@ -249,7 +260,7 @@ class StagingWriter:
                masking: Optional[Masking], row_group_rows: int,
                row_group_bytes: int) -> tuple["StagingWriter", dict[str, Any]]:
         self = cls.__new__(cls)
-        self.staging_dir, self.work_dir = staging, work
+        self.staging_dir, self.work_dir, self.remote = staging, work, None
         self._lock_fd = _hold_lock(work)
         self.row_group_rows, self.row_group_bytes = row_group_rows, row_group_bytes
         self.counters = Counters()
@@ -302,7 +313,8 @@ class StagingWriter:
 
     def publish(self, *, dump_id: str, start: dict[str, Any], end: dict[str, Any], server: dict[str, Any],
                 extra: Optional[dict[str, Any]] = None) -> Manifest:
-        """Close the files, write the manifest, and move the batch to ``<staging_dir>/<dump_id>``."""
+        """Close the files, write the manifest, and move the batch to ``<staging_dir>/<dump_id>``
+        (on an object store: upload it there, the manifest last and only if none is there)."""
         files_of = self._close_files()
         tables = []
         history = (extra or {}).get("schema_history")
@@ -324,6 +336,8 @@ class StagingWriter:
             "replaced_text": self.counters.replaced_text, **(extra or {}),
         }
         (self.work_dir / _PROGRESS_NAME).unlink(missing_ok=True)  # nothing to resume once published
+        if self.remote is not None:
+            return self._publish_remote(self.remote, dump_id, manifest)
         write_json_atomically(self.work_dir / MANIFEST_NAME, manifest)
         final = self.staging_dir / safe_name(dump_id)
         (self.work_dir / _LOCK_NAME).unlink()
@@ -347,6 +361,41 @@ class StagingWriter:
             self.published = load_manifest(final)
         finally:
             os.close(publish_lock)
+        return self.published
+
+    def _publish_remote(self, remote: ObjectStaging, dump_id: str, manifest: dict[str, Any]) -> Manifest:
+        """Upload the files under ``<dump_id>/<attempt>/`` and create ``<dump_id>/manifest.json``
+        if no manifest is there: the one write that makes the batch visible. When another
+        dump of the same range published first, its batch is kept (if it is the same range
+        and tables) and this attempt's uploads are deleted."""
+        batch = safe_name(dump_id)
+        attempt = self.work_dir.name.removeprefix(".incomplete-")
+        uploaded: list[str] = []
+        try:
+            for table in manifest["tables"]:
+                for f in table["files"]:
+                    remote.upload(str(self.work_dir / f["path"]), batch, attempt, f["path"])
+                    uploaded.append(f"{batch}/{attempt}/{f['path']}")
+                    f["path"] = f"{attempt}/{f['path']}"
+            body = json.dumps(manifest, indent=1, sort_keys=True, default=str).encode()
+            created = remote.create_if_absent(body, batch, MANIFEST_NAME)
+        except BaseException:
+            self.abort()
+            _delete_quietly(remote, uploaded)
+            raise
+        uri = remote.location.uri(batch, MANIFEST_NAME)
+        if not created:
+            _delete_quietly(remote, uploaded)
+            existing = load_manifest(uri)
+            if not _same_manifest(existing.data, manifest):
+                self.abort()
+                raise StagingStorageError(
+                    f"{uri}: another batch is published for {dump_id} (another range or table selection)",
+                    hint="an object store cannot replace it atomically: delete that manifest (and its batch) "
+                         "if nothing reads it, then dump again")
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+        self._release()
+        self.published = load_manifest(uri)
         return self.published
 
     def abort(self) -> None:
@@ -386,8 +435,60 @@ def _same_batch(directory: Path, manifest: dict[str, Any]) -> bool:
         existing = load_manifest(directory, verify=True).data
     except ManifestError:
         return False
+    return _same_manifest(existing, manifest)
+
+
+def _same_manifest(existing: dict[str, Any], manifest: dict[str, Any]) -> bool:
     keys = ("dump_id", "start", "end", "tables_filter", "mode", "format", "version")
     return all(existing.get(k) == json.loads(json.dumps(manifest.get(k), default=str)) for k in keys)
+
+
+def _delete_quietly(remote: ObjectStaging, keys: list[str]) -> None:
+    """Delete uploads no manifest names; what fails here is left to :func:`remove_stale_attempts`."""
+    try:
+        remote.delete(keys)
+    except Exception:  # noqa: BLE001 - never read, removed later
+        log.warning("could not delete %d uploads of an unpublished attempt", len(keys), exc_info=True)
+
+
+def local_work_root() -> str:
+    """Where writers staging on an object store keep their work directories on this machine."""
+    root = Path(tempfile.gettempdir()) / f"airflow-provider-binlog-staging-{os.getuid()}"
+    root.mkdir(mode=0o700, exist_ok=True)
+    return str(root)
+
+
+def remove_stale_attempts(remote: ObjectStaging, *, older_than: float = 24 * 3600,
+                          now: Optional[float] = None) -> list[str]:
+    """Delete the uploads under a batch of ``remote`` that its manifest does not name (a dump
+    killed before it published, or one that lost the race to publish), once older than
+    ``older_than`` seconds (a younger one may still be uploading); returns the attempts removed
+    as ``<batch>/<attempt>``."""
+    now = time.time() if now is None else now
+    by_attempt: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    manifests = set()
+    for item in remote.objects():
+        parts = item["Key"].split("/")
+        if len(parts) == 2 and parts[1] == MANIFEST_NAME:
+            manifests.add(parts[0])
+        elif len(parts) >= 3:
+            by_attempt.setdefault((parts[0], parts[1]), []).append(item)
+    named: set[tuple[str, str]] = set()
+    for batch in manifests:
+        body = remote.read(batch, MANIFEST_NAME)
+        data = json.loads(body) if body else {}
+        for table in data.get("tables", ()):
+            for f in table.get("files", ()):
+                named.add((batch, str(f.get("path", "")).split("/", 1)[0]))
+    removed = []
+    for (batch, attempt), items in sorted(by_attempt.items()):
+        if (batch, attempt) in named:
+            continue
+        if max(i["LastModified"].timestamp() for i in items) > now - older_than:
+            continue
+        remote.delete([i["Key"] for i in items])
+        removed.append(f"{batch}/{attempt}")
+    return removed
 
 
 def _hold_lock(directory: Path) -> int:

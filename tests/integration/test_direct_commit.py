@@ -35,6 +35,7 @@ from tests.integration.test_merge_job import (  # noqa: E402
     two_file_table,
 )
 from tests.pyiceberg_reader import PyIcebergReader  # noqa: E402
+from tests.s3_server import s3_env, s3_server  # noqa: E402,F401
 
 UTC = dt.timezone.utc
 WIDE = table_map("s", "wide", [
@@ -307,3 +308,24 @@ def test_a_partitioned_table_goes_through_the_merge(spark, tmp_path):
     name = "lake.dc_part.s__mor"
     assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == expected_after_few_changes()
     assert "added-equality-deletes" not in summary(spark, name)
+
+
+def test_batches_staged_on_an_object_store_merge_directly_and_through_spark_like_local_ones(
+        spark, spark_warehouse, tmp_path, s3_env):  # noqa: F811
+    """The merge reads staging on S3 without a Hadoop filesystem for it: the driver through
+    pyarrow (direct commits), the executors through pyarrow too (the Spark MERGE)."""
+    reader = PyIcebergReader(warehouse=spark_warehouse)
+    rng = random.Random(11)
+    log, wide, pairs = Binlog(tmp_path, staging=f"s3://{s3_env}/stage"), {}, {}
+    for round_no in range(3):
+        log.begin()
+        random_changes(log, rng, wide, pairs, 40)
+        manifest = log.publish()
+        assert manifest.ref.startswith(f"s3://{s3_env}/stage/")
+        for namespace, direct_bytes in (("s3_direct", 1 << 24), ("s3_spark", 0)):
+            result = apply_manifests(spark, [manifest.ref], "lake", namespace, direct_max_bytes=direct_bytes)
+            tables = result["batches"][0]["tables"]
+            assert [t.get("direct", False) for t in tables] == [round_no > 0 and direct_bytes > 0] * 2
+            assert wide_state(spark, f"lake.{namespace}.s__wide") == expected_wide(wide)
+            assert pair_state(spark, f"lake.{namespace}.s__pair") == pairs
+            assert pyiceberg_wide(reader, namespace) == expected_wide(wide)

@@ -48,8 +48,9 @@ def table_map(schema, table, columns, table_id=1):
 class Binlog:
     """Synthetic binlog positions; stages rows events into batches with the real writer."""
 
-    def __init__(self, root: Path, index: int = 1):
+    def __init__(self, root: Path, index: int = 1, staging=None):
         self.root = root
+        self.staging = staging  # where batches are published (default: <root>/staging)
         self.file = f"mysql-bin.{index:06d}"
         self.pos = 4
         self.ts = 1_700_000_000
@@ -64,7 +65,7 @@ class Binlog:
         self.file, self.pos = f"{base}.{int(index) + 1:06d}", 4
 
     def begin(self) -> "Binlog":
-        self.writer = StagingWriter(self.root / "staging")
+        self.writer = StagingWriter(self.staging or self.root / "staging")
         self.start = self.here()
         return self
 

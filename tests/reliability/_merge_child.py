@@ -37,6 +37,7 @@ def install(kill: dict) -> None:
     point = kill.get("point")
     after = int(kill.get("after", 1))
     count = [0]
+    lock = threading.Lock()
 
     if point == "after_ddl":
         original_sql = SparkSession.sql
@@ -61,12 +62,19 @@ def install(kill: dict) -> None:
                 return fn()
             if ledger:
                 return fn()
-            count[0] += 1
-            if point == "before_commit" and count[0] >= after:
-                die()
+            if point == "before_commit":
+                with lock:
+                    count[0] += 1
+                    if count[0] >= after:
+                        die()
+                return fn()
             result = fn()
-            if point == "after_commit" and count[0] >= after:
-                die()
+            # counted once the commit is done: with parallel tables, "after n" means n
+            # commits finished, whichever thread finishes them
+            with lock:
+                count[0] += 1
+                if count[0] >= after:
+                    die()
             return result
 
         def commit(spark, props, fn):

@@ -16,6 +16,7 @@ from ..iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS
 from ..key_chains import fold_key_chains
 from ..key_chains import hashable as _hashable
 from .schema import SchemaPlan
+from ...staging.storage import StorageOptions, is_object_store, read_parquet_schema
 
 _ORDER_TYPE = T.StructType([T.StructField("seq", T.LongType()), T.StructField("pos", T.LongType()),
                             T.StructField("row", T.IntegerType())])
@@ -28,18 +29,39 @@ def read_staged(spark: SparkSession, path: str) -> DataFrame:
     The file's schema comes from its footer, read here with pyarrow and given to the reader,
     as the types Spark 3.5 infers for it (without a Spark job for the inference); a file with
     a type outside the staging contract is left to Spark's inference."""
-    reader = spark.read.option("datetimeRebaseMode", "CORRECTED").option("int96RebaseMode", "CORRECTED")
     schema = staged_schema(path)
+    if is_object_store(path):
+        return read_staged_object(spark, path, schema)
+    reader = spark.read.option("datetimeRebaseMode", "CORRECTED").option("int96RebaseMode", "CORRECTED")
     return (reader if schema is None else reader.schema(schema)).parquet(path)
+
+
+def read_staged_object(spark: SparkSession, uri: str, schema: Optional[T.StructType]) -> DataFrame:
+    """A staged file on an object store, read by an executor with pyarrow (``mapInArrow``):
+    no Hadoop filesystem for the store is needed on the cluster, and none of its jars. The
+    executor reaches the store with the staging options the driver was started with (its
+    environment: endpoint, region, credentials, which travel inside the task, never on a
+    command line), and for what those leave unset, its own default chain (an instance role)."""
+    if schema is None:
+        raise MergeJobError(f"{uri}: a staged file on an object store must hold the staging contract's types",
+                            hint="dump the range again with this release")
+    options = StorageOptions.from_env()
+
+    def read(batches: Any) -> Any:
+        from airflow_provider_binlog.staging.storage import read_parquet
+
+        for _ in batches:
+            yield from read_parquet(uri, options=options).to_batches()
+
+    return spark.range(1, numPartitions=1).mapInArrow(read, schema)
 
 
 def staged_schema(path: str) -> Optional[T.StructType]:
     """The Spark schema of a staged file from its Parquet footer; None for a type outside
     the staging contract (``staging/contract.py``)."""
-    import pyarrow.parquet as pq
 
     try:
-        fields = [T.StructField(f.name, _spark_type(f.type), True) for f in pq.read_schema(path)]
+        fields = [T.StructField(f.name, _spark_type(f.type), True) for f in read_parquet_schema(path)]
     except (_Unmapped, OSError, ValueError):
         return None
     return T.StructType(fields)

@@ -199,6 +199,7 @@ def make_cdc_dags(
     data_contract: Union[Mapping[str, Any], str, None] = None,
     masking: Union[Mapping[str, Any], str, None] = None,
     masking_secret_conn_id: Optional[str] = None,
+    staging_conn_id: Optional[str] = None,
     snapshot_method: str = "consistent",
     snapshot_chunk_rows: Optional[int] = None,
     snapshot_read_connections: int = 1,
@@ -255,6 +256,9 @@ def make_cdc_dags(
     :param masking: columns to exclude, hash (HMAC-SHA256 keyed by the password of connection
         ``masking_secret_conn_id``) or truncate in the dump and the snapshot, before anything
         is staged (docs/data-contract.md).
+    :param staging_conn_id: an ``aws`` connection with the credentials of a ``staging_dir`` on
+        S3, for the dump, the snapshot and the merge (default: each machine's credential
+        chain; docs/configuration.md).
     :param snapshot_method: how the backfill's snapshot reads the tables: ``consistent`` or
         ``watermark`` (key chunks between binlog watermarks, no lock: docs/snapshots.md);
         ``snapshot_chunk_rows`` rows per chunk (by default 10,000; 50,000 for a watermark
@@ -303,11 +307,12 @@ def make_cdc_dags(
              "deploy_mode": spark_deploy_mode,
              "table_layout": dict(table_layout) if isinstance(table_layout, Mapping) else table_layout,
              "table_properties": dict(table_properties) if table_properties else None,
-             "data_contract": dict(data_contract) if isinstance(data_contract, Mapping) else data_contract}
+             "data_contract": dict(data_contract) if isinstance(data_contract, Mapping) else data_contract,
+             "staging_conn_id": staging_conn_id}
     store = {"binlog_conn_id": binlog_conn_id, "checkpoint_store_uri": checkpoint_store_uri,
              "checkpoint_key": key}
     masked = {"masking": dict(masking) if isinstance(masking, Mapping) else masking,
-              "masking_secret_conn_id": masking_secret_conn_id}
+              "masking_secret_conn_id": masking_secret_conn_id, "staging_conn_id": staging_conn_id}
     asset_text = ", ".join(f"`{a.uri}`" for a in assets)
 
     with DAG(

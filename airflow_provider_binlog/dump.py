@@ -49,6 +49,7 @@ from .schema_history.apply import statement_ops
 from .schema_history.ddl import named_tables, parse_ddl, statement_kind, tokenize
 from .staging import Manifest, StagingWriter
 from .staging.masking import Masking
+from .staging.storage import StorageOptions
 from .tables import TableFilter
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class BoundedDump:
                  max_seconds: Optional[float] = None, progress_seconds: float = 5.0,
                  retries: int = 3, backoff_seconds: float = 1.0,
                  workers: Optional[int] = None, history: Optional[SchemaHistory] = None,
-                 masking: Optional[Masking] = None) -> None:
+                 masking: Optional[Masking] = None, storage_options: Optional[StorageOptions] = None) -> None:
         self.replica = replica
         self.start = start
         self.stop = stop
@@ -130,7 +131,7 @@ class BoundedDump:
             workers = default_workers()
         if max_rows is not None:
             workers = 0  # the row limit is checked at every transaction boundary: rows counted here
-        self.writer = StagingWriter(staging_dir, workers=workers, masking=masking)
+        self.writer = StagingWriter(staging_dir, workers=workers, masking=masking, storage_options=storage_options)
         self.flavor = replica.info.flavor
         self.gtid_state = start.gtid if start.gtid is not None else (
             MariadbGtidPosition() if self.flavor == "mariadb" else MysqlGtidSet())

@@ -25,6 +25,7 @@ from .errors import ProviderError
 from .schema_history import seed_history
 from .staging import Manifest, StagingWriter
 from .staging.masking import Masking
+from .staging.storage import StorageOptions
 from .tables import TableFilter
 
 log = logging.getLogger(__name__)
@@ -200,7 +201,8 @@ def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, ser
                   chunk_rows: int = 10_000,
                   progress: Optional[Callable[[str, int, int], None]] = None,
                   masking: Optional[Masking] = None,
-                  estimates: Optional[Callable[[dict[str, int]], None]] = None) -> Manifest:
+                  estimates: Optional[Callable[[dict[str, int]], None]] = None,
+                  storage_options: Optional[StorageOptions] = None) -> Manifest:
     """Read the selected tables consistently and publish them as a snapshot batch.
 
     ``connect()`` returns a new pymysql connection (autocommit). The manifest has
@@ -210,7 +212,7 @@ def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, ser
     ``masking`` excludes and masks columns as the rows are staged (see :mod:`.staging.masking`).
     """
     conn = connect()
-    writer = StagingWriter(staging_dir, masking=masking)
+    writer = StagingWriter(staging_dir, masking=masking, storage_options=storage_options)
     try:
         with conn.cursor() as cur:
             cur.execute("SET SESSION time_zone = '+00:00'")

@@ -71,6 +71,7 @@ from .snapshot import (
 from .staging import Manifest, StagingWriter
 from .staging.contract import arrow_type_for
 from .staging.masking import Masking
+from .staging.storage import StorageOptions
 from .tables import TableFilter
 
 log = logging.getLogger(__name__)
@@ -432,7 +433,8 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
                             masking: Optional[Masking] = None, resume_key: Optional[str] = None,
                             arrow_url: Optional[str] = None, reader: str = "auto",
                             read_connections: int = 1,
-                            estimates: Optional[Callable[[dict[str, int]], None]] = None) -> Manifest:
+                            estimates: Optional[Callable[[dict[str, int]], None]] = None,
+                            storage_options: Optional[StorageOptions] = None) -> Manifest:
     """Read the selected tables by key chunks between binlog watermarks and publish them as a
     snapshot batch from the first watermark (``start``) to the last (``end``): staged chunk
     rows, and the changes of rows already read made while the snapshot went on.
@@ -501,7 +503,7 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
         if estimates is not None:
             estimates(estimated_rows(conn, list(state)))
         resumed = StagingWriter.resume(staging_dir, resume_key, {k: t.tm for k, t in state.items()},
-                                       masking=masking) if resume_key else None
+                                       masking=masking, storage_options=storage_options) if resume_key else None
         if resumed is not None:
             writer, saved = resumed
             start_file, start_pos, start_gtid = saved["start"]
@@ -518,7 +520,7 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
             log.info("watermark snapshot %s resumed at %s:%d, %d rows staged before", resume_key,
                      saved["follower"][0], saved["follower"][1], resumed_rows)
         else:
-            writer = StagingWriter(staging_dir, masking=masking)
+            writer = StagingWriter(staging_dir, masking=masking, storage_options=storage_options)
             start_file, start_pos, start_gtid = _start_position(conn, flavor)
             history = seed_history(conn, tables.schemas_possibly_included, flavor)
             taken_at = dt.datetime.now(UTC)

@@ -221,6 +221,7 @@ def worker_ours(spec: dict) -> dict:
             staged += pq.ParquetFile(path).metadata.num_rows
     return {"seconds": seconds, "counts": counts, "staged": staged,
             "end": [result.end.file, result.end.position], "workers": default_workers(),
+            "manifest": result.manifest.ref,
             "rss_idle_mb": rss_idle, "vmhwm_mb": rss_peak}
 
 

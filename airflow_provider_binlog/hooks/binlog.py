@@ -35,6 +35,7 @@ from ..position import PositionCheck, check_position
 from ..replica import ReplicaConnection
 from ..replica.preflight import PreflightReport, preflight
 from ..tables import TableFilter
+from .staging_storage import staging_storage_options
 
 DEFAULT_PORT = 3306
 FLAVORS = ("auto", "mysql", "mariadb")
@@ -262,7 +263,7 @@ class BinlogHook(BaseHook):
              stop: Union[str, CheckpointLike] = "current", tables: Optional[Iterable[str]] = None,
              exclude: Optional[Iterable[str]] = None, max_rows: Optional[int] = None,
              max_bytes: Optional[int] = None, max_seconds: Optional[float] = None,
-             checkpoint_key: Optional[str] = None, **options) -> dict:
+             checkpoint_key: Optional[str] = None, staging_conn_id: Optional[str] = None, **options) -> dict:
         """Dump the binlog from ``start`` to ``stop`` into ``staging_dir``; return the result as
         JSON (manifest path, dump id, start and end checkpoints, row counts, transactions).
 
@@ -270,8 +271,9 @@ class BinlogHook(BaseHook):
         connection id). ``stop`` is ``"current"`` (the server's position when the dump starts),
         a checkpoint, or a sensor's XCom value. ``tables``/``exclude`` are ``schema.table``
         patterns. ``masking=`` (a :class:`~airflow_provider_binlog.staging.masking.Masking`)
-        excludes and masks columns as rows are staged. The dump never advances the stored
-        checkpoint.
+        excludes and masks columns as rows are staged. ``staging_conn_id`` names an ``aws``
+        connection for a ``staging_dir`` on S3 (default: the environment's credential chain).
+        The dump never advances the stored checkpoint.
         """
         begin = as_checkpoint(start, "start") if start is not None else self.stored_checkpoint(checkpoint_key)
         end = stop if stop == "current" else as_checkpoint(stop, "stop")
@@ -290,7 +292,8 @@ class BinlogHook(BaseHook):
             result = run_dump(replica, staging_dir=staging_dir, start=begin, stop=end, tables=table_filter,
                               store=store, key=checkpoint_key or self.binlog_conn_id,
                               seed_connect=lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **plain),
-                              max_rows=max_rows, max_bytes=max_bytes, max_seconds=max_seconds, **options)
+                              max_rows=max_rows, max_bytes=max_bytes, max_seconds=max_seconds,
+                              storage_options=staging_storage_options(staging_conn_id), **options)
         finally:
             replica.close()
         out = result.to_json()
@@ -309,7 +312,8 @@ class BinlogHook(BaseHook):
                  progress: Optional[Callable[[str, int, int], None]] = None,
                  masking: Optional[Any] = None, method: str = "consistent",
                  resume_key: Optional[str] = None, reader: str = "auto", read_connections: int = 1,
-                 estimates: Optional[Callable[[dict], None]] = None) -> dict:
+                 estimates: Optional[Callable[[dict], None]] = None,
+                 staging_conn_id: Optional[str] = None) -> dict:
         """Take an initial snapshot of the selected tables into ``staging_dir``: a consistent
         read with the binlog coordinates of that point (see
         :func:`~airflow_provider_binlog.snapshot.take_snapshot`). Returns the result like
@@ -336,6 +340,7 @@ class BinlogHook(BaseHook):
             raise ValueError(f"snapshot method is 'consistent' or 'watermark', not {method!r}")
 
         table_filter = TableFilter(tables, exclude)
+        storage_options = staging_storage_options(staging_conn_id)
         with self.get_replica() as replica:
             report = preflight(replica)
             info = replica.info
@@ -355,11 +360,12 @@ class BinlogHook(BaseHook):
                                                tables=table_filter, flavor=info.flavor, server=server,
                                                chunk_rows=chunk_rows, progress=progress, masking=masking,
                                                resume_key=resume_key, arrow_url=arrow_url, reader=reader,
-                                               read_connections=read_connections, estimates=estimates)
+                                               read_connections=read_connections, estimates=estimates,
+                                               storage_options=storage_options)
         else:
             manifest = take_snapshot(connect, staging_dir=staging_dir, tables=table_filter, flavor=info.flavor,
                                      server=server, chunk_rows=chunk_rows or 10_000, progress=progress,
-                                     masking=masking, estimates=estimates)
+                                     masking=masking, estimates=estimates, storage_options=storage_options)
         rows = {f"{t['schema']}.{t['table']}": t["rows"] for t in manifest.tables}
         out = {"manifest": manifest.ref, "dump_id": manifest.dump_id, "start": manifest.start,
                "end": manifest.end, "rows": rows, "transactions": 0, "mode": "snapshot"}

@@ -34,10 +34,13 @@ class BinlogDumpOperator(BaseOperator):
     :param masking: columns to exclude, hash or truncate as rows are staged (see
         :mod:`airflow_provider_binlog.staging.masking`); ``masking_secret_conn_id`` names the
         connection whose password is the key of the hashes.
+    :param staging_conn_id: an ``aws`` connection (login, password, extra ``region_name``,
+        ``endpoint_url``, ``kms_key_id``) for a ``staging_dir`` on S3; default: the
+        environment's credential chain.
     """
 
     template_fields: Sequence[str] = ("binlog_conn_id", "staging_dir", "start", "stop", "tables", "exclude",
-                                      "checkpoint_key", "checkpoint_store_uri")
+                                      "checkpoint_key", "checkpoint_store_uri", "staging_conn_id")
     ui_color = "#d6e4f0"
 
     def __init__(self, *, staging_dir: str, binlog_conn_id: str = BinlogHook.default_conn_name,
@@ -46,8 +49,9 @@ class BinlogDumpOperator(BaseOperator):
                  max_bytes: Optional[int] = None, max_seconds: Optional[float] = None,
                  checkpoint_key: Optional[str] = None, checkpoint_store_uri: Optional[str] = None,
                  masking: Any = None, masking_secret_conn_id: Optional[str] = None,
-                 **kwargs) -> None:
+                 staging_conn_id: Optional[str] = None, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.staging_conn_id = staging_conn_id
         self.masking = check_masking(masking, masking_secret_conn_id)
         self.masking_secret_conn_id = masking_secret_conn_id
         self.binlog_conn_id = binlog_conn_id
@@ -68,11 +72,13 @@ class BinlogDumpOperator(BaseOperator):
         result = hook.dump(staging_dir=self.staging_dir, start=self.start or None, stop=self.stop or "current",
                            tables=self.tables, exclude=self.exclude, max_rows=self.max_rows,
                            max_bytes=self.max_bytes, max_seconds=self.max_seconds,
-                           checkpoint_key=self.checkpoint_key,
+                           checkpoint_key=self.checkpoint_key, staging_conn_id=self.staging_conn_id,
                            masking=load_masking(self.masking, self.masking_secret_conn_id))
         try:  # a metric must not fail a staged dump
+            from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
             from airflow_provider_binlog.staging import load_manifest
-            binlog_bytes = load_manifest(result["manifest"]).data.get("binlog_bytes")
+            binlog_bytes = load_manifest(result["manifest"], options=staging_storage_options(
+                self.staging_conn_id)).data.get("binlog_bytes")
             record_dump(self.checkpoint_key or self.binlog_conn_id, result, time.monotonic() - began,
                         binlog_bytes)
         except Exception:

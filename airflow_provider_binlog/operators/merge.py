@@ -14,6 +14,9 @@ from typing import Any, Optional, Sequence, Union
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
 
+from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
+from airflow_provider_binlog.staging.storage import delete_file, read_bytes
+
 try:  # Airflow 3.x
     from airflow.sdk.exceptions import AirflowException
 except ImportError:  # pragma: no cover
@@ -100,10 +103,13 @@ def summarize(result: dict, manifests: Sequence[str]) -> dict:
             "deleted": sum(t.get("deleted", 0) for t in tables.values())}
 
 
-def _staging_root(manifest: str) -> Path:
-    """The staging directory holding a dump (given as its directory or its manifest.json)."""
-    path = Path(manifest)
-    return (path.parent if path.name == "manifest.json" else path).parent
+def _staging_root(manifest: str) -> str:
+    """The staging directory (or object store prefix) holding a dump, given as its directory
+    or its manifest.json."""
+    base = manifest.rstrip("/")
+    if base.rsplit("/", 1)[-1] == "manifest.json":
+        base = base.rsplit("/", 1)[0]
+    return base.rsplit("/", 1)[0]
 
 
 def _truthy(value: Any) -> bool:
@@ -194,7 +200,10 @@ class BinlogMergeOperator(BaseOperator):
     ``table_properties``. ``maintenance=True`` compacts the tables and expires snapshots
     older than ``expire_older_than_days`` (7), keeping ``retain_last`` (10); with
     ``maintenance_every`` (a timedelta or hours) only tables maintained longer ago than that.
-    ``data_contract`` gives merged tables change columns, soft deletes and change logs, for
+    ``staging_conn_id`` (an ``aws`` connection) gives the job the credentials of a staging on
+    S3, through the driver's environment (never its command line); without it, the driver and
+    the executors use their own credential chain. ``data_contract`` gives merged tables
+    change columns, soft deletes and change logs, for
     all tables and per ``schema.table`` (:mod:`airflow_provider_binlog.merge.contract`).
 
     Assets among the ``outlets`` get an asset event whose ``extra`` says what this run loaded:
@@ -205,7 +214,7 @@ class BinlogMergeOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("manifests", "catalog", "namespace", "checkpoint_store_uri",
                                       "checkpoint_key", "warehouse", "conf", "binlog_conn_id", "stream",
-                                      "catalog_conn_id", "advance_checkpoint")
+                                      "catalog_conn_id", "advance_checkpoint", "staging_conn_id")
     ui_color = "#dfeaf7"
 
     def __init__(self, *, manifests: Union[str, list, dict], namespace: str, catalog: str = "lake",
@@ -223,8 +232,10 @@ class BinlogMergeOperator(BaseOperator):
                  maintenance_every: Union[dt.timedelta, float, None] = None,
                  expire_older_than_days: Optional[float] = None, retain_last: Optional[int] = None,
                  data_contract: Union[dict, str, None] = None,
+                 staging_conn_id: Optional[str] = None,
                  **kwargs) -> None:
         super().__init__(**kwargs)
+        self.staging_conn_id = staging_conn_id
         from airflow_provider_binlog.merge.contract import DataContract
         from airflow_provider_binlog.merge.layout import TableLayouts
         self.table_layout = TableLayouts.parse(table_layout).to_json() if table_layout else None
@@ -336,6 +347,16 @@ class BinlogMergeOperator(BaseOperator):
             except ImportError:  # pragma: no cover - an Airflow without the Task SDK's masker
                 pass
             env[SECRET_CONF_ENV] = json.dumps(secrets)
+        staging = staging_storage_options(self.staging_conn_id)
+        if staging is not None:
+            staged_env = staging.to_env()
+            secret = [k for k in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN") if k in staged_env]
+            if secret and ("yarn" in master or "k8s" in master):
+                raise AirflowException(
+                    f"the staging connection's credentials cannot reach a {master} driver without appearing "
+                    f"on the spark-submit command line: give the driver and executors a role (an instance "
+                    f"profile, IRSA, workload identity) and leave the keys out of {self.staging_conn_id!r}")
+            env.update(staged_env)
         if "JAVA_HOME" not in self.env_vars and not cluster:  # a cluster brings its own Java
             try:
                 from airflow_provider_binlog.spark.runtime import find_java17_home
@@ -360,8 +381,8 @@ class BinlogMergeOperator(BaseOperator):
             self.log.info("Iceberg catalog %s", catalog.describe())
         with tempfile.TemporaryDirectory(prefix="binlog-merge-") as tmp:
             # in cluster mode the driver runs elsewhere: the result goes to the staging path
-            output = (_staging_root(paths[0]) / f".merge-result-{uuid.uuid4().hex}.json" if cluster
-                      else Path(tmp) / "result.json")
+            output = (f"{_staging_root(paths[0])}/.merge-result-{uuid.uuid4().hex}.json" if cluster
+                      else str(Path(tmp) / "result.json"))
             args: list[str] = []
             for p in paths:
                 args += ["--manifest", p]
@@ -406,16 +427,16 @@ class BinlogMergeOperator(BaseOperator):
                 try:
                     self._hook.submit(self.application or merge_application())
                 except Exception as exc:
-                    detail = ""
-                    if output.exists():
-                        detail = json.loads(output.read_text()).get("error", "")
+                    written = read_bytes(output)
+                    detail = json.loads(written).get("error", "") if written else ""
                     raise AirflowException(f"the merge job failed: {detail or exc}") from None
-                if not output.exists():
+                written = read_bytes(output)
+                if written is None:
                     raise AirflowException(f"the merge job ended without writing its result {output}")
-                result = json.loads(output.read_text())
+                result = json.loads(written)
             finally:
                 if cluster:
-                    output.unlink(missing_ok=True)
+                    delete_file(output)
         if result.get("error"):
             raise AirflowException(f"the merge job failed: {result['error']}")
         summary = summarize(result, paths)

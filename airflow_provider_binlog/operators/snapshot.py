@@ -85,17 +85,21 @@ class BinlogSnapshotOperator(BaseOperator):
         by one integer column is read over that many connections at once (default 1).
     :param masking: columns to exclude, hash or truncate as rows are staged, with
         ``masking_secret_conn_id`` (see :class:`~.dump.BinlogDumpOperator`).
+    :param staging_conn_id: an ``aws`` connection for a ``staging_dir`` on S3 (default: the
+        environment's credential chain).
     """
 
-    template_fields: Sequence[str] = ("binlog_conn_id", "staging_dir", "tables", "exclude")
+    template_fields: Sequence[str] = ("binlog_conn_id", "staging_dir", "tables", "exclude", "staging_conn_id")
     ui_color = "#c9dcef"
 
     def __init__(self, *, staging_dir: str, binlog_conn_id: str = BinlogHook.default_conn_name,
                  tables: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None,
                  chunk_rows: Optional[int] = None, masking: Any = None,
                  masking_secret_conn_id: Optional[str] = None, snapshot_method: str = "consistent",
-                 snapshot_reader: str = "auto", read_connections: int = 1, **kwargs) -> None:
+                 snapshot_reader: str = "auto", read_connections: int = 1,
+                 staging_conn_id: Optional[str] = None, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.staging_conn_id = staging_conn_id
         if snapshot_method not in ("consistent", "watermark"):
             raise ValueError(f"snapshot_method is 'consistent' or 'watermark', not {snapshot_method!r}")
         if snapshot_reader not in ("auto", "arrow", "pymysql"):
@@ -124,7 +128,7 @@ class BinlogSnapshotOperator(BaseOperator):
                                    masking=load_masking(self.masking, self.masking_secret_conn_id),
                                    method=self.snapshot_method, resume_key=self._resume_key(context),
                                    reader=self.snapshot_reader, read_connections=self.read_connections,
-                                   estimates=report.estimates)
+                                   estimates=report.estimates, staging_conn_id=self.staging_conn_id)
         finally:
             report.publish(finished=True)
         try:

@@ -37,6 +37,7 @@ from ..checkpoint import Checkpoint, FileCheckpointStore, SavedCheckpoint, open_
 from ..position import PositionCheck, check_position, read_server_state
 from ..replica import BinlogPurgedError, ReplicaConnection, ReplicaError
 from ..staging.contract import MANIFEST_FORMAT, MANIFEST_NAME
+from ..staging.storage import filesystem, is_object_store, read_bytes
 from .sources import SourceConfig, default_stall_seconds, discover_sources, short_error
 
 log = logging.getLogger(__name__)
@@ -193,6 +194,9 @@ def read_manifests(staging_dirs: Iterable[str], limit: int = DEFAULT_HISTORY) ->
     staging directories, newest first, and warnings. Reads only the manifests."""
     found, warnings = [], []
     for directory in staging_dirs:
+        if is_object_store(directory):
+            found += _object_store_manifests(directory, warnings)
+            continue
         root = Path(directory)
         if not root.is_dir():
             warnings.append(f"staging directory {directory} does not exist")
@@ -214,7 +218,8 @@ def read_manifests(staging_dirs: Iterable[str], limit: int = DEFAULT_HISTORY) ->
     out = []
     for _, path in found[:max(limit, 0)]:
         try:
-            data = json.loads(Path(path).read_text())
+            text = read_bytes(path) if is_object_store(path) else Path(path).read_bytes()
+            data = json.loads(text or b"")
         except (OSError, ValueError) as exc:
             warnings.append(f"unreadable manifest {path}: {short_error(exc, 120)}")
             continue
@@ -223,6 +228,26 @@ def read_manifests(staging_dirs: Iterable[str], limit: int = DEFAULT_HISTORY) ->
         out.append(dump_summary(data))
     out.sort(key=lambda d: d["created_at"] or "", reverse=True)
     return out, warnings
+
+
+def _object_store_manifests(directory: str, warnings: list[str]) -> list[tuple[float, str]]:
+    """``(time, URI)`` of each batch's manifest under a staging location on an object store."""
+    import pyarrow.fs as pafs
+
+    try:
+        fs, root = filesystem(directory)
+        if fs.get_file_info(root.split("/", 1)[0]).type == pafs.FileType.NotFound:
+            warnings.append(f"staging location {directory}: its bucket does not exist")
+            return []
+        children = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+        names = [c.base_name for c in children if c.type == pafs.FileType.Directory
+                 and not c.base_name.startswith(".")]
+        infos = fs.get_file_info([f"{root}/{n}/{MANIFEST_NAME}" for n in names]) if names else []
+    except Exception as exc:  # noqa: BLE001 - shown in the view, not raised
+        warnings.append(f"cannot list staging location {directory}: {short_error(exc, 120)}")
+        return []
+    return [(info.mtime.timestamp() if info.mtime else 0.0, f"{directory.rstrip('/')}/{name}/{MANIFEST_NAME}")
+            for name, info in zip(names, infos) if info.type == pafs.FileType.File]
 
 
 def _airflow_tables(value: Mapping) -> dict:

@@ -11,7 +11,7 @@ from typing import Any, Optional, Union, cast
 from ..atomic_file import write_atomically
 from ..errors import ProviderError
 from .contract import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION
-from .storage import filesystem, is_object_store, local_path
+from .storage import StorageOptions, filesystem, is_object_store, local_path
 
 
 class ManifestError(ProviderError, ValueError):
@@ -66,13 +66,15 @@ class Manifest:
 _REQUIRED = ("format", "version", "dump_id", "start", "end", "tables", "ddl", "server")
 
 
-def load_manifest(path: str | os.PathLike[str], *, verify: bool = False) -> Manifest:
+def load_manifest(path: str | os.PathLike[str], *, verify: bool = False,
+                  options: Optional[StorageOptions] = None) -> Manifest:
     """Read and check a manifest (a manifest.json path or its dump directory): its format, and
     that every staged file it lists is there with its size; with ``verify``, also the SHA-256
     of each file (when the manifest records it), which reads them all. ``path`` may be a URI
-    of an object store (``s3://bucket/prefix/<dump>/manifest.json`` or the batch's URI)."""
+    of an object store (``s3://bucket/prefix/<dump>/manifest.json`` or the batch's URI),
+    reached with ``options`` (default: the environment's credential chain)."""
     if is_object_store(path):
-        return _load_remote(os.fspath(path), verify)
+        return _load_remote(os.fspath(path), verify, options)
     path = Path(local_path(path))
     if path.is_dir():
         path = path / MANIFEST_NAME
@@ -103,13 +105,13 @@ def load_manifest(path: str | os.PathLike[str], *, verify: bool = False) -> Mani
     return manifest
 
 
-def _load_remote(uri: str, verify: bool) -> Manifest:
+def _load_remote(uri: str, verify: bool, options: Optional[StorageOptions]) -> Manifest:
     import pyarrow.fs as pafs
 
     uri = uri.rstrip("/")
     if not uri.endswith("/" + MANIFEST_NAME):
         uri = f"{uri}/{MANIFEST_NAME}"
-    fs, path = filesystem(uri)
+    fs, path = filesystem(uri, options)
     try:
         with fs.open_input_stream(path) as stream:
             data = json.loads(stream.read())

@@ -302,3 +302,35 @@ def read_parquet_schema(location: str) -> Any:
     fs, path = filesystem(location)
     with fs.open_input_file(path) as fh:
         return pq.read_schema(fh)
+
+
+def write_bytes(location: str, data: bytes) -> None:
+    """Write a small file (a local path or an object store URI), replacing what is there."""
+    if is_object_store(location) and ObjectLocation.parse(location).scheme == "s3":
+        parent, name = location.rsplit("/", 1)
+        staging = ObjectStaging(parent)
+        staging._call(f"writing {location}", staging.client.put_object, Bucket=staging.location.bucket,
+                      Key=staging.location.key(name), Body=data, **staging._extra())
+        return
+    fs, path = filesystem(location)
+    with fs.open_output_stream(path) as out:
+        out.write(data)
+
+
+def read_bytes(location: str) -> Optional[bytes]:
+    """A small file's bytes (a local path or an object store URI); None when there is none."""
+    fs, path = filesystem(location)
+    try:
+        with fs.open_input_stream(path) as stream:
+            return bytes(stream.read())
+    except FileNotFoundError:
+        return None
+
+
+def delete_file(location: str) -> None:
+    """Delete a file (a local path or an object store URI) if it is there."""
+    fs, path = filesystem(location)
+    try:
+        fs.delete_file(path)
+    except FileNotFoundError:
+        pass

@@ -227,13 +227,16 @@ class StagingWriter:
     @classmethod
     def resume(cls, staging_dir: str | os.PathLike[str], resume_key: str,
                table_maps: dict[_Key, TableMap], *, masking: Optional[Masking] = None,
-               row_group_rows: int = 50_000, row_group_bytes: int = 2 << 20
+               row_group_rows: int = 50_000, row_group_bytes: int = 2 << 20,
+               storage_options: Optional[StorageOptions] = None
                ) -> Optional[tuple["StagingWriter", dict[str, Any]]]:
         """Adopt the work directory a dead writer sealed with ``resume_key`` (its process gone:
         its lock is free), with the files it sealed (any file written after is removed), and
         return the writer and the progress it recorded; None when there is none. ``table_maps``
         give the tables' layouts again: a table whose layout changed is refused."""
-        staging = Path(staging_dir)
+        remote = ObjectStaging(os.fspath(staging_dir), storage_options) if is_object_store(staging_dir) else None
+        # on an object store the sealed work is in this machine's local work area
+        staging = Path(local_work_root() if remote is not None else local_path(staging_dir))
         for work in sorted(staging.glob(".incomplete-*")):
             state_path = work / _PROGRESS_NAME
             try:
@@ -252,7 +255,9 @@ class StagingWriter:
                 os.close(fd)
                 continue  # a live writer
             os.close(fd)
-            return cls._adopt(staging, work, state, table_maps, masking, row_group_rows, row_group_bytes)
+            adopted = cls._adopt(staging, work, state, table_maps, masking, row_group_rows, row_group_bytes)
+            adopted[0].remote = remote
+            return adopted
         return None
 
     @classmethod
@@ -386,7 +391,7 @@ class StagingWriter:
         uri = remote.location.uri(batch, MANIFEST_NAME)
         if not created:
             _delete_quietly(remote, uploaded)
-            existing = load_manifest(uri)
+            existing = load_manifest(uri, options=remote.options)
             if not _same_manifest(existing.data, manifest):
                 self.abort()
                 raise StagingStorageError(
@@ -395,7 +400,7 @@ class StagingWriter:
                          "if nothing reads it, then dump again")
         shutil.rmtree(self.work_dir, ignore_errors=True)
         self._release()
-        self.published = load_manifest(uri)
+        self.published = load_manifest(uri, options=remote.options)
         return self.published
 
     def abort(self) -> None:

@@ -43,6 +43,7 @@ from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.all_types import ALL_TYPES, ALL_TYPES_COLUMNS, all_types_row, normalize  # noqa: E402
 from tests.postgres import postgres_server  # noqa: E402,F401
 from tests.pyiceberg_reader import PyIcebergReader, assert_every_table_reads_as_in_spark, plain  # noqa: E402
+from tests.s3_server import s3_server  # noqa: E402,F401
 from tests.spark_cluster import spark_cluster  # noqa: E402,F401
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -106,7 +107,8 @@ def server(request, mariadb_factory):
 
 
 #: Where each server configuration is loaded: ``embedded`` (local Spark, Hadoop catalog,
-#: file store) or ``cluster`` (standalone Spark cluster, JDBC catalog and SQL store on PostgreSQL).
+#: file store, staging in a directory) or ``cluster`` (standalone Spark cluster, JDBC catalog and
+#: SQL store on PostgreSQL, staging on an S3-API server).
 TOPOLOGY = {"full-metadata": "embedded", "minimal-metadata-minimal-image-compressed": "cluster"}
 
 
@@ -127,6 +129,12 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
     kwargs = dict(binlog_conn_id=CONN_ID, tables=TABLES, staging_dir=str(tmp_path / "staging"),
                   namespace=NAMESPACE, poke_interval=1, sensor_timeout=4, sensor_mode="poke")
     cluster = None
+    if topology == "cluster":
+        # staging on an S3-API server on loopback: no staging path is shared with Spark
+        s3 = request.getfixturevalue("s3_server")
+        for key, value in s3.env().items():
+            monkeypatch.setenv(key, value)
+        kwargs["staging_dir"] = f"s3://{s3.create_bucket()}/e2e"
     if topology == "embedded":
         store_uri, catalog = str(tmp_path / "store"), "lake"
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_E2E", json.dumps({"conn_type": "spark", "host": "local[2]"}))
@@ -341,6 +349,22 @@ def assert_iceberg_equals_mariadb(spark, server, catalog: str, reader=None) -> N
         assert_every_table_reads_as_in_spark(spark, reader, catalog, NAMESPACE)
 
 
+def assert_staged_where_configured(dags, manifest: str) -> None:
+    """On the cluster, batches are staged on S3 only: the manifest is an s3:// URI and the
+    dump's local work area holds nothing once it has published, so no local staging path can
+    reach Spark."""
+    if dags.cluster is None:
+        assert not manifest.startswith("s3://")
+        return
+    from airflow_provider_binlog.staging import load_manifest
+    from airflow_provider_binlog.staging.writer import local_work_root
+
+    assert manifest.startswith("s3://")
+    published = load_manifest(manifest, verify=True)
+    attempts = {f["path"].split("/")[0] for t in published.tables for f in t["files"]}
+    assert attempts and all(not (Path(local_work_root()) / f".incomplete-{a}").exists() for a in attempts)
+
+
 def heads(spark, catalog: str) -> dict:
     out = {}
     for table in [*KEYED, "events", "_binlog_batches"]:
@@ -377,6 +401,7 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
                       "merge": "success"}
     results = run_results(dag_run)
     snapshot_end = Checkpoint.from_json(results["snapshot"]["end"])
+    assert_staged_where_configured(dags, results["snapshot"]["manifest"])
     assert store.load(SOURCE_ID) == snapshot_end
     events = events_by_table(dag_run, catalog)
     assert set(events) == set(TABLES)
@@ -423,6 +448,7 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
                                                  "merge": "success"}, states
         results = run_results(dag_run)
         last_dump = results["dump"]
+        assert_staged_where_configured(dags, last_dump["manifest"])
         end = store.load(SOURCE_ID)
         assert end == Checkpoint.from_json(last_dump["end"])
         events = events_by_table(dag_run, catalog)

@@ -4,14 +4,18 @@ cannot both publish, a killed dump's uploads are never read and are removed late
 locations, buckets, credentials and stores without conditional writes are refused clearly."""
 from __future__ import annotations
 
+import json
+
 import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_binlog.codec import constants as C
+from airflow_provider_binlog.operators.merge import BinlogMergeOperator
 from airflow_provider_binlog.staging import writer as writer_module
 from airflow_provider_binlog.staging.manifest import ManifestError, load_manifest
 from airflow_provider_binlog.staging.storage import (
     ObjectLocation,
+    read_bytes,
     ObjectStaging,
     StagingStorageError,
     StorageOptions,
@@ -21,6 +25,7 @@ from airflow_provider_binlog.staging.storage import (
 from airflow_provider_binlog.staging.writer import StagingWriter, remove_stale_attempts
 from tests.integration.test_merge_job import Binlog, col, table_map
 from tests.s3_server import s3_env, s3_server, start_moto, stop_moto  # noqa: F401
+from tests.unit.airflow.test_merge_operator_cluster import _value, submitted  # noqa: F401
 
 ITEMS = table_map("s", "items", [col(0, "id", C.MYSQL_TYPE_LONG, primary_key=True, nullable=False),
                                  col(1, "v", C.MYSQL_TYPE_LONG)])
@@ -156,3 +161,87 @@ def test_a_store_that_ignores_conditional_writes_is_refused(s3_server, s3_env, m
     with pytest.raises(StagingStorageError, match="ignores conditional writes"):
         check_conditional_writes(staging)
     assert keys(s3_server, s3_env) == []
+
+
+def test_cluster_deploy_mode_with_staging_on_s3_reads_the_result_from_the_store_and_removes_it(
+        submitted, monkeypatch, s3_env):  # noqa: F811
+    writer = StagingWriter(f"s3://{s3_env}/stage", workers=0)
+    published = writer.publish(dump_id="mariadb-bin.000001.4-mariadb-bin.000001.400",
+                               start={"file": "mariadb-bin.000001", "pos": 4},
+                               end={"file": "mariadb-bin.000001", "pos": 400}, server={})
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({
+        "conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}))
+    op = BinlogMergeOperator(task_id="merge", manifests=published.ref, namespace="shop_cdc", conn_id="spark_yarn",
+                             catalog_settings={"type": "rest", "uri": "http://iceberg-rest:8181"}, jars=[],
+                             advance_checkpoint=False)
+    summary = op.execute(context={})
+    assert summary["batches"] == [("mariadb-bin.000001.4-mariadb-bin.000001.400", "applied")]
+    result = _value(submitted[0]["command"], "--output-json")
+    assert result.startswith(f"s3://{s3_env}/stage/.merge-result-") and result.endswith(".json")
+    assert read_bytes(result) is None  # read, then removed
+    # no credential on the command line
+    assert not any("testing" in part for part in submitted[0]["command"])
+
+
+def aws_connection(monkeypatch, conn_id: str, server, **extra) -> None:
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({
+        "conn_type": "aws", "login": "testing", "password": "conn-secret-value",
+        "extra": {"region_name": "us-east-1", "endpoint_url": server.endpoint, **extra}}))
+
+
+def test_credentials_from_an_aws_connection_publish_without_any_in_the_environment(
+        s3_server, tmp_path, monkeypatch):  # noqa: F811
+    from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
+
+    for key in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION",
+                "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(key, raising=False)
+    bucket = s3_server.create_bucket()
+    aws_connection(monkeypatch, "stage_s3", s3_server)
+    options = staging_storage_options("stage_s3")
+    assert (options.endpoint_url, options.region, options.access_key) == (s3_server.endpoint, "us-east-1", "testing")
+    assert "conn-secret-value" not in repr(options)
+    writer = StagingWriter(f"s3://{bucket}/conn", storage_options=options)
+    published = writer.publish(dump_id="d1", start={}, end={}, server={})
+    assert published.ref == f"s3://{bucket}/conn/d1/manifest.json"
+    with pytest.raises(StagingStorageError, match="of type 'mysql'"):
+        monkeypatch.setenv("AIRFLOW_CONN_NOT_AWS", json.dumps({"conn_type": "mysql", "host": "h"}))
+        staging_storage_options("not_aws")
+
+
+def test_the_merge_gets_the_connections_credentials_in_its_environment_never_on_its_command_line(
+        submitted, s3_server, s3_env, monkeypatch):  # noqa: F811
+    writer = StagingWriter(f"s3://{s3_env}/stage", workers=0)
+    published = writer.publish(dump_id="mariadb-bin.000001.4-mariadb-bin.000001.400",
+                               start={"file": "mariadb-bin.000001", "pos": 4},
+                               end={"file": "mariadb-bin.000001", "pos": 400}, server={})
+    aws_connection(monkeypatch, "stage_s3", s3_server, kms_key_id="alias/cdc")
+    op = BinlogMergeOperator(task_id="merge", manifests=published.ref, namespace="shop_cdc",
+                             conn_id="spark_cluster", conf={"spark.sql.catalog.lake": "x"},
+                             advance_checkpoint=False, staging_conn_id="stage_s3")
+    op.execute(context={})
+    (call,) = submitted
+    assert call["env"]["AWS_SECRET_ACCESS_KEY"] == "conn-secret-value"
+    assert call["env"]["BINLOG_STAGING_KMS_KEY_ID"] == "alias/cdc"
+    assert not any("conn-secret-value" in part for part in call["command"])
+    # a YARN or Kubernetes driver would get them as --conf options: refused, saying why
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn"}))
+    yarn = BinlogMergeOperator(task_id="m2", manifests=published.ref, namespace="n", conn_id="spark_yarn",
+                               conf={"spark.sql.catalog.lake": "x"}, advance_checkpoint=False,
+                               staging_conn_id="stage_s3")
+    with pytest.raises(Exception, match="cannot reach a yarn driver"):
+        yarn.execute(context={})
+
+
+def test_the_ui_view_lists_the_batches_of_a_staging_location_on_s3(s3_server, s3_env, tmp_path):  # noqa: F811
+    from airflow_provider_binlog.plugins.status import read_manifests
+
+    log = Binlog(tmp_path, staging=f"s3://{s3_env}/ui")
+    first = stage(log, 1).publish()
+    second = stage(log, 10).publish()
+    dumps, warnings = read_manifests([f"s3://{s3_env}/ui"])
+    assert warnings == []
+    assert [d["dump_id"] for d in dumps] == [second.dump_id, first.dump_id]
+    assert dumps[0]["rows"]["insert"] == 3
+    dumps, warnings = read_manifests(["s3://no-such-bucket/ui"])
+    assert dumps == [] and "no-such-bucket" in warnings[0]

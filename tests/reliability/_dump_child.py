@@ -18,6 +18,7 @@ import resource
 import signal
 import sys
 import threading
+import time
 
 
 def _vmhwm_kb() -> int:
@@ -86,6 +87,17 @@ def install(kill: dict) -> None:
             original(path, data)
             die()
         writer.write_json_atomically = write_json
+        # on an object store: around the conditional write of the manifest (the uploads done)
+        from airflow_provider_binlog.staging.storage import ObjectStaging
+        original_create = ObjectStaging.create_if_absent
+
+        def create_if_absent(self, data, *parts):
+            if point == "before_manifest":
+                die()
+            created = original_create(self, data, *parts)
+            die()
+            return created
+        ObjectStaging.create_if_absent = create_if_absent
     elif point == "after_publish":
         original = writer.load_manifest
 
@@ -111,8 +123,28 @@ def install(kill: dict) -> None:
         raise SystemExit(f"unknown kill point {point!r}")
 
 
+def _publish_barrier(directory: str, parties: int) -> None:
+    """On an object store: wait, uploads done, until ``parties`` dumps reached the conditional
+    write of their manifest (files in ``directory``), so that they race for it."""
+    import uuid
+
+    from airflow_provider_binlog.staging.storage import ObjectStaging
+    original = ObjectStaging.create_if_absent
+
+    def create_if_absent(self, data, *parts):
+        with open(os.path.join(directory, uuid.uuid4().hex), "w"):
+            pass
+        deadline = time.monotonic() + 120
+        while len(os.listdir(directory)) < parties and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return original(self, data, *parts)
+    ObjectStaging.create_if_absent = create_if_absent
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
+    if spec.get("barrier"):
+        _publish_barrier(spec["barrier"]["dir"], spec["barrier"]["parties"])
     rows = spec.get("row_group_rows")
     if rows:
         from airflow_provider_binlog.staging import writer

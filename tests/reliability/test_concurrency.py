@@ -21,6 +21,7 @@ from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.staging import load_manifest
 from airflow_provider_binlog.tables import TableFilter
 from tests.reliability import support as S
+from tests.s3_server import s3_server  # noqa: F401
 
 DB = "rel_conc"
 HOLD = """
@@ -172,6 +173,52 @@ def test_two_dumps_of_the_same_range_at_once_publish_one_complete_batch(mariadb,
             assert manifest.data["created_at"] == kept, "a published batch was replaced by a copy of itself"
         assert S.replay([manifest], DB) == S.source_state(mariadb, DB)
     record_trials("two dumps of the same range at once", rounds)
+
+
+def test_two_dumps_of_the_same_range_racing_to_publish_on_s3_publish_one_batch(
+        mariadb, s3_server, tmp_path, monkeypatch, record_trials):  # noqa: F811
+    """On an object store there is no lock: both dumps upload their files, wait until both
+    have, then race to create the manifest. One creates it; the other finds the same batch,
+    deletes its uploads and returns the published one. Only the winner's files are named and
+    left."""
+    from airflow_provider_binlog.staging.storage import ObjectStaging
+    from airflow_provider_binlog.staging.writer import remove_stale_attempts
+
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    S.create_tables(mariadb, DB)
+    start = S.here(mariadb)
+    S.workload(mariadb, DB, S.rng_for("conc-dumps-s3"), 150)
+    stop = S.here(mariadb)
+    rounds = S.trials(2)
+    for r in range(rounds):
+        bucket = s3_server.create_bucket()
+        location = f"s3://{bucket}/dumps"
+        barrier = tmp_path / f"barrier-{r}"
+        barrier.mkdir()
+        procs = []
+        for i in range(2):
+            spec = {"server": S.server_spec(mariadb), "start": start.to_json(), "stop": stop.to_json(),
+                    "staging_dir": location, "tables": [f"{DB}.*"], "server_id": 6300 + i,
+                    "barrier": {"dir": str(barrier), "parties": 2}, "out": str(tmp_path / f"s3-dump-{r}-{i}.json")}
+            procs.append(subprocess.Popen([sys.executable, str(S.HERE / "_dump_child.py"), json.dumps(spec)],
+                                          cwd=str(S.ROOT), env={**os.environ, "PYTHONPATH": str(S.ROOT)},
+                                          stderr=subprocess.PIPE, text=True))
+        for proc in procs:
+            _, err = proc.communicate(timeout=180)
+            assert proc.returncode == 0, err
+        assert len(list(barrier.iterdir())) == 2          # both reached the conditional write
+        results = [json.loads((tmp_path / f"s3-dump-{r}-{i}.json").read_text()) for i in range(2)]
+        assert results[0]["dump_id"] == results[1]["dump_id"] and results[0]["manifest"] == results[1]["manifest"]
+        keys = [o["Key"] for o in s3_server.client().list_objects_v2(Bucket=bucket).get("Contents", [])]
+        assert [k for k in keys if k.endswith("manifest.json")] == [f"dumps/{results[0]['dump_id']}/manifest.json"]
+        manifest = load_manifest(results[0]["manifest"], verify=True)
+        attempts = {f["path"].split("/")[0] for t in manifest.tables for f in t["files"]}
+        assert len(attempts) == 1                          # the winner's files only
+        assert {k.split("/")[2] for k in keys if not k.endswith("manifest.json")} == attempts  # the loser's are gone
+        assert remove_stale_attempts(ObjectStaging(location), older_than=0) == []
+        assert S.replay([manifest], DB) == S.source_state(mariadb, DB)
+    record_trials("two dumps of the same range racing to publish on S3", rounds)
 
 
 @pytest.mark.reliability_full

@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import sys
-from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from pyspark import SparkConf, SparkContext
@@ -16,6 +15,7 @@ from ...checkpoint import open_checkpoint_store
 from ...spark.catalogs import CatalogConfigError, secret_conf_from_env
 from ...spark.runtime import local_spark_session
 from ...staging.manifest import ManifestError
+from ...staging.storage import write_bytes
 from ..errors import MergeJobError
 from ..direct_changes import DEFAULT_DIRECT_MAX_BYTES, DELETES_POSITION, DIRECT_DELETES
 from ..iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS, DEFAULT_PARALLEL_TABLES
@@ -80,8 +80,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _write_json(path: Optional[str], data: Mapping[str, Any]) -> None:
+    """The job's result, to a local path or (cluster deploy mode, staging on an object store)
+    a URI next to the staged batches."""
     if path:
-        Path(path).write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+        write_bytes(path, (json.dumps(data, indent=1, sort_keys=True, default=str) + "\n").encode())
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -17,6 +17,8 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook  #
 from airflow_provider_binlog.operators.merge import BinlogMergeOperator, merge_application  # noqa: E402
 from airflow_provider_binlog.spark.runtime import ICEBERG_PACKAGE  # noqa: E402
 from airflow_provider_binlog.staging import StagingWriter  # noqa: E402
+from airflow_provider_binlog.staging.manifest import load_manifest  # noqa: E402
+from airflow_provider_binlog.staging.storage import write_bytes  # noqa: E402
 
 CLUSTER_CONF = {
     "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -37,11 +39,10 @@ def submitted(monkeypatch):
         command = self._build_spark_submit_command(application)
         calls.append({"command": command, "env": dict(self._env or {})})
         args = command[command.index(application) + 1:]
-        manifest = json.loads(open(args[args.index("--manifest") + 1] + "/manifest.json").read())
+        manifest = load_manifest(args[args.index("--manifest") + 1]).data
         result = {"batches": [{"batch_id": manifest["dump_id"], "status": "applied", "tables": []}],
                   "checkpoint": manifest["end"]}
-        with open(args[args.index("--output-json") + 1], "w") as fh:
-            json.dump(result, fh)
+        write_bytes(args[args.index("--output-json") + 1], json.dumps(result).encode())
 
     monkeypatch.setattr(SparkSubmitHook, "submit", submit)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({"conn_type": "spark", "host": "spark://spark-master",

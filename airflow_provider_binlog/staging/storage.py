@@ -204,6 +204,11 @@ class ObjectStaging:
             self._call(f"uploading {self.location.uri(*parts)}", self.client.put_object,
                        Bucket=self.location.bucket, Key=key, Body=fh, **self._extra())
 
+    def put(self, data: bytes, *parts: str) -> None:
+        """Write ``data`` at ``parts``, replacing what is there."""
+        self._call(f"writing {self.location.uri(*parts)}", self.client.put_object, Bucket=self.location.bucket,
+                   Key=self.location.key(*parts), Body=data, **self._extra())
+
     def create_if_absent(self, data: bytes, *parts: str) -> bool:
         """Write ``data`` at ``parts`` unless an object is there: True when written, False when
         one was (the store answered 412 to ``If-None-Match: *``). A store that ignores the

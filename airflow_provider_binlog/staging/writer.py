@@ -74,6 +74,10 @@ class StagingWriter:
                  masking: Optional[Masking] = None, storage_options: Optional[StorageOptions] = None) -> None:
         #: the object store batches are published to (None: ``staging_dir`` is local)
         self.remote: Optional[ObjectStaging] = None
+        #: on an object store: sealed files already kept there (local path -> where), and the
+        #: resume key they are kept under
+        self._uploaded: dict[str, str] = {}
+        self._resume_key: Optional[str] = None
         if is_object_store(staging_dir):
             self.remote = ObjectStaging(os.fspath(staging_dir), storage_options)
             staging_dir = local_work_root()
@@ -223,6 +227,23 @@ class StagingWriter:
             "ddl": self.ddl, "rows": self._rows, "sealed": self._local.sealed,
         }
         write_json_atomically(self.work_dir / _PROGRESS_NAME, state)
+        if self.remote is not None:
+            self._seal_remote(self.remote, state)
+
+    def _seal_remote(self, remote: ObjectStaging, state: dict[str, Any]) -> None:
+        """Keep the sealed work on the object store too, for a writer on another machine:
+        the part files not uploaded yet under ``.resumable/<key>/<attempt>/``, then the state,
+        naming where each file is, at ``.resumable/<key>/progress.json`` (written last)."""
+        key = self._resume_key = safe_name(str(state["progress"]["resume_key"]))
+        attempt = self.work_dir.name.removeprefix(".incomplete-")
+        uploaded = self._uploaded
+        for files in state["files"].values():
+            for _, desc in files:
+                if desc["path"] not in uploaded:
+                    remote.upload(str(self.work_dir / desc["path"]), _RESUMABLE, key, attempt, desc["path"])
+                    uploaded[desc["path"]] = f"{attempt}/{desc['path']}"
+        body = json.dumps({**state, "objects": uploaded}, sort_keys=True, default=str).encode()
+        remote.put(body, _RESUMABLE, key, _PROGRESS_NAME)
 
     @classmethod
     def resume(cls, staging_dir: str | os.PathLike[str], resume_key: str,
@@ -258,7 +279,43 @@ class StagingWriter:
             adopted = cls._adopt(staging, work, state, table_maps, masking, row_group_rows, row_group_bytes)
             adopted[0].remote = remote
             return adopted
+        if remote is not None:
+            return cls._resume_remote(remote, staging, resume_key, table_maps, masking, row_group_rows,
+                                      row_group_bytes)
         return None
+
+    @classmethod
+    def _resume_remote(cls, remote: ObjectStaging, staging: Path, resume_key: str,
+                       table_maps: dict[_Key, TableMap], masking: Optional[Masking], row_group_rows: int,
+                       row_group_bytes: int) -> Optional[tuple["StagingWriter", dict[str, Any]]]:
+        """The sealed work of ``resume_key`` kept on the object store (the machine that sealed
+        it is gone), downloaded into a new local work directory and adopted."""
+        key = safe_name(resume_key)
+        body = remote.read(_RESUMABLE, key, _PROGRESS_NAME)
+        if body is None:
+            return None
+        state = json.loads(body)
+        objects: dict[str, str] = dict(state.pop("objects", {}))
+        work = staging / f".incomplete-{uuid.uuid4().hex}"
+        work.mkdir(mode=0o700)
+        try:
+            for relative, where in objects.items():
+                target = work / relative
+                target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                data = remote.read(_RESUMABLE, key, where)
+                if data is None:
+                    raise ManifestError(f"{remote.location.uri(_RESUMABLE, key, where)}: a sealed file of the "
+                                        f"work to resume is missing; start it over")
+                target.write_bytes(data)
+                os.chmod(target, 0o600)
+            write_json_atomically(work / _PROGRESS_NAME, state)
+            adopted = cls._adopt(staging, work, state, table_maps, masking, row_group_rows, row_group_bytes)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        adopted[0].remote = remote
+        adopted[0]._uploaded = objects  # already on the store: not uploaded again at the next seal
+        return adopted
 
     @classmethod
     def _adopt(cls, staging: Path, work: Path, state: dict[str, Any], table_maps: dict[_Key, TableMap],
@@ -266,6 +323,7 @@ class StagingWriter:
                row_group_bytes: int) -> tuple["StagingWriter", dict[str, Any]]:
         self = cls.__new__(cls)
         self.staging_dir, self.work_dir, self.remote = staging, work, None
+        self._uploaded, self._resume_key = {}, safe_name(str(state["progress"].get("resume_key", ""))) or None
         self._lock_fd = _hold_lock(work)
         self.row_group_rows, self.row_group_bytes = row_group_rows, row_group_bytes
         self.counters = Counters()
@@ -401,6 +459,10 @@ class StagingWriter:
         shutil.rmtree(self.work_dir, ignore_errors=True)
         self._release()
         self.published = load_manifest(uri, options=remote.options)
+        resume_key = self._resume_key
+        if resume_key is not None:  # published: nothing to resume any more
+            stale = [o["Key"] for o in remote.objects(_RESUMABLE, resume_key)]
+            _delete_quietly(remote, [f"{_RESUMABLE}/{resume_key}/{k}" for k in stale])
         return self.published
 
     def abort(self) -> None:
@@ -428,6 +490,8 @@ class StagingWriter:
 
 
 _LOCK_NAME = ".lock"
+#: where sealed work is kept on an object store, per resume key
+_RESUMABLE = ".resumable"
 #: what a sealed writer records for a writer that resumes it (see StagingWriter.seal)
 _PROGRESS_NAME = "progress.json"
 #: a sealed work directory no writer resumed is removed after this many seconds
@@ -474,6 +538,8 @@ def remove_stale_attempts(remote: ObjectStaging, *, older_than: float = 24 * 360
     manifests = set()
     for item in remote.objects():
         parts = item["Key"].split("/")
+        if parts[0].startswith("."):  # sealed work to resume, results: not batches
+            continue
         if len(parts) == 2 and parts[1] == MANIFEST_NAME:
             manifests.add(parts[0])
         elif len(parts) >= 3:

@@ -47,7 +47,7 @@ def main() -> None:
         lambda: ReplicaConnection(spec["host"], spec["port"], spec["user"], spec["password"], server_id=4646),
         staging_dir=spec["staging"], tables=TableFilter(spec["tables"]), flavor="mariadb",
         server={"server_id": 1}, chunk_rows=spec["chunk_rows"], resume_key=spec["resume_key"])
-    log.write(f"published {manifest.path}\n")
+    log.write(f"published {manifest.ref}\n")
 
 
 if __name__ == "__main__":

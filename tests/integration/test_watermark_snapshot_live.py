@@ -4,6 +4,7 @@ gives the source tables exactly, in Python and through the merge into Iceberg; n
 held; tables without a usable key and schema changes during the snapshot are refused."""
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -20,6 +21,7 @@ from airflow_provider_binlog.schema_history import SchemaHistory
 from airflow_provider_binlog.snapshot import SnapshotError
 from airflow_provider_binlog.tables import TableFilter
 from airflow_provider_binlog.watermark_snapshot import take_watermark_snapshot
+from tests.s3_server import s3_server  # noqa: F401
 
 DB = "wsnap"
 N = 3000
@@ -256,10 +258,13 @@ def test_a_reload_of_some_tables_applies_unless_the_incremental_load_went_past_i
         "already-applied"
 
 
-def test_a_killed_watermark_snapshot_resumes_at_its_last_sealed_chunk(mariadb, spark, tmp_path):
+@pytest.mark.parametrize("staged_on", ["local", "s3"])
+def test_a_killed_watermark_snapshot_resumes_at_its_last_sealed_chunk(mariadb, spark, tmp_path, staged_on,
+                                                                      request, monkeypatch):
     """SIGKILL just before the 5th chunk is sealed, writers writing all along; the rerun with the
     same key continues after the 4th chunk: the rows read twice are the one chunk being read at
-    the kill, and the merged Iceberg tables equal MariaDB."""
+    the kill, and the merged Iceberg tables equal MariaDB. Staged on S3, the rerun runs as on
+    another machine (another local work area): it resumes from the sealed work kept on the store."""
     import json
     import subprocess
     import sys
@@ -269,8 +274,17 @@ def test_a_killed_watermark_snapshot_resumes_at_its_last_sealed_chunk(mariadb, s
 
     create(mariadb)
     log = tmp_path / "child.log"
+    staging, other_machine = str(tmp_path / "staging"), {}
+    if staged_on == "s3":
+        s3 = request.getfixturevalue("s3_server")
+        for key, value in s3.env().items():
+            monkeypatch.setenv(key, value)
+        bucket = s3.create_bucket()
+        staging = f"s3://{bucket}/snap"
+        (tmp_path / "other-machine").mkdir()
+        other_machine = {"TMPDIR": str(tmp_path / "other-machine")}
     spec = {"host": mariadb.host, "port": mariadb.port, "user": mariadb.user, "password": mariadb.password,
-            "staging": str(tmp_path / "staging"), "tables": [f"{DB}.*"], "chunk_rows": 97,
+            "staging": staging, "tables": [f"{DB}.*"], "chunk_rows": 97,
             "resume_key": "dag/run/snapshot", "kill_at_seal": 5, "log": str(log)}
     stop, counts = threading.Event(), {"writes": 0}
     # about a thousand writes a second at most: the snapshot, in another process, must be able
@@ -288,7 +302,8 @@ def test_a_killed_watermark_snapshot_resumes_at_its_last_sealed_chunk(mariadb, s
         assert first.count("seal") == 4 and 0 < read_twice <= 97, first
         log.write_text("")
         again = subprocess.run([sys.executable, "tests/integration/_watermark_child.py",
-                                json.dumps({**spec, "kill_at_seal": 0})], capture_output=True, text=True, timeout=280)
+                                json.dumps({**spec, "kill_at_seal": 0})], capture_output=True, text=True, timeout=280,
+                               env={**os.environ, **other_machine})
         assert again.returncode == 0, again.stderr[-3000:]
         time.sleep(0.2)
     finally:
@@ -301,7 +316,12 @@ def test_a_killed_watermark_snapshot_resumes_at_its_last_sealed_chunk(mariadb, s
     # the resumed run went on after the 4 chunks sealed (of 97 rows: the first table, coded, has 800)
     assert snap.data["snapshot_stats"]["resumed"] is True
     assert snap.data["snapshot_stats"]["resumed_after_rows"] == 4 * 97
-    assert not list((tmp_path / "staging").glob(".incomplete-*"))  # nothing left behind
+    if staged_on == "local":
+        assert not list((tmp_path / "staging").glob(".incomplete-*"))  # nothing left behind
+    else:  # the sealed work kept on the store goes once the batch is published
+        keys = [o["Key"] for o in s3.client().list_objects_v2(Bucket=bucket).get("Contents", [])]
+        assert keys and not [k for k in keys if k.startswith("snap/.resumable/")], keys
+        assert not list((tmp_path / "other-machine").glob("*/.incomplete-*"))
     rc = replica_factory(mariadb)()
     rc.connect()
     try:
@@ -309,10 +329,11 @@ def test_a_killed_watermark_snapshot_resumes_at_its_last_sealed_chunk(mariadb, s
                        tables=TableFilter([f"{DB}.*"]), history=SchemaHistory.from_json(snap.data["schema_history"]))
     finally:
         rc.close()
-    apply_manifests(spark, [snap.directory, inc.manifest.directory], "lake", "wsnap_kill")
-    got = {r[0]: tuple(r) for r in spark.sql("SELECT id, v, s FROM lake.wsnap_kill.wsnap__items").collect()}
+    namespace = f"wsnap_kill_{staged_on}"
+    apply_manifests(spark, [snap.ref, inc.manifest.directory], "lake", namespace)
+    got = {r[0]: tuple(r) for r in spark.sql(f"SELECT id, v, s FROM lake.{namespace}.wsnap__items").collect()}
     assert got == source(mariadb, "items", 1, ("id", "v", "s"))
-    got = {(r[0], r[1]): tuple(r) for r in spark.sql("SELECT a, b, n FROM lake.wsnap_kill.wsnap__pairs").collect()}
+    got = {(r[0], r[1]): tuple(r) for r in spark.sql(f"SELECT a, b, n FROM lake.{namespace}.wsnap__pairs").collect()}
     assert got == source(mariadb, "pairs", 2, ("a", "b", "n"))
 
 

@@ -64,3 +64,22 @@ def test_the_ci_script_runs_pytest_with_ci_set():
     runs = [i for i, line in enumerate(lines)
             if re.search(r"-m pytest\b", line) and not line.lstrip().startswith(("#", "log"))]
     assert exported and runs and exported[0] < runs[0], (exported, runs)
+
+
+def test_the_quickstart_setup_installs_what_the_quickstart_needs_and_runs_no_test():
+    """README's first command: ``bash quickstart.sh`` installs the quickstart's Debian packages
+    and the project's runtime extras, then runs the quickstart; the test suite is not run."""
+    import subprocess
+
+    script = (ROOT / "quickstart.sh").read_text()
+    assert subprocess.run(["bash", "-n", str(ROOT / "quickstart.sh")]).returncode == 0
+    assert "pytest" not in script and "[test" not in script
+    for package in ("mariadb-server", "openjdk-17-jre-headless", "python3-venv"):
+        assert package in script
+    assert "-c constraints.txt -e '.[spark,airflow]' pyiceberg" in script
+    assert script.rstrip().endswith('exec .venv/bin/python -m airflow_provider_binlog quickstart "$@"')
+    readme = (ROOT / "README.md").read_text()
+    assert "    bash quickstart.sh " in readme and "    bash .ci/run " in readme
+    # both scripts share the install steps
+    for path in (ROOT / "quickstart.sh", ROOT / ".ci" / "run"):
+        assert ". .ci/lib.sh" in path.read_text()

@@ -34,13 +34,13 @@ def _dataset(namespace: str, name: str, columns: Iterable[tuple[str, str]]) -> A
     return Dataset(namespace=namespace, name=name, facets=_schema_facet(columns))
 
 
-def _tables(manifest_paths: Iterable[str]) -> tuple[dict, dict]:
+def _tables(manifest_paths: Iterable[str], options: Any = None) -> tuple[dict, dict]:
     """``{(server namespace, schema.table): [(column, MySQL type)]}`` and the same keys to
     ``[(column, Arrow type)]``, the latest manifest's columns winning."""
     source: dict = {}
     staged: dict = {}
     for path in manifest_paths:
-        manifest = load_manifest(path)
+        manifest = load_manifest(path, options=options)
         server = manifest.data.get("server") or {}
         namespace = f"mysql://{server.get('host') or 'unknown'}:{server.get('port') or 3306}"
         for entry in manifest.tables:
@@ -51,17 +51,22 @@ def _tables(manifest_paths: Iterable[str]) -> tuple[dict, dict]:
     return source, staged
 
 
-def source_datasets(manifest_paths: Iterable[str]) -> list:
+def source_datasets(manifest_paths: Iterable[str], options: Any = None) -> list:
     """The MySQL/MariaDB tables of these manifests."""
-    source, _ = _tables(manifest_paths)
+    source, _ = _tables(manifest_paths, options)
     return [_dataset(ns, name, cols) for (ns, name), cols in sorted(source.items())]
 
 
-def staged_datasets(manifest_path: str) -> list:
+def staged_datasets(manifest_path: str, options: Any = None) -> list:
     """The staged files of one dump, one dataset per table."""
-    manifest = load_manifest(manifest_path)
-    _, staged = _tables([manifest_path])
-    directory = str(manifest.directory)
+    manifest = load_manifest(manifest_path, options=options)
+    _, staged = _tables([manifest_path], options)
+    directory = manifest.directory_ref
+    if manifest.uri is not None:  # s3://bucket/prefix/<dump>: namespace s3://bucket, name the path
+        scheme, rest = directory.split("://", 1)
+        bucket, _, path = rest.partition("/")
+        return [_dataset(f"{scheme}://{bucket}", f"{path}/{name}", cols)
+                for (_ns, name), cols in sorted(staged.items())]
     return [_dataset("file", f"{directory}/{name}", cols) for (_ns, name), cols in sorted(staged.items())]
 
 
@@ -78,10 +83,10 @@ def iceberg_namespace_and_root(catalog: str, warehouse: Optional[str]) -> tuple[
 
 
 def iceberg_datasets(manifest_paths: Iterable[str], *, catalog: str, namespace: str,
-                     warehouse: Optional[str]) -> list:
+                     warehouse: Optional[str], options: Any = None) -> list:
     """The Iceberg tables these manifests load."""
     ns, root = iceberg_namespace_and_root(catalog, warehouse)
-    _, staged = _tables(manifest_paths)
+    _, staged = _tables(manifest_paths, options)
     out = []
     for (_server, name), cols in sorted(staged.items()):
         table = iceberg_table_name(*name.split(".", 1))

@@ -50,7 +50,7 @@ def plan_batches(manifests: Iterable[Any]) -> list[Batch]:
     for item in manifests:
         # read again, checking each staged file's checksum: a damaged file fails here,
         # before anything is committed
-        manifest = load_manifest(item.path if isinstance(item, Manifest) else item, verify=True)
+        manifest = load_manifest(item.ref if isinstance(item, Manifest) else item, verify=True)
         try:
             start, end = Checkpoint.from_json(manifest.start), Checkpoint.from_json(manifest.end)
         except ValueError as exc:

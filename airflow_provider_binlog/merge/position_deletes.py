@@ -19,6 +19,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Optional, Sequence
 
+from .errors import MergeJobError
 from .iceberg_arrow import FIELD_ID
 
 #: Data files searched at once (threads: Arrow releases the GIL while it reads and looks up).
@@ -27,6 +28,11 @@ _THREADS = min(4, os.cpu_count() or 1)
 #: The reserved field ids and names of a position delete file's columns (Iceberg spec,
 #: "Position Delete Files").
 FILE_PATH_ID, POS_ID = 2147483546, 2147483545
+
+
+class KeyColumnsMissing(MergeJobError):
+    """A data file without the Iceberg field id of a key column (written without field ids, read
+    through a name mapping): its rows cannot be located here."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,8 +93,8 @@ def key_row_groups(source: Any, keys: Any, field_ids: Sequence[int]) -> Iterator
     """The key columns of one data file (``source``: a path or a file object pyarrow reads),
     row group by row group, as ``(position of the group's first row, key table)``: the columns
     found by Iceberg field id (a renamed column keeps its id) and cast to ``keys``' types;
-    only the row groups whose statistics overlap ``keys``' range of the first key column. A
-    key column the file does not hold reads as nulls, which match nothing."""
+    only the row groups whose statistics overlap ``keys``' range of the first key column.
+    :class:`KeyColumnsMissing` when the file has no column of a key's field id."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -100,6 +106,9 @@ def key_row_groups(source: Any, keys: Any, field_ids: Sequence[int]) -> Iterator
             by_id[int(value)] = field.name
     names = keys.column_names
     present = [by_id.get(fid) for fid in field_ids]
+    if None in present:
+        raise KeyColumnsMissing(f"a data file has no column with field id "
+                                f"{', '.join(str(f) for f, p in zip(field_ids, present) if p is None)}")
     metadata = parquet.metadata
     groups = list(range(metadata.num_row_groups))
     if present[0] is not None:
@@ -110,13 +119,13 @@ def key_row_groups(source: Any, keys: Any, field_ids: Sequence[int]) -> Iterator
     for i in range(metadata.num_row_groups):
         starts.append(at)
         at += metadata.row_group(i).num_rows
-    read_names = [p for p in present if p is not None]
+    read_names = [p for p in present if p is not None]  # every one (checked above)
     for group in groups:
         part = parquet.read_row_group(group, columns=read_names)
         columns = {}
         for name, found in zip(names, present):
             target = keys.schema.field(name).type
-            columns[name] = pa.nulls(part.num_rows, target) if found is None else part.column(found).cast(target)
+            columns[name] = part.column(found).cast(target)
         yield starts[group], pa.table(columns)
 
 

@@ -15,7 +15,7 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
 
 from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
-from airflow_provider_binlog.staging.storage import delete_file, read_bytes
+from airflow_provider_binlog.staging.storage import SECRET_ENV, delete_file, read_bytes
 
 try:  # Airflow 3.x
     from airflow.sdk.exceptions import AirflowException
@@ -56,7 +56,7 @@ def manifest_paths(value: Any) -> list[str]:
     raise ValueError(f"cannot read manifest paths from {type(value).__name__}")
 
 
-def summarize(result: dict, manifests: Sequence[str]) -> dict:
+def summarize(result: dict, manifests: Sequence[str], options: Any = None) -> dict:
     """A small XCom value: per table the rows inserted/updated/deleted that this run applied
     (staged row changes; nothing for a batch or table that was already applied), its Iceberg
     table, snapshot id and status; the totals, the batches with their status, the end
@@ -65,7 +65,7 @@ def summarize(result: dict, manifests: Sequence[str]) -> dict:
     counts: dict[str, dict[str, dict]] = {}
     mode = "incremental"
     for path in manifests:
-        manifest = load_manifest(path)
+        manifest = load_manifest(path, options=options)
         if manifest.data.get("mode") == "snapshot":
             mode = "snapshot"
         per_table = counts.setdefault(manifest.dump_id, {})
@@ -350,7 +350,7 @@ class BinlogMergeOperator(BaseOperator):
         staging = staging_storage_options(self.staging_conn_id)
         if staging is not None:
             staged_env = staging.to_env()
-            secret = [k for k in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN") if k in staged_env]
+            secret = [k for k in SECRET_ENV if k in staged_env]
             if secret and ("yarn" in master or "k8s" in master):
                 raise AirflowException(
                     f"the staging connection's credentials cannot reach a {master} driver without appearing "
@@ -372,6 +372,7 @@ class BinlogMergeOperator(BaseOperator):
             raise AirflowException("no manifest to merge: the dump task returned nothing")
         began = time.monotonic()
         catalog = self.iceberg_catalog()
+        staging = staging_storage_options(self.staging_conn_id)  # the task's own reads of staging
         master, mode = self._submit_target()
         cluster = mode == "cluster"
         if cluster and master.startswith("spark://"):
@@ -427,19 +428,19 @@ class BinlogMergeOperator(BaseOperator):
                 try:
                     self._hook.submit(self.application or merge_application())
                 except Exception as exc:
-                    written = read_bytes(output)
+                    written = read_bytes(output, staging)
                     detail = json.loads(written).get("error", "") if written else ""
                     raise AirflowException(f"the merge job failed: {detail or exc}") from None
-                written = read_bytes(output)
+                written = read_bytes(output, staging)
                 if written is None:
                     raise AirflowException(f"the merge job ended without writing its result {output}")
                 result = json.loads(written)
             finally:
                 if cluster:
-                    delete_file(output)
+                    delete_file(output, staging)
         if result.get("error"):
             raise AirflowException(f"the merge job failed: {result['error']}")
-        summary = summarize(result, paths)
+        summary = summarize(result, paths, staging)
         try:  # a metric must not fail a committed merge
             from airflow_provider_binlog.metrics import record_merge
             record_merge(key or self.stream or self.namespace, summary, time.monotonic() - began)
@@ -460,11 +461,13 @@ class BinlogMergeOperator(BaseOperator):
         paths, catalog = getattr(self, "_lineage", ([], None))
         if not paths:
             return lineage.operator_lineage([], [])
+        staging = staging_storage_options(self.staging_conn_id)
         warehouse = catalog.warehouse if catalog is not None else self.conf.get(
             f"spark.sql.catalog.{self.catalog}.warehouse")
         return lineage.operator_lineage(
-            lineage.source_datasets(paths),
-            lineage.iceberg_datasets(paths, catalog=self.catalog, namespace=self.namespace, warehouse=warehouse))
+            lineage.source_datasets(paths, staging),
+            lineage.iceberg_datasets(paths, catalog=self.catalog, namespace=self.namespace, warehouse=warehouse,
+                                     options=staging))
 
     def _checkpoint_store(self) -> tuple[Optional[str], Optional[str]]:
         """The checkpoint store URI and key the merge job advances (``(None, None)``: none)."""

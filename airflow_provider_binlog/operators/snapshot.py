@@ -154,7 +154,11 @@ class BinlogSnapshotOperator(BaseOperator):
         manifest = getattr(self, "_manifest", None)
         if manifest is None:
             return lineage.operator_lineage([], [])
-        return lineage.operator_lineage(lineage.source_datasets([manifest]), lineage.staged_datasets(manifest))
+        from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
+
+        staging = staging_storage_options(self.staging_conn_id)
+        return lineage.operator_lineage(lineage.source_datasets([manifest], staging),
+                                        lineage.staged_datasets(manifest, staging))
 
 
 __all__ = ["BinlogSnapshotOperator", "PROGRESS_KEY", "SnapshotProgress"]

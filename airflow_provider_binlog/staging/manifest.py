@@ -84,17 +84,6 @@ def load_manifest(path: str | os.PathLike[str], *, verify: bool = False,
         raise ManifestError(f"{path}: no manifest (the dump did not complete, or the path is wrong)") from None
     except (OSError, ValueError) as exc:
         raise ManifestError(f"{path}: unreadable manifest: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
-        raise ManifestError(
-            f"{path}: not a staging manifest (format {data.get('format') if isinstance(data, dict) else None!r})")
-    missing = [k for k in _REQUIRED if k not in data]
-    if missing:
-        raise ManifestError(f"{path}: manifest lacks {', '.join(missing)}")
-    if not isinstance(data["version"], int):
-        raise ManifestError(f"{path}: malformed manifest: version {data['version']!r}")
-    if data["version"] > MANIFEST_VERSION:
-        raise ManifestError(f"{path}: manifest version {data['version']!r} is newer than this "
-                            f"release understands ({MANIFEST_VERSION}); upgrade airflow-provider-binlog")
     manifest = Manifest(path, data)
     try:
         _check_files(path, manifest, verify)
@@ -148,6 +137,21 @@ def _relative_path_problems(where: str, names: list[tuple[dict[str, Any], dict[s
 
 def _checked(where: str, data: Any, manifest: Manifest) -> Manifest:
     """``manifest`` when ``data`` is a well-formed manifest (format, version, entries)."""
+    _check_header(where, data)
+    if not isinstance(data["dump_id"], str) or not isinstance(data["tables"], list) \
+            or not isinstance(data["ddl"], list):
+        raise ManifestError(f"{where}: malformed manifest (dump_id, tables or ddl of the wrong type)")
+    if not all(isinstance(r, dict) for r in data["ddl"]):
+        raise ManifestError(f"{where}: malformed manifest: a DDL record is not an object")
+    for table in data["tables"]:
+        problem = _table_entry_problem(table)
+        if problem:
+            raise ManifestError(f"{where}: malformed manifest: a table entry {problem}")
+    return manifest
+
+
+def _check_header(where: str, data: Any) -> None:
+    """A staging manifest's format, required fields and a version this release reads."""
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
         raise ManifestError(
             f"{where}: not a staging manifest (format {data.get('format') if isinstance(data, dict) else None!r})")
@@ -159,26 +163,11 @@ def _checked(where: str, data: Any, manifest: Manifest) -> Manifest:
     if data["version"] > MANIFEST_VERSION:
         raise ManifestError(f"{where}: manifest version {data['version']!r} is newer than this "
                             f"release understands ({MANIFEST_VERSION}); upgrade airflow-provider-binlog")
-    if not isinstance(data["dump_id"], str) or not isinstance(data["tables"], list) \
-            or not isinstance(data["ddl"], list):
-        raise ManifestError(f"{where}: malformed manifest (dump_id, tables or ddl of the wrong type)")
-    for table in data["tables"]:
-        problem = _table_entry_problem(table)
-        if problem:
-            raise ManifestError(f"{where}: malformed manifest: a table entry {problem}")
-    return manifest
 
 
 def _check_files(path: Path, manifest: Manifest, verify: bool) -> None:
-    if not isinstance(manifest.data["dump_id"], str) or not isinstance(manifest.tables, list) \
-            or not isinstance(manifest.data["ddl"], list):
-        raise ManifestError(f"{path}: malformed manifest (dump_id, tables or ddl of the wrong type)")
-    if not all(isinstance(r, dict) for r in manifest.data["ddl"]):
-        raise ManifestError(f"{path}: malformed manifest: a DDL record is not an object")
+    _checked(str(path), manifest.data, manifest)
     for table in manifest.tables:
-        problem = _table_entry_problem(table)
-        if problem:
-            raise ManifestError(f"{path}: malformed manifest: a table entry {problem}")
         for f in table["files"]:
             if Path(f["path"]).is_absolute() or ".." in Path(f["path"]).parts:
                 raise ManifestError(f"{path}: staged file path {f['path']!r} leaves the dump directory")

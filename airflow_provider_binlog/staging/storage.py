@@ -29,6 +29,8 @@ OBJECT_SCHEMES = ("s3", "gs", "gcs", "abfs", "abfss")
 PUBLISH_SCHEMES = ("s3",)
 #: The environment variable naming a KMS key for the server-side encryption of staged objects.
 KMS_KEY_ENV = "BINLOG_STAGING_KMS_KEY_ID"
+#: The environment variables holding secrets (see :meth:`StorageOptions.to_env`).
+SECRET_ENV = ("BINLOG_STAGING_SECRET_ACCESS_KEY", "BINLOG_STAGING_SESSION_TOKEN")
 #: Attempts (uploads under a batch) no manifest names are removed after this many seconds.
 STALE_ATTEMPT_SECONDS = 24 * 3600
 
@@ -52,22 +54,32 @@ class StorageOptions:
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "StorageOptions":
+        """The options of the environment: the staging's own variables (``BINLOG_STAGING_*``,
+        what :meth:`to_env` sets), field by field, else the standard ``AWS_*`` ones."""
         env = os.environ if environ is None else environ
-        return cls(endpoint_url=env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None,
-                   region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
-                   access_key=env.get("AWS_ACCESS_KEY_ID") or None,
-                   secret_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
-                   session_token=env.get("AWS_SESSION_TOKEN") or None,
-                   kms_key_id=env.get(KMS_KEY_ENV) or None)
+
+        def get(own: str, *standard: str) -> Optional[str]:
+            for name in (f"BINLOG_STAGING_{own}", *standard):
+                if env.get(name):
+                    return env[name]
+            return None
+
+        return cls(endpoint_url=get("ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+                   region=get("REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
+                   access_key=get("ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"),
+                   secret_key=get("SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"),
+                   session_token=get("SESSION_TOKEN", "AWS_SESSION_TOKEN"),
+                   kms_key_id=get("KMS_KEY_ID"))
 
     def to_env(self) -> dict[str, str]:
-        """These options as the environment variables :meth:`from_env` reads, for a process
-        started with them (never for a command line)."""
-        pairs = (("AWS_ENDPOINT_URL", self.endpoint_url), ("AWS_REGION", self.region),
-                 ("AWS_DEFAULT_REGION", self.region), ("AWS_ACCESS_KEY_ID", self.access_key),
-                 ("AWS_SECRET_ACCESS_KEY", self.secret_key), ("AWS_SESSION_TOKEN", self.session_token),
-                 (KMS_KEY_ENV, self.kms_key_id))
-        return {k: v for k, v in pairs if v}
+        """These options as the environment variables :meth:`from_env` reads first, for a
+        process started with them (never for a command line). They are the staging's own
+        (``BINLOG_STAGING_*``), not ``AWS_*``: the process's other S3 clients (the warehouse's
+        FileIO, a Glue catalog) keep their own credentials and endpoint."""
+        pairs = (("ENDPOINT_URL", self.endpoint_url), ("REGION", self.region), ("ACCESS_KEY_ID", self.access_key),
+                 ("SECRET_ACCESS_KEY", self.secret_key), ("SESSION_TOKEN", self.session_token),
+                 ("KMS_KEY_ID", self.kms_key_id))
+        return {f"BINLOG_STAGING_{k}": v for k, v in pairs if v}
 
 
 def is_object_store(location: str | os.PathLike[str]) -> bool:
@@ -105,6 +117,10 @@ class ObjectLocation:
         if scheme not in OBJECT_SCHEMES:
             raise StagingStorageError(f"unknown staging scheme {parts.scheme!r} in {text!r}",
                                       hint="give a local path, file://, s3://bucket/prefix, gs://... or abfs://...")
+        # abfs://container@account...: the user part is the container, not a credential
+        if parts.password or (parts.username and scheme not in ("abfs", "abfss")):
+            raise StagingStorageError(f"{scheme}://...@{parts.hostname}: a staging location takes no credentials",
+                                      hint="give them in the staging connection or the environment")
         if not parts.netloc:
             raise StagingStorageError(f"{text!r} names no bucket", hint=f"write {scheme}://BUCKET/prefix")
         if parts.query or parts.fragment:
@@ -215,21 +231,29 @@ class ObjectStaging:
         header would let two writers both succeed: :func:`check_conditional_writes` finds out."""
         from botocore.exceptions import ClientError
 
-        try:
-            self._call(f"publishing {self.location.uri(*parts)}", self.client.put_object,
-                       Bucket=self.location.bucket, Key=self.location.key(*parts), Body=data,
-                       IfNoneMatch="*", **self._extra())
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict") \
-                    or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") in (409, 412):
-                return False
-            if exc.response.get("Error", {}).get("Code") == "NotImplemented":
-                raise StagingStorageError(f"{self.location.uri()}: the store does not support conditional "
-                                          f"writes (If-None-Match)",
-                                          hint="two dumps of one range could both publish there; stage on a "
-                                               "store that has them (S3 has since 2024) or on a local path") from None
-            raise
-        return True
+        for attempt in range(5):
+            try:
+                self._call(f"publishing {self.location.uri(*parts)}", self.client.put_object,
+                           Bucket=self.location.bucket, Key=self.location.key(*parts), Body=data,
+                           IfNoneMatch="*", **self._extra())
+                return True
+            except ClientError as exc:
+                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+                code = exc.response.get("Error", {}).get("Code")
+                if code == "ConditionalRequestConflict" or status == 409:
+                    time.sleep(0.2 * (attempt + 1))  # a concurrent write of the key: S3 asks to retry
+                    continue
+                if code == "PreconditionFailed" or status == 412:
+                    return False
+                if code == "NotImplemented":
+                    raise StagingStorageError(f"{self.location.uri()}: the store does not support conditional "
+                                              f"writes (If-None-Match)",
+                                              hint="two dumps of one range could both publish there; stage on a "
+                                                   "store that has them (S3 has since 2024) or on a local path") \
+                        from None
+                raise
+        raise StagingStorageError(f"{self.location.uri(*parts)}: the store kept answering 409 (a conflicting "
+                                  f"write of the same key)", hint="run the dump again")
 
     def read(self, *parts: str) -> Optional[bytes]:
         """The object at ``parts``; None when there is none."""
@@ -309,11 +333,11 @@ def read_parquet_schema(location: str) -> Any:
         return pq.read_schema(fh)
 
 
-def write_bytes(location: str, data: bytes) -> None:
+def write_bytes(location: str, data: bytes, options: Optional[StorageOptions] = None) -> None:
     """Write a small file (a local path or an object store URI), replacing what is there."""
     if is_object_store(location) and ObjectLocation.parse(location).scheme == "s3":
         parent, name = location.rsplit("/", 1)
-        staging = ObjectStaging(parent)
+        staging = ObjectStaging(parent, options)
         staging._call(f"writing {location}", staging.client.put_object, Bucket=staging.location.bucket,
                       Key=staging.location.key(name), Body=data, **staging._extra())
         return
@@ -322,9 +346,9 @@ def write_bytes(location: str, data: bytes) -> None:
         out.write(data)
 
 
-def read_bytes(location: str) -> Optional[bytes]:
+def read_bytes(location: str, options: Optional[StorageOptions] = None) -> Optional[bytes]:
     """A small file's bytes (a local path or an object store URI); None when there is none."""
-    fs, path = filesystem(location)
+    fs, path = filesystem(location, options)
     try:
         with fs.open_input_stream(path) as stream:
             return bytes(stream.read())
@@ -332,9 +356,9 @@ def read_bytes(location: str) -> Optional[bytes]:
         return None
 
 
-def delete_file(location: str) -> None:
+def delete_file(location: str, options: Optional[StorageOptions] = None) -> None:
     """Delete a file (a local path or an object store URI) if it is there."""
-    fs, path = filesystem(location)
+    fs, path = filesystem(location, options)
     try:
         fs.delete_file(path)
     except FileNotFoundError:

@@ -18,7 +18,6 @@ import logging
 import multiprocessing
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -31,6 +30,15 @@ from .convert import Counters
 from .manifest import Manifest, ManifestError, load_manifest, write_json_atomically
 from .masking import Masking, mask_ddl_record, masked_entry
 from .parts import Stager, safe_name
+from .remote import (
+    RESUMABLE,
+    UNKNOWN,
+    check_conditional_writes_once,
+    delete_quietly,
+    local_work_root,
+    published_attempt,
+    tidy_location,
+)
 from .storage import ObjectStaging, StagingStorageError, StorageOptions, is_object_store, local_path
 
 if TYPE_CHECKING:
@@ -427,43 +435,64 @@ class StagingWriter:
         return self.published
 
     def _publish_remote(self, remote: ObjectStaging, dump_id: str, manifest: dict[str, Any]) -> Manifest:
-        """Upload the files under ``<dump_id>/<attempt>/`` and create ``<dump_id>/manifest.json``
-        if no manifest is there: the one write that makes the batch visible. When another
-        dump of the same range published first, its batch is kept (if it is the same range
-        and tables) and this attempt's uploads are deleted."""
+        """Upload the files under ``<dump_id>/<attempt>/`` (a new attempt id each time) and
+        create ``<dump_id>/manifest.json`` if no manifest is there: the one write that makes the
+        batch visible. When another dump of the same range published first, its batch is kept
+        (if it is the same range and tables) and this attempt's uploads are deleted. Uploads
+        are deleted only once the manifest there is known to name another attempt: a create
+        whose answer was lost may have gone through."""
         batch = safe_name(dump_id)
-        attempt = self.work_dir.name.removeprefix(".incomplete-")
+        attempt = uuid.uuid4().hex
         uploaded: list[str] = []
+        uri = remote.location.uri(batch, MANIFEST_NAME)
         try:
+            check_conditional_writes_once(remote)  # a store that ignores them is refused before anything
             for table in manifest["tables"]:
                 for f in table["files"]:
                     remote.upload(str(self.work_dir / f["path"]), batch, attempt, f["path"])
                     uploaded.append(f"{batch}/{attempt}/{f['path']}")
                     f["path"] = f"{attempt}/{f['path']}"
-            body = json.dumps(manifest, indent=1, sort_keys=True, default=str).encode()
+            body = json.dumps({**manifest, "attempt": attempt}, indent=1, sort_keys=True, default=str).encode()
             created = remote.create_if_absent(body, batch, MANIFEST_NAME)
         except BaseException:
             self.abort()
-            _delete_quietly(remote, uploaded)
+            if uploaded and published_attempt(remote, batch) not in (attempt, UNKNOWN):
+                delete_quietly(remote, uploaded)  # else left to remove_stale_attempts
             raise
-        uri = remote.location.uri(batch, MANIFEST_NAME)
-        if not created:
-            _delete_quietly(remote, uploaded)
-            existing = load_manifest(uri, options=remote.options)
-            if not _same_manifest(existing.data, manifest):
-                self.abort()
-                raise StagingStorageError(
-                    f"{uri}: another batch is published for {dump_id} (another range or table selection)",
-                    hint="an object store cannot replace it atomically: delete that manifest (and its batch) "
-                         "if nothing reads it, then dump again")
+        if created:
+            self._forget_resumable(remote)  # published: a retry must not resume it again
+        else:
+            winner = published_attempt(remote, batch)
+            if winner == attempt:  # the create went through; its answer was lost and retried
+                self._forget_resumable(remote)
+            else:
+                if winner != UNKNOWN:
+                    delete_quietly(remote, uploaded)
+                existing = load_manifest(uri, options=remote.options)
+                if not _same_manifest(existing.data, manifest):
+                    self.abort()
+                    raise StagingStorageError(
+                        f"{uri}: another batch is published for {dump_id} (another range or table selection)",
+                        hint="an object store cannot replace it atomically: delete that manifest (and its batch) "
+                             "if nothing reads it, then dump again")
         shutil.rmtree(self.work_dir, ignore_errors=True)
         self._release()
         self.published = load_manifest(uri, options=remote.options)
-        resume_key = self._resume_key
-        if resume_key is not None:  # published: nothing to resume any more
-            stale = [o["Key"] for o in remote.objects(_RESUMABLE, resume_key)]
-            _delete_quietly(remote, [f"{_RESUMABLE}/{resume_key}/{k}" for k in stale])
+        if self._resume_key is not None:
+            stale = [o["Key"] for o in remote.objects(_RESUMABLE, self._resume_key)]
+            delete_quietly(remote, [f"{_RESUMABLE}/{self._resume_key}/{k}" for k in stale])
+        try:  # uploads of killed dumps, sealed work nobody resumed: at most hourly
+            removed = tidy_location(remote)
+            if removed:
+                log.info("removed from %s what no manifest names: %s", remote.location.uri(), ", ".join(removed))
+        except Exception:  # noqa: BLE001 - the batch is published; tidying is for later
+            log.warning("could not tidy %s", remote.location.uri(), exc_info=True)
         return self.published
+
+    def _forget_resumable(self, remote: ObjectStaging) -> None:
+        """Drop the sealed progress kept on the store (its files go after)."""
+        if self._resume_key is not None:
+            delete_quietly(remote, [f"{_RESUMABLE}/{self._resume_key}/{_PROGRESS_NAME}"])
 
     def abort(self) -> None:
         if self._pool is not None:
@@ -490,8 +519,7 @@ class StagingWriter:
 
 
 _LOCK_NAME = ".lock"
-#: where sealed work is kept on an object store, per resume key
-_RESUMABLE = ".resumable"
+_RESUMABLE = RESUMABLE
 #: what a sealed writer records for a writer that resumes it (see StagingWriter.seal)
 _PROGRESS_NAME = "progress.json"
 #: a sealed work directory no writer resumed is removed after this many seconds
@@ -510,56 +538,6 @@ def _same_batch(directory: Path, manifest: dict[str, Any]) -> bool:
 def _same_manifest(existing: dict[str, Any], manifest: dict[str, Any]) -> bool:
     keys = ("dump_id", "start", "end", "tables_filter", "mode", "format", "version")
     return all(existing.get(k) == json.loads(json.dumps(manifest.get(k), default=str)) for k in keys)
-
-
-def _delete_quietly(remote: ObjectStaging, keys: list[str]) -> None:
-    """Delete uploads no manifest names; what fails here is left to :func:`remove_stale_attempts`."""
-    try:
-        remote.delete(keys)
-    except Exception:  # noqa: BLE001 - never read, removed later
-        log.warning("could not delete %d uploads of an unpublished attempt", len(keys), exc_info=True)
-
-
-def local_work_root() -> str:
-    """Where writers staging on an object store keep their work directories on this machine."""
-    root = Path(tempfile.gettempdir()) / f"airflow-provider-binlog-staging-{os.getuid()}"
-    root.mkdir(mode=0o700, exist_ok=True)
-    return str(root)
-
-
-def remove_stale_attempts(remote: ObjectStaging, *, older_than: float = 24 * 3600,
-                          now: Optional[float] = None) -> list[str]:
-    """Delete the uploads under a batch of ``remote`` that its manifest does not name (a dump
-    killed before it published, or one that lost the race to publish), once older than
-    ``older_than`` seconds (a younger one may still be uploading); returns the attempts removed
-    as ``<batch>/<attempt>``."""
-    now = time.time() if now is None else now
-    by_attempt: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    manifests = set()
-    for item in remote.objects():
-        parts = item["Key"].split("/")
-        if parts[0].startswith("."):  # sealed work to resume, results: not batches
-            continue
-        if len(parts) == 2 and parts[1] == MANIFEST_NAME:
-            manifests.add(parts[0])
-        elif len(parts) >= 3:
-            by_attempt.setdefault((parts[0], parts[1]), []).append(item)
-    named: set[tuple[str, str]] = set()
-    for batch in manifests:
-        body = remote.read(batch, MANIFEST_NAME)
-        data = json.loads(body) if body else {}
-        for table in data.get("tables", ()):
-            for f in table.get("files", ()):
-                named.add((batch, str(f.get("path", "")).split("/", 1)[0]))
-    removed = []
-    for (batch, attempt), items in sorted(by_attempt.items()):
-        if (batch, attempt) in named:
-            continue
-        if max(i["LastModified"].timestamp() for i in items) > now - older_than:
-            continue
-        remote.delete([i["Key"] for i in items])
-        removed.append(f"{batch}/{attempt}")
-    return removed
 
 
 def _hold_lock(directory: Path) -> int:

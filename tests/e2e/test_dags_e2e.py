@@ -350,19 +350,17 @@ def assert_iceberg_equals_mariadb(spark, server, catalog: str, reader=None) -> N
 
 
 def assert_staged_where_configured(dags, manifest: str) -> None:
-    """On the cluster, batches are staged on S3 only: the manifest is an s3:// URI and the
-    dump's local work area holds nothing once it has published, so no local staging path can
-    reach Spark."""
+    """On the cluster, batches are staged on S3 only: the manifest is an s3:// URI and names
+    only objects under it, so no local staging path can reach Spark."""
     if dags.cluster is None:
         assert not manifest.startswith("s3://")
         return
     from airflow_provider_binlog.staging import load_manifest
-    from airflow_provider_binlog.staging.writer import local_work_root
 
     assert manifest.startswith("s3://")
     published = load_manifest(manifest, verify=True)
-    attempts = {f["path"].split("/")[0] for t in published.tables for f in t["files"]}
-    assert attempts and all(not (Path(local_work_root()) / f".incomplete-{a}").exists() for a in attempts)
+    files = [str(f) for t in published.tables for f in published.files(t)]
+    assert files and all(f.startswith(manifest.rsplit("/", 1)[0] + "/") for f in files)
 
 
 def heads(spark, catalog: str) -> dict:

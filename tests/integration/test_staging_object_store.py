@@ -11,7 +11,7 @@ import pytest
 
 from airflow_provider_binlog.codec import constants as C
 from airflow_provider_binlog.operators.merge import BinlogMergeOperator
-from airflow_provider_binlog.staging import writer as writer_module
+from airflow_provider_binlog.staging import remote as remote_module
 from airflow_provider_binlog.staging.manifest import ManifestError, load_manifest
 from airflow_provider_binlog.staging.storage import (
     ObjectLocation,
@@ -22,7 +22,8 @@ from airflow_provider_binlog.staging.storage import (
     check_conditional_writes,
     local_path,
 )
-from airflow_provider_binlog.staging.writer import StagingWriter, remove_stale_attempts
+from airflow_provider_binlog.staging.remote import remove_stale_attempts
+from airflow_provider_binlog.staging.writer import StagingWriter
 from tests.integration.test_merge_job import Binlog, col, table_map
 from tests.s3_server import s3_env, s3_server, start_moto, stop_moto  # noqa: F401
 from tests.unit.airflow.test_merge_operator_cluster import _value, submitted  # noqa: F401
@@ -44,6 +45,7 @@ def keys(server, bucket: str) -> list[str]:
 def test_a_batch_is_published_to_s3_with_its_manifest_last_and_reads_back_through_pyarrow(
         s3_server, s3_env, tmp_path):  # noqa: F811
     log = stage(Binlog(tmp_path, staging=f"s3://{s3_env}/cdc/shop"), 1)
+    work = log.writer.work_dir
     manifest = log.publish()
     batch = manifest.dump_id.replace(":", "_")
     assert manifest.ref == f"s3://{s3_env}/cdc/shop/{manifest.dump_id}/manifest.json"
@@ -58,7 +60,7 @@ def test_a_batch_is_published_to_s3_with_its_manifest_last_and_reads_back_throug
     again = load_manifest(manifest.ref, verify=True)
     assert again.data == manifest.data and batch
     # nothing is left in the local work area
-    assert not list(__import__("pathlib").Path(writer_module.local_work_root()).glob(".incomplete-*"))
+    assert work.parent == __import__("pathlib").Path(remote_module.local_work_root()) and not work.exists()
 
 
 def test_two_dumps_of_one_range_publish_once_and_the_loser_keeps_the_winners_batch(s3_server, s3_env, tmp_path):  # noqa: F811
@@ -67,7 +69,7 @@ def test_two_dumps_of_one_range_publish_once_and_the_loser_keeps_the_winners_bat
     won = first.publish()
     kept = second.publish()
     assert kept.data == won.data                      # the second dump returns the published batch
-    attempts = {k.split("/")[2] for k in keys(s3_server, s3_env) if not k.endswith("manifest.json")}
+    attempts = {k.split("/")[2] for k in keys(s3_server, s3_env) if k.count("/") >= 3}
     assert attempts == {won.tables[0]["files"][0]["path"].split("/")[0]}   # the loser's uploads are gone
 
 
@@ -97,11 +99,11 @@ def test_a_dump_killed_before_its_manifest_publishes_nothing_and_its_uploads_go_
     remote, work = log2.writer.remote, log2.writer.work_dir
     log2.writer._close_files()
     for path in work.rglob("*.parquet"):
-        remote.upload(str(path), "mysql-bin.000001.4-mysql-bin.000001.104", "deadbeef", str(path.relative_to(work)))
+        remote.upload(str(path), "mysql-bin.000001.4-mysql-bin.000001.104", "deadbeef" * 4, str(path.relative_to(work)))
     with pytest.raises(ManifestError, match="no manifest"):
         load_manifest(f"{staging}/mysql-bin.000001.4-mysql-bin.000001.104")
     assert remove_stale_attempts(remote) == []                     # young: it may still be uploading
-    assert remove_stale_attempts(remote, older_than=0) == ["mysql-bin.000001.4-mysql-bin.000001.104/deadbeef"]
+    assert remove_stale_attempts(remote, older_than=0) == ["mysql-bin.000001.4-mysql-bin.000001.104/" + "deadbeef" * 4]
     assert keys(s3_server, s3_env) == []
 
 
@@ -116,10 +118,12 @@ def test_a_published_batch_keeps_its_attempt_when_stale_attempts_are_removed(s3_
     ("ftp://host/x", "unknown staging scheme 'ftp'"),
     ("s3:///prefix", "names no bucket"),
     ("s3://bucket/p?endpoint=http://x", "takes no query"),
+    ("s3://AKIAX:topsecret@bucket/p", "takes no credentials"),
 ])
 def test_bad_staging_locations_are_refused_saying_why(location, message):
-    with pytest.raises(StagingStorageError, match=message):
+    with pytest.raises(StagingStorageError, match=message) as caught:
         StagingWriter(location) if not location.startswith("ftp") else local_path(location)
+    assert "topsecret" not in str(caught.value)
 
 
 def test_gcs_and_azure_are_refused_for_publishing_until_their_conditional_writes_are_there():
@@ -221,7 +225,8 @@ def test_the_merge_gets_the_connections_credentials_in_its_environment_never_on_
                              advance_checkpoint=False, staging_conn_id="stage_s3")
     op.execute(context={})
     (call,) = submitted
-    assert call["env"]["AWS_SECRET_ACCESS_KEY"] == "conn-secret-value"
+    assert call["env"]["BINLOG_STAGING_SECRET_ACCESS_KEY"] == "conn-secret-value"
+    assert "AWS_SECRET_ACCESS_KEY" not in call["env"] or call["env"]["AWS_SECRET_ACCESS_KEY"] != "conn-secret-value"
     assert call["env"]["BINLOG_STAGING_KMS_KEY_ID"] == "alias/cdc"
     assert not any("conn-secret-value" in part for part in call["command"])
     # a YARN or Kubernetes driver would get them as --conf options: refused, saying why
@@ -245,3 +250,55 @@ def test_the_ui_view_lists_the_batches_of_a_staging_location_on_s3(s3_server, s3
     assert dumps[0]["rows"]["insert"] == 3
     dumps, warnings = read_manifests(["s3://no-such-bucket/ui"])
     assert dumps == [] and "no-such-bucket" in warnings[0]
+
+
+def test_a_manifest_created_whose_answer_was_lost_keeps_its_files(s3_server, s3_env, tmp_path, monkeypatch):  # noqa: F811
+    """The create reached the store but its answer did not come back: retried, it is refused
+    (412), or the dump is stopped. The files the manifest names must stay."""
+    from airflow_provider_binlog.staging.remote import check_conditional_writes_once
+
+    real = ObjectStaging.create_if_absent
+    for where in ("lost", "stopped"):  # probed before the create is tampered with
+        check_conditional_writes_once(ObjectStaging(f"s3://{s3_env}/{where}"))
+    # 1. the retried create is refused: the batch is ours, the dump returns it
+    with monkeypatch.context() as m:
+        m.setattr(ObjectStaging, "create_if_absent", lambda self, data, *parts: real(self, data, *parts) and False)
+        published = stage(Binlog(tmp_path / "a", staging=f"s3://{s3_env}/lost"), 1).publish()
+    assert load_manifest(published.ref, verify=True).data == published.data
+    # 2. the dump is stopped right after the create went through
+    log = stage(Binlog(tmp_path / "b", staging=f"s3://{s3_env}/stopped"), 1)
+
+    def create_then_stop(self, data, *parts):
+        real(self, data, *parts)
+        raise KeyboardInterrupt("stopped")
+
+    with monkeypatch.context() as m:
+        m.setattr(ObjectStaging, "create_if_absent", create_then_stop)
+        with pytest.raises(KeyboardInterrupt):
+            log.publish()
+    (name,) = [k for k in keys(s3_server, s3_env) if k.startswith("stopped/") and k.endswith("manifest.json")]
+    assert load_manifest(f"s3://{s3_env}/{name}", verify=True).tables[0]["rows"]["insert"] == 3
+
+
+def test_stale_attempts_of_a_nested_staging_location_are_not_taken_for_the_outer_ones(
+        s3_server, s3_env, tmp_path):  # noqa: F811
+    inner = stage(Binlog(tmp_path, staging=f"s3://{s3_env}/outer/team2"), 1).publish()
+    assert remove_stale_attempts(ObjectStaging(f"s3://{s3_env}/outer"), older_than=0) == []
+    assert load_manifest(inner.ref, verify=True).dump_id == inner.dump_id
+
+
+def test_a_location_is_tidied_at_most_hourly_of_stale_uploads_and_unresumed_sealed_work(s3_server, s3_env, tmp_path):  # noqa: F811
+    import time
+
+    from airflow_provider_binlog.staging.remote import tidy_location
+
+    location = f"s3://{s3_env}/tidy"
+    published = stage(Binlog(tmp_path, staging=location), 1).publish()
+    remote = ObjectStaging(location)
+    remote.put(b"x", published.dump_id, "ab" * 16, "tables", "s.items", "part-00000.parquet")  # a killed attempt
+    remote.put(b"{}", ".resumable", "dag__run__snapshot", "progress.json")                       # sealed, never resumed
+    later = time.time() + 8 * 24 * 3600
+    assert sorted(tidy_location(remote, now=later)) == [".resumable/dag__run__snapshot",
+                                                        f"{published.dump_id}/{'ab' * 16}"]
+    assert tidy_location(remote, now=later + 60) == []          # tidied a minute ago: not listed again
+    assert load_manifest(published.ref, verify=True).dump_id == published.dump_id

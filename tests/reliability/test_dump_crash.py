@@ -59,6 +59,12 @@ def staging(request, tmp_path, monkeypatch) -> Staging:
     server = request.getfixturevalue("s3_server")
     for key, value in server.env().items():
         monkeypatch.setenv(key, value)
+    # a local work area of this test's own (the dumps' and the children's)
+    import tempfile
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     return Staging(tmp_path, server)
 
 
@@ -128,7 +134,7 @@ def test_dump_killed_at_each_point_then_rerun(source, staging, tmp_path, record_
         return
     # the killed dumps' uploads, named by no manifest, go; every published batch stays whole
     from airflow_provider_binlog.staging.storage import ObjectStaging
-    from airflow_provider_binlog.staging.writer import local_work_root, remove_stale_attempts
+    from airflow_provider_binlog.staging.remote import local_work_root, remove_stale_attempts
 
     removed = remove_stale_attempts(ObjectStaging(staging.location), older_than=0)
     assert len(removed) == 1  # the dump killed with its files uploaded, before its manifest

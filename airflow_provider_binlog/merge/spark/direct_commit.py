@@ -31,7 +31,7 @@ from ..batches import Batch
 from ..direct_changes import DELETES_EQUALITY, DELETES_POSITION, DirectChanges, collapse_staged
 from ..iceberg_arrow import arrow_schema, conform
 from ..iceberg_contract import MODE_MERGE
-from ..position_deletes import locate
+from ..position_deletes import KeyColumnsMissing, locate
 from .apply import commit_properties
 from . import catalog, row_locator
 from .table_work import TableWork
@@ -156,11 +156,15 @@ def _located_deletes(spark: SparkSession, table: Any, planned_head: int, keys: A
         return None  # format 3 takes deletion vectors, not position delete files: Spark writes them
     names = [f["name"] for f in key_fields]
     began = time.monotonic()
-    files = row_locator.files_to_search(spark, table, planned_head, names, keys)
+    files = row_locator.files_to_search(spark, table, planned_head, names, keys, int(key_fields[0]["id"]))
     if files is None:
         return None
     planned = time.monotonic()
-    found = locate(files, keys, [int(f["id"]) for f in key_fields], row_locator.opener(spark, table))
+    try:
+        found = locate(files, keys, [int(f["id"]) for f in key_fields], row_locator.opener(spark, table))
+    except (row_locator.Unreadable, KeyColumnsMissing) as exc:
+        log.info("%s: the rows to replace are located by the MERGE (%s)", table.name(), exc)
+        return None
     log.info("%s: %d rows of %d keys located in %d data files (%d rows) in %.2f s (planning %.2f s)",
              table.name(), found.num_rows, keys.num_rows, len(files), sum(f.record_count for f in files),
              time.monotonic() - began, planned - began)

@@ -3,25 +3,24 @@ planning (manifest column bounds prune the rest), and a way for pyarrow to read 
 table's storage; the rows themselves are found by :mod:`..position_deletes`."""
 from __future__ import annotations
 
-import io
 import json
 import logging
 from typing import Any, Callable, Optional, Sequence
 
 from pyspark.sql import SparkSession
 
+from ..errors import MergeJobError
 from ..position_deletes import DataFileScan
 
 log = logging.getLogger(__name__)
 
 
-def _bounds_filter(expressions: Any, name: str, keys: Any) -> Any:
-    """Iceberg's filter on the first key column's range of ``keys`` (integers and text); all
-    rows for other types."""
+def _bounds_filter(expressions: Any, name: str, column: Any) -> Any:
+    """Iceberg's filter on column ``name`` holding a value of the range of ``column`` (the
+    batch's first key column; integers and text); all rows for other types."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    column = keys.column(name)
     if pa.types.is_integer(column.type) or pa.types.is_string(column.type):
         bounds = pc.min_max(column).as_py()
         both = getattr(expressions, "and")  # a Python keyword: py4j reaches the Java method by name
@@ -31,17 +30,25 @@ def _bounds_filter(expressions: Any, name: str, keys: Any) -> Any:
 
 
 def files_to_search(spark: SparkSession, table: Any, snapshot_id: int, key_names: Sequence[str],
-                    keys: Any) -> Optional[list[DataFileScan]]:
+                    keys: Any, first_key_id: Optional[int] = None) -> Optional[list[DataFileScan]]:
     """The data files of ``table`` at ``snapshot_id`` whose bounds of the first key column
-    overlap ``keys``, each with its position delete files; None when one of them has an
-    equality delete or a deletion vector applied to it (Spark's MERGE reads those).
+    overlap ``keys``, each with its position delete files; None when one of them is not
+    Parquet, or has an equality delete or a deletion vector applied to it (Spark's MERGE reads
+    those). The scan binds its filter to the snapshot's own schema: the first key column is
+    named there as it was then (``first_key_id``, its field id; a column renamed since keeps
+    it).
 
     Each task crosses py4j as Iceberg's own JSON form (``ScanTaskParser``): three calls a
     file instead of some seventy for its fields one by one."""
     jvm = spark.sparkContext._jvm
     expressions = jvm.org.apache.iceberg.expressions.Expressions
     to_json = jvm.org.apache.iceberg.ScanTaskParser.toJson
-    scan = table.newScan().useSnapshot(snapshot_id).filter(_bounds_filter(expressions, key_names[0], keys))
+    then = key_names[0]
+    if first_key_id is not None:
+        schema = table.schemas().get(table.snapshot(snapshot_id).schemaId())
+        then = schema.findColumnName(first_key_id) if schema is not None else None
+    condition = expressions.alwaysTrue() if then is None else _bounds_filter(expressions, then, keys.column(0))
+    scan = table.newScan().useSnapshot(snapshot_id).filter(condition)
     found = []
     tasks = scan.planFiles()
     try:
@@ -54,15 +61,23 @@ def files_to_search(spark: SparkSession, table: Any, snapshot_id: int, key_names
                     return None
                 deletes.append(delete["file-path"])
             data = task["data-file"]
+            if data.get("file-format") != "PARQUET":
+                return None
             found.append(DataFileScan(data["file-path"], int(data["record-count"]), tuple(sorted(deletes))))
     finally:
         tasks.close()
     return found
 
 
+class Unreadable(MergeJobError):
+    """A data file pyarrow cannot read here: the table goes through the Spark MERGE."""
+
+
 def opener(spark: SparkSession, table: Any) -> Callable[[str], Any]:
-    """What pyarrow reads a file of ``table`` from: a local path as it is, a path pyarrow has a
-    filesystem for, else the bytes read through the table's FileIO."""
+    """What pyarrow reads a file of ``table`` from: a local path as it is, else a file of the
+    filesystem pyarrow has for its scheme and authority (``s3://bucket``, ``gs://bucket``...);
+    :class:`Unreadable` when there is none or the file does not open (Spark, through the
+    table's FileIO, reads those)."""
     import pyarrow.fs as pafs
 
     filesystems: dict[str, Any] = {}
@@ -72,20 +87,14 @@ def opener(spark: SparkSession, table: Any) -> Callable[[str], Any]:
             return path
         if path.startswith("file:"):
             return "/" + path[len("file:"):].lstrip("/")
-        scheme = path.split(":", 1)[0]
-        if scheme not in filesystems:
-            try:
-                filesystems[scheme] = pafs.FileSystem.from_uri(path)[0]
-            except Exception as exc:  # noqa: BLE001 - no pyarrow filesystem: read through Iceberg's FileIO
-                log.info("reading %s files through the table's FileIO (%s)", scheme, exc)
-                filesystems[scheme] = None
-        filesystem = filesystems[scheme]
-        if filesystem is not None:
-            return filesystem.open_input_file(path.split("://", 1)[-1])
-        stream = table.io().newInputFile(path).newStream()
+        authority = path.split("/", 3)[:3]  # scheme:, "", netloc
+        where = "/".join(authority)
         try:
-            return io.BytesIO(bytes(spark.sparkContext._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)))
-        finally:
-            stream.close()
+            if where not in filesystems:
+                filesystems[where] = pafs.FileSystem.from_uri(path)[0]
+            filesystem, inner = filesystems[where], pafs.FileSystem.from_uri(path)[1]
+            return filesystem.open_input_file(inner)
+        except Exception as exc:  # noqa: BLE001 - pyarrow cannot read it here
+            raise Unreadable(f"{path}: {exc}") from None
 
     return open_file

@@ -179,7 +179,7 @@ def test_summary_counts_nothing_for_an_already_applied_batch(monkeypatch):
     from airflow_provider_binlog.staging.manifest import Manifest
     data = {"dump_id": "d1", "tables": [{"schema": "shop", "table": "orders",
                                          "rows": {"insert": 4, "update": 1, "delete": 0}}]}
-    monkeypatch.setattr(staging, "load_manifest", lambda path: Manifest(Path(path), data))
+    monkeypatch.setattr(staging, "load_manifest", lambda path, **kw: Manifest(Path(path), data))
     manifest = "/staging/d1/manifest.json"
     applied = {"batches": [{"batch_id": "d1", "status": "applied", "tables": [
         {"source": "shop.orders", "table": "lake.ns.shop__orders", "status": "committed", "snapshot_id": 5}]}],

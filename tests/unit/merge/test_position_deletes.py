@@ -8,7 +8,12 @@ import pytest
 from airflow_provider_binlog.merge.direct_changes import check_direct_deletes
 from airflow_provider_binlog.merge.errors import MergeOptionError
 from airflow_provider_binlog.merge.iceberg_arrow import FIELD_ID
-from airflow_provider_binlog.merge.position_deletes import DataFileScan, locate, position_delete_schema
+from airflow_provider_binlog.merge.position_deletes import (
+    DataFileScan,
+    KeyColumnsMissing,
+    locate,
+    position_delete_schema,
+)
 
 
 def field(name, type_, field_id):
@@ -55,9 +60,10 @@ def test_a_renamed_key_column_is_found_by_its_field_id_and_a_narrower_type_is_wi
     assert deletes(found) == [(data, 1)]
 
 
-def test_a_file_without_the_key_column_matches_nothing(tmp_path):
+def test_a_file_without_the_key_columns_field_id_is_refused_so_that_spark_merges_the_table(tmp_path):
     data = data_file(tmp_path / "x.parquet", [5, 6])
-    assert locate([DataFileScan(data, 2)], keys(5), [99], str).num_rows == 0
+    with pytest.raises(KeyColumnsMissing, match="field id 99"):
+        locate([DataFileScan(data, 2)], keys(5), [99], str)
 
 
 def test_composite_keys_match_on_every_column(tmp_path):

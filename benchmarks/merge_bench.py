@@ -222,6 +222,18 @@ def timed_merge(spark, manifest, namespace: str, stream: str = "default", direct
     return elapsed
 
 
+def merge_and_check(spark, manifest, namespace: str, name: str, label: str, files: int, expected: int,
+                    times: list, **kwargs) -> bool:
+    """One timed merge, appended to ``times`` and printed with what it committed; whether the
+    table then holds ``expected`` rows."""
+    times.append(timed_merge(spark, manifest, namespace, **kwargs))
+    print(describe(f"{label} {times[-1]:.2f}s", files, head_summary(spark, name)), flush=True)
+    count = spark.table(name).count()
+    if count != expected:
+        print(f"{name}: {count} rows after {label}, expected {expected}", file=sys.stderr)
+    return count == expected
+
+
 def describe(label: str, before_files: int, summary: dict) -> str:
     return (f"{label}: data files before {before_files}, removed "
             f"{summary.get('deleted-data-files', '0')}, added {summary.get('added-data-files', '0')}, "
@@ -304,7 +316,8 @@ def run(spark, work: pathlib.Path, args, properties: dict, t_start: float) -> in
     create_table(spark, "bench_warmup", manifest, start, 20_000, properties)
     timed_merge(spark, manifest, "bench_warmup")
 
-    times, bad = {"small": [], "large": []}, False
+    times: dict = {"small": [], "large": []}
+    bad = False
     for repeat in range(args.repeat):
         for label in ("small", "large"):
             namespace, name, manifest, expected, files = tables[label]
@@ -312,13 +325,8 @@ def run(spark, work: pathlib.Path, args, properties: dict, t_start: float) -> in
                 rollback(spark, name, loaded[label])
             # each repeat is a stream of its own in the namespace's ledger, which has not
             # applied the batch yet; the table is back at the batch start
-            times[label].append(timed_merge(spark, manifest, namespace, stream=f"repeat{repeat}"))
-            print(describe(f"merge {label} #{repeat + 1} {times[label][-1]:.2f}s", files,
-                           head_summary(spark, name)), flush=True)
-            count = spark.table(name).count()
-            if count != expected:
-                print(f"{name}: {count} rows after the merge, expected {expected}", file=sys.stderr)
-                bad = True
+            bad |= not merge_and_check(spark, manifest, namespace, name, f"merge {label} #{repeat + 1}", files,
+                                       expected, times.setdefault(label, []), stream=f"repeat{repeat}")
 
     # the cost of locating the replaced rows in the large table: the same batch with equality
     # deletes (nothing read), and a batch of as many changes clustered on the most recent keys
@@ -329,14 +337,9 @@ def run(spark, work: pathlib.Path, args, properties: dict, t_start: float) -> in
         for label, batch, deletes, count_after in (("equality", manifest, "equality", expected),
                                                    ("clustered", clustered, "position", clustered_expected)):
             rollback(spark, large_name, loaded["large"])
-            times.setdefault(label, []).append(timed_merge(spark, batch, namespace, stream=f"{label}{repeat}",
-                                                           direct_deletes=deletes))
-            print(describe(f"merge large, {label} #{repeat + 1} {times[label][-1]:.2f}s", files,
-                           head_summary(spark, large_name)), flush=True)
-            count = spark.table(large_name).count()
-            if count != count_after:
-                print(f"{large_name}: {count} rows after the {label} merge, expected {count_after}", file=sys.stderr)
-                bad = True
+            bad |= not merge_and_check(spark, batch, namespace, large_name, f"merge large, {label} #{repeat + 1}",
+                                       files, count_after, times.setdefault(label, []), stream=f"{label}{repeat}",
+                                       direct_deletes=deletes)
     rollback(spark, large_name, loaded["large"])
 
     files = file_count(spark, large_name)

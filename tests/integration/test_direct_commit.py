@@ -155,16 +155,22 @@ def test_random_simple_changes_are_committed_directly_and_equal_the_spark_merge_
     assert (head(spark, name), head(spark, "lake.dc_direct._binlog_batches")) == heads
 
 
+def three_file_table(spark, log: Binlog, namespace: str) -> str:
+    """``two_file_table`` and a third data file of ids 100..130, whose keys no change of
+    ``few_changes`` touches and which lie outside their range."""
+    name = two_file_table(spark, log, namespace)
+    log.begin().rows(LAYOUT_MAP, "insert", [(i, 10 * i, f"r{i}") for i in range(100, 131)])
+    apply_manifests(spark, [log.publish()], "lake", namespace, direct_max_bytes=0)
+    return name
+
+
 def test_a_few_changes_become_one_position_delete_file_and_one_data_file_read_only_where_keys_may_be(
         spark, spark_warehouse, tmp_path, monkeypatch):
     from airflow_provider_binlog.merge import position_deletes
 
     reader = PyIcebergReader(warehouse=spark_warehouse)
     log = Binlog(tmp_path)
-    name = two_file_table(spark, log, "dc_pos")
-    # a third data file whose keys no change below touches, and outside their range
-    log.begin().rows(LAYOUT_MAP, "insert", [(i, 10 * i, f"r{i}") for i in range(100, 131)])
-    apply_manifests(spark, [log.publish()], "lake", "dc_pos", direct_max_bytes=0)
+    name = three_file_table(spark, log, "dc_pos")
     read = []
     real_key_row_groups = position_deletes.key_row_groups
     monkeypatch.setattr(position_deletes, "key_row_groups", lambda source, *a: read.append(source) or
@@ -201,10 +207,7 @@ def test_equality_deletes_as_an_option_then_the_merge_takes_the_table_until_main
         spark, spark_warehouse, tmp_path, monkeypatch):
     reader = PyIcebergReader(warehouse=spark_warehouse)
     log = Binlog(tmp_path)
-    name = two_file_table(spark, log, "dc_few")
-    # a third data file whose keys no change below touches
-    log.begin().rows(LAYOUT_MAP, "insert", [(i, 10 * i, f"r{i}") for i in range(100, 131)])
-    apply_manifests(spark, [log.publish()], "lake", "dc_few", direct_max_bytes=0)
+    name = three_file_table(spark, log, "dc_few")
     result = apply_manifests(spark, [few_changes(log)], "lake", "dc_few", direct_deletes="equality")
     assert result["batches"][0]["tables"][0]["direct"] is True
     s = summary(spark, name)

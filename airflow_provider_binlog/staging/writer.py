@@ -262,10 +262,21 @@ class StagingWriter:
         """Adopt the work directory a dead writer sealed with ``resume_key`` (its process gone:
         its lock is free), with the files it sealed (any file written after is removed), and
         return the writer and the progress it recorded; None when there is none. ``table_maps``
-        give the tables' layouts again: a table whose layout changed is refused."""
+        give the tables' layouts again: a table whose layout changed is refused.
+
+        Staging on an object store, the store's sealed progress is what counts: a local work
+        directory is adopted only when it is at the same seal (else it is a leftover, of a batch
+        published since or of a later seal made elsewhere), and without progress on the store
+        nothing is resumed."""
         remote = ObjectStaging(os.fspath(staging_dir), storage_options) if is_object_store(staging_dir) else None
         # on an object store the sealed work is in this machine's local work area
         staging = Path(local_work_root() if remote is not None else local_path(staging_dir))
+        kept: Optional[dict[str, Any]] = None
+        if remote is not None:
+            body = remote.read(_RESUMABLE, safe_name(resume_key), _PROGRESS_NAME)
+            if body is None:
+                return None
+            kept = json.loads(body)
         for work in sorted(staging.glob(".incomplete-*")):
             state_path = work / _PROGRESS_NAME
             try:
@@ -274,6 +285,8 @@ class StagingWriter:
                 continue
             if state.get("progress", {}).get("resume_key") != resume_key:
                 continue
+            if kept is not None and (state.get("sealed"), state.get("rows")) != (kept.get("sealed"), kept.get("rows")):
+                continue  # not the seal the store keeps
             try:
                 fd = os.open(work / _LOCK_NAME, os.O_RDWR)
             except OSError:

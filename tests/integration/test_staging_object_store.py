@@ -302,3 +302,20 @@ def test_a_location_is_tidied_at_most_hourly_of_stale_uploads_and_unresumed_seal
                                                         f"{published.dump_id}/{'ab' * 16}"]
     assert tidy_location(remote, now=later + 60) == []          # tidied a minute ago: not listed again
     assert load_manifest(published.ref, verify=True).dump_id == published.dump_id
+
+
+def test_a_local_sealed_leftover_is_not_resumed_unless_the_store_keeps_that_same_seal(s3_server, s3_env, tmp_path):  # noqa: F811
+    location = f"s3://{s3_env}/seal"
+    log = stage(Binlog(tmp_path, staging=location), 1)
+    log.writer.seal({"resume_key": "dag/run/snapshot", "chunk": 1})
+    log.writer.release()                                   # the process "dies" with the work sealed
+    resumed = StagingWriter.resume(location, "dag/run/snapshot", {("s", "items"): ITEMS})
+    assert resumed is not None and resumed[1]["chunk"] == 1  # the same seal locally and on the store
+    writer = resumed[0]
+    writer.release()
+    # the store no longer keeps it (published since): the local directory is a leftover
+    remote = ObjectStaging(location)
+    progress = [f".resumable/{o['Key']}" for o in remote.objects(".resumable") if o["Key"].endswith("progress.json")]
+    assert len(progress) == 1
+    remote.delete(progress)
+    assert StagingWriter.resume(location, "dag/run/snapshot", {("s", "items"): ITEMS}) is None

@@ -274,7 +274,7 @@ def test_a_killed_watermark_snapshot_resumes_at_its_last_sealed_chunk(mariadb, s
 
     create(mariadb)
     log = tmp_path / "child.log"
-    staging, other_machine = str(tmp_path / "staging"), {}
+    staging, other_machine, first_machine = str(tmp_path / "staging"), {}, {}
     if staged_on == "s3":
         s3 = request.getfixturevalue("s3_server")
         for key, value in s3.env().items():
@@ -282,7 +282,9 @@ def test_a_killed_watermark_snapshot_resumes_at_its_last_sealed_chunk(mariadb, s
         bucket = s3.create_bucket()
         staging = f"s3://{bucket}/snap"
         (tmp_path / "other-machine").mkdir()
+        (tmp_path / "first-machine").mkdir()
         other_machine = {"TMPDIR": str(tmp_path / "other-machine")}
+        first_machine = {"TMPDIR": str(tmp_path / "first-machine")}
     spec = {"host": mariadb.host, "port": mariadb.port, "user": mariadb.user, "password": mariadb.password,
             "staging": staging, "tables": [f"{DB}.*"], "chunk_rows": 97,
             "resume_key": "dag/run/snapshot", "kill_at_seal": 5, "log": str(log)}
@@ -293,7 +295,7 @@ def test_a_killed_watermark_snapshot_resumes_at_its_last_sealed_chunk(mariadb, s
     writer.start()
     try:
         killed = subprocess.run([sys.executable, "tests/integration/_watermark_child.py", json.dumps(spec)],
-                                capture_output=True, text=True, timeout=300)
+                                capture_output=True, text=True, timeout=300, env={**os.environ, **first_machine})
         assert killed.returncode == -9, killed.stderr[-2000:]
         first = log.read_text().split("\n")
         # what the killed run read after its last seal: the chunk being sealed when it died

@@ -20,6 +20,7 @@ from airflow_provider_binlog.replica import ReplicaError
 from airflow_provider_binlog.staging import ManifestError, load_manifest
 from airflow_provider_binlog.tables import TableFilter
 from tests.reliability import support as S
+from tests.s3_server import s3_server  # noqa: F401
 
 DB = "rel_corrupt"
 
@@ -253,6 +254,62 @@ def test_bad_staged_batches_are_refused_and_nothing_is_committed(batch, spark, s
     with pytest.raises(ManifestError, match="sha256|checksum"):
         damaged("Parquet file with a flipped byte")
         load_manifest(tmp_path / "bad-Parquet file with a flipped byte", verify=True)
+
+
+def test_bad_staged_batches_on_s3_are_refused_and_nothing_is_committed(mariadb, s3_server, spark, spark_warehouse,  # noqa: F811
+                                                                        tmp_path, monkeypatch, record_trials):
+    """The same damage to a batch staged on an S3-API server: a manifest cut in half, a Parquet
+    object missing, truncated, or with a flipped byte (same size): a typed error naming it, and
+    nothing committed; once repaired, the batch applies."""
+    from airflow_provider_binlog.merge.spark import job as merge_job
+
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    bucket = s3_server.create_bucket()
+    staging = f"s3://{bucket}/stage"
+    S.create_tables(mariadb, DB)
+    rng = S.rng_for("staged-s3")
+    start = S.here(mariadb)
+    S.workload(mariadb, DB, rng, 30, tables=("items", "pairs"))
+    rc = S.replica(mariadb)
+    try:
+        first = run_dump(rc, staging_dir=staging, start=start, tables=TableFilter([f"{DB}.*"])).manifest
+        S.workload(mariadb, DB, rng, 30, tables=("items", "pairs"))
+        second = run_dump(rc, staging_dir=staging, start=Checkpoint.from_json(first.end),
+                          tables=TableFilter([f"{DB}.*"])).manifest
+    finally:
+        rc.close()
+    namespace = "rel_corrupt_staged_s3"
+    store = FileCheckpointStore(tmp_path / "store")
+    store.save("k", Checkpoint.from_json(first.start))
+    assert merge_job.main(argv(spark_warehouse, tmp_path, namespace, first.ref)) == 0
+    client = s3_server.client()
+    batch_key = second.ref.split(f"s3://{bucket}/", 1)[1].rsplit("/", 1)[0]
+    part = second.tables[0]["files"][0]["path"]
+    keys = {"manifest": f"{batch_key}/manifest.json", "part": f"{batch_key}/{part}"}
+    for kind, which, damage in (
+            ("malformed manifest", "manifest", lambda b: b[: len(b) // 2]),
+            ("missing Parquet object", "part", None),
+            ("truncated Parquet object", "part", lambda b: b[: len(b) // 2]),
+            ("Parquet object with a flipped byte", "part",
+             lambda b: b[: len(b) // 3] + bytes([b[len(b) // 3] ^ 0x04]) + b[len(b) // 3 + 1:])):
+        before = S.snapshot_ids(spark, namespace, DB), store.load("k")
+        saved = client.get_object(Bucket=bucket, Key=keys[which])["Body"].read()
+        if damage is None:
+            client.delete_object(Bucket=bucket, Key=keys[which])
+        else:
+            client.put_object(Bucket=bucket, Key=keys[which], Body=damage(saved))
+        try:
+            code = merge_job.main(argv(spark_warehouse, tmp_path, namespace, second.ref))
+        finally:
+            client.put_object(Bucket=bucket, Key=keys[which], Body=saved)
+        out = json.loads((tmp_path / "out.json").read_text())
+        assert code == 1 and out["error_type"] == "ManifestError", (kind, out)
+        assert "manifest.json" in out["error"] or part in out["error"], (kind, out)
+        assert (S.snapshot_ids(spark, namespace, DB), store.load("k")) == before, kind
+        record_trials(f"bad staged input on S3: {kind}")
+    assert merge_job.main(argv(spark_warehouse, tmp_path, namespace, second.ref)) == 0
+    assert store.load("k") == Checkpoint.from_json(second.end)
 
 
 def _paths(node, prefix=()):

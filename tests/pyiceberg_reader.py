@@ -6,7 +6,6 @@ an Iceberg JDBC catalog on PostgreSQL through PyIceberg's SQL catalog (the same 
 ``iceberg_tables`` and ``iceberg_namespace_properties``)."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Optional
 
 #: content of a delete file in Iceberg's metadata: 1 position deletes, 2 equality deletes
@@ -30,12 +29,9 @@ class PyIcebergReader:
     def table(self, namespace: str, name: str) -> Any:
         if self.catalog is not None:
             return self.catalog.load_table((namespace, name))
-        from pyiceberg.table import StaticTable
+        from airflow_provider_binlog.local.pyiceberg_check import static_table
 
-        metadata = Path(self.warehouse, *namespace.split("."), name, "metadata")
-        hint = metadata / "version-hint.text"
-        version = int(hint.read_text().strip())
-        return StaticTable.from_metadata(str(metadata / f"v{version}.metadata.json"))
+        return static_table(self.warehouse, namespace, name)
 
     def rows(self, namespace: str, name: str, columns: Optional[list[str]] = None) -> list[dict]:
         """Every row of the table's current snapshot, deletes applied, as Python values."""

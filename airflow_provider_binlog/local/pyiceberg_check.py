@@ -23,16 +23,32 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def read_rows(warehouse: Path, namespace: str, table: str, columns: list[str]) -> list[tuple]:
-    """The rows of Hadoop-catalog table ``namespace.table`` under ``warehouse`` as of its
-    newest metadata file, ``columns`` in order."""
+def static_table(warehouse: Path | str, namespace: str, table: str) -> Any:
+    """Hadoop-catalog table ``namespace.table`` under ``warehouse`` as PyIceberg reads it: from
+    the metadata file its ``version-hint.text`` names (the newest)."""
     from pyiceberg.table import StaticTable
 
     metadata = Path(warehouse, *namespace.split("."), table, "metadata")
     version = int((metadata / "version-hint.text").read_text().strip())
-    scanned = StaticTable.from_metadata(str(metadata / f"v{version}.metadata.json")).scan(
-        selected_fields=tuple(columns)).to_arrow()
+    return StaticTable.from_metadata(str(metadata / f"v{version}.metadata.json"))
+
+
+def read_rows(warehouse: Path, namespace: str, table: str, columns: list[str]) -> list[tuple]:
+    """The rows of Hadoop-catalog table ``namespace.table`` under ``warehouse`` as of its
+    newest metadata file, ``columns`` in order."""
+    scanned = static_table(warehouse, namespace, table).scan(selected_fields=tuple(columns)).to_arrow()
     return [tuple(_plain(v) for v in row) for row in zip(*(scanned.column(c).to_pylist() for c in columns))]
+
+
+def row_differences(where: str, expected: dict, got_rows: list[tuple], reader: str) -> list[str]:
+    """What differs between ``expected`` (key -> row, the key first) and the rows a ``reader``
+    read of table ``where``: duplicate keys, then each key whose row is not the source's."""
+    got: dict[Any, Optional[tuple]] = {row[0]: row for row in got_rows}
+    problems = [] if len(got) == len(got_rows) else [f"{where}: duplicate keys"]
+    for key in sorted(set(expected) | set(got), key=repr):
+        if expected.get(key) != got.get(key):
+            problems.append(f"{where} id={key}: MariaDB {expected.get(key)} != {reader} {got.get(key)}")
+    return problems
 
 
 def compare(expected: dict, warehouse: Path, namespace: str, table: str,
@@ -43,9 +59,4 @@ def compare(expected: dict, warehouse: Path, namespace: str, table: str,
         got_rows = read_rows(warehouse, namespace, table, columns)
     except Exception as exc:  # noqa: BLE001 - the reason is the finding
         return 0, [f"{namespace}.{table}: PyIceberg cannot read it: {type(exc).__name__}: {exc}"]
-    got: dict[Any, Optional[tuple]] = {row[0]: row for row in got_rows}
-    problems = [] if len(got) == len(got_rows) else [f"{namespace}.{table}: duplicate keys"]
-    for key in sorted(set(expected) | set(got), key=repr):
-        if expected.get(key) != got.get(key):
-            problems.append(f"{namespace}.{table} id={key}: MariaDB {expected.get(key)} != PyIceberg {got.get(key)}")
-    return len(got_rows), problems
+    return len(got_rows), row_differences(f"{namespace}.{table}", expected, got_rows, "PyIceberg")

@@ -351,20 +351,14 @@ def source_rows(server, source: str) -> tuple[list[str], dict]:
     return cols, {row[0]: tuple(row) for row in server.query(f"SELECT {select} FROM `{schema}`.`{table}`")}
 
 
-def compare_table(spark, server, source: str, iceberg_table: str) -> tuple[int, int, list[str]]:
-    """``(MariaDB rows, Iceberg rows, differences)`` of a table with a primary key."""
-    cols, expected = source_rows(server, source)
+def compare_table(spark, source: str, cols: list[str], expected: dict,
+                  iceberg_table: str) -> tuple[int, list[str]]:
+    """``(Iceberg rows, differences)`` of a table with a primary key, whose source ``cols`` and
+    rows by key are ``expected``, as Spark reads it."""
     select = ", ".join(f"`{c}`" for c in cols)
     spark.sql(f"REFRESH TABLE {iceberg_table}")
     got_rows = [tuple(r) for r in spark.sql(f"SELECT {select} FROM {iceberg_table}").collect()]
-    got = {row[0]: row for row in got_rows}
-    problems = []
-    if len(got) != len(got_rows):
-        problems.append(f"{iceberg_table}: duplicate keys")
-    for key in sorted(set(expected) | set(got), key=repr):
-        if expected.get(key) != got.get(key):
-            problems.append(f"{source} id={key}: MariaDB {expected.get(key)} != Iceberg {got.get(key)}")
-    return len(expected), len(got_rows), problems
+    return len(got_rows), pyiceberg_check.row_differences(source, expected, got_rows, "Iceberg")
 
 
 # ----------------------------------------------------------------------------- report
@@ -491,18 +485,18 @@ def run(workdir: Path, rows: int, rounds: int, seed: int) -> int:
             console.write("\nIceberg tables vs MariaDB tables:\n")
             problems = []
             from ..tables import iceberg_table_name
-            for source in TABLES:
+            sources = {source: source_rows(server, source) for source in TABLES}
+            for source, (cols, expected) in sources.items():
                 schema, _, table = source.partition(".")
                 name = f"{CATALOG}.{NAMESPACE}.{iceberg_table_name(schema, table)}"
-                expected, got, diff = compare_table(spark, server, source, name)
+                got, diff = compare_table(spark, source, cols, expected, name)
                 problems += diff
-                console.write(f"    {name:<32} {got:>6} rows   {source:<16} {expected:>6} rows   "
+                console.write(f"    {name:<32} {got:>6} rows   {source:<16} {len(expected):>6} rows   "
                               f"{'equal' if not diff else f'{len(diff)} differences'}\n")
             if pyiceberg_check.available():
                 console.write("\nThe same tables read by PyIceberg (no JVM; what Polars and Daft read through):\n")
-                for source in TABLES:
+                for source, (cols, expected) in sources.items():
                     schema, _, table = source.partition(".")
-                    cols, expected = source_rows(server, source)
                     got, diff = pyiceberg_check.compare(expected, warehouse, NAMESPACE,
                                                         iceberg_table_name(schema, table), cols)
                     problems += diff

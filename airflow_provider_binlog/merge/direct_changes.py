@@ -16,7 +16,7 @@ import dataclasses
 from typing import Any, Optional, Sequence
 
 from .errors import MergeOptionError
-from ..staging.storage import file_size, read_parquet
+from ..staging.storage import read_parquet, total_size
 
 #: Tables whose staged files hold more bytes than this go through the Spark MERGE.
 DEFAULT_DIRECT_MAX_BYTES = 16 * 1024 * 1024
@@ -33,8 +33,8 @@ def check_direct_deletes(value: object) -> str:
     """``value`` if it names a way of :data:`DIRECT_DELETES`; else an error saying them."""
     if value not in DIRECT_DELETES:
         raise MergeOptionError(f"direct_deletes must be one of {', '.join(DIRECT_DELETES)}, not {value!r} "
-                         f"({DELETES_POSITION!r} is read by every Iceberg reader; {DELETES_EQUALITY!r} "
-                         f"only by JVM engines such as Spark, Trino and Flink)")
+                               f"({DELETES_POSITION!r} is read by every Iceberg reader; {DELETES_EQUALITY!r} "
+                               f"only by JVM engines such as Spark, Trino and Flink)")
     return str(value)
 
 _ORDER = ("_binlog_seq", "_binlog_pos", "_row")
@@ -61,16 +61,18 @@ def _after(position: tuple[int, int], seq: Any, pos: Any, strict: bool) -> Any:
 def collapse_staged(files: Sequence[str], primary_key: Sequence[str], columns: Sequence[str], *,
                     since: Optional[tuple[int, int]] = None,
                     reset: Optional[tuple[int, int]] = None,
-                    max_bytes: int = DEFAULT_DIRECT_MAX_BYTES) -> Optional[DirectChanges]:
+                    max_bytes: int = DEFAULT_DIRECT_MAX_BYTES,
+                    staged_bytes: Optional[int] = None) -> Optional[DirectChanges]:
     """The final state of each key the staged ``files`` of one table (in staging order) touch,
     for the target ``columns``: only changes at or after ``since``, and strictly after
     ``reset`` (a TRUNCATE: the table keeps only what follows it). None when the changes are
     not simple (an update changes a key, an after image lacks a column, the files differ in
-    columns or lack one) or the files hold more than ``max_bytes``."""
+    columns or lack one) or the files hold more than ``max_bytes`` (``staged_bytes``, as the
+    manifest records them, else looked up)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if not primary_key or not files or sum(file_size(f) for f in files) > max_bytes:
+    if not primary_key or not files or total_size(files, staged_bytes) > max_bytes:
         return None
     parts = [read_parquet(f, columns=["_op", *_ORDER, "_before", "_after", "_after_absent"]) for f in files]
     if any(p.schema != parts[0].schema for p in parts[1:]):

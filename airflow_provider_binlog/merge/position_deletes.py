@@ -54,11 +54,12 @@ def position_delete_schema() -> Any:
     ])
 
 
-def _key_range(keys: Any, name: str) -> Optional[tuple[Any, Any]]:
+def key_range(column: Any) -> Optional[tuple[Any, Any]]:
+    """The lowest and highest value of a key column, for integers and text (whose order Arrow,
+    Parquet statistics and Iceberg's bounds agree on); None for other types."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    column = keys.column(name)
     if not (pa.types.is_integer(column.type) or pa.types.is_string(column.type)):
         return None
     bounds = pc.min_max(column).as_py()
@@ -111,17 +112,15 @@ def key_row_groups(source: Any, keys: Any, field_ids: Sequence[int]) -> Iterator
                                 f"{', '.join(str(f) for f, p in zip(field_ids, present) if p is None)}")
     metadata = parquet.metadata
     groups = list(range(metadata.num_row_groups))
-    if present[0] is not None:
-        leaf = _leaf_index(metadata.schema, present[0])
-        if leaf is not None:
-            groups = _row_groups(metadata, leaf, _key_range(keys, names[0]))
+    leaf = _leaf_index(metadata.schema, present[0])
+    if leaf is not None:
+        groups = _row_groups(metadata, leaf, key_range(keys.column(names[0])))
     starts, at = [], 0
     for i in range(metadata.num_row_groups):
         starts.append(at)
         at += metadata.row_group(i).num_rows
-    read_names = [p for p in present if p is not None]  # every one (checked above)
     for group in groups:
-        part = parquet.read_row_group(group, columns=read_names)
+        part = parquet.read_row_group(group, columns=present)
         columns = {}
         for name, found in zip(names, present):
             target = keys.schema.field(name).type

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any, Mapping, Optional, Sequence
-from ..staging.storage import file_size, read_parquet
+from ..staging.storage import read_parquet, total_size
 
 #: Tables whose staged files hold more bytes than this are left to Spark.
 DEFAULT_MAX_STAGED_BYTES = 64 * 1024 * 1024
@@ -29,14 +29,16 @@ class StagedFacts:
 
 def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequence[str],
                  fields: Sequence[Mapping[str, str]] = (), *,
-                 max_bytes: int = DEFAULT_MAX_STAGED_BYTES) -> Optional[StagedFacts]:
+                 max_bytes: int = DEFAULT_MAX_STAGED_BYTES,
+                 staged_bytes: Optional[int] = None) -> Optional[StagedFacts]:
     """The facts of the staged ``files`` of one table (in staging order) whose target columns
     are ``columns``; ``fields[i]`` names, for file ``i``, the staged field of a column renamed
-    after its rows. None when the files hold more than ``max_bytes``, or lack a column of the
-    staging contract (then Spark decides)."""
+    after its rows. None when the files hold more than ``max_bytes`` (``staged_bytes``, as the
+    manifest records them, else looked up), or lack a column of the staging contract (then
+    Spark decides)."""
     import pyarrow.compute as pc
 
-    if not primary_key or sum(file_size(f) for f in files) > max_bytes:
+    if not primary_key or total_size(files, staged_bytes) > max_bytes:
         return None
     key_changes = partial = False
     values: set[Any] = set()

@@ -321,7 +321,7 @@ class BinlogMergeOperator(BaseOperator):
         connection = SparkSubmitHook(conn_id=self.conn_id)._connection
         return str(connection.get("master") or ""), self.deploy_mode or connection.get("deploy_mode") or "client"
 
-    def _env(self, catalog=None, *, cluster: bool = False, master: str = "") -> dict:
+    def _env(self, catalog=None, *, cluster: bool = False, master: str = "", staging=None) -> dict:
         env: dict = {}
         if not cluster:  # the driver runs here: its Python workers use this interpreter
             env = {"PYSPARK_PYTHON": sys.executable,
@@ -347,7 +347,6 @@ class BinlogMergeOperator(BaseOperator):
             except ImportError:  # pragma: no cover - an Airflow without the Task SDK's masker
                 pass
             env[SECRET_CONF_ENV] = json.dumps(secrets)
-        staging = staging_storage_options(self.staging_conn_id)
         if staging is not None:
             staged_env = staging.to_env()
             secret = [k for k in SECRET_ENV if k in staged_env]
@@ -372,7 +371,7 @@ class BinlogMergeOperator(BaseOperator):
             raise AirflowException("no manifest to merge: the dump task returned nothing")
         began = time.monotonic()
         catalog = self.iceberg_catalog()
-        staging = staging_storage_options(self.staging_conn_id)  # the task's own reads of staging
+        staging = staging_storage_options(self.staging_conn_id)  # for the job and the task's own reads
         master, mode = self._submit_target()
         cluster = mode == "cluster"
         if cluster and master.startswith("spark://"):
@@ -422,7 +421,8 @@ class BinlogMergeOperator(BaseOperator):
                 conf=self._spark_conf(catalog), conn_id=self.conn_id, application_args=args,
                 packages=None if catalog is not None else self.packages,
                 jars=None if catalog is not None else (",".join(self.jars) if self.jars else None),
-                env_vars=self._env(catalog, cluster=cluster, master=master), name=f"binlog-merge-{self.namespace}",
+                env_vars=self._env(catalog, cluster=cluster, master=master, staging=staging),
+                name=f"binlog-merge-{self.namespace}",
                 deploy_mode=self.deploy_mode)
             try:
                 try:

@@ -73,70 +73,39 @@ def load_manifest(path: str | os.PathLike[str], *, verify: bool = False,
     of each file (when the manifest records it), which reads them all. ``path`` may be a URI
     of an object store (``s3://bucket/prefix/<dump>/manifest.json`` or the batch's URI),
     reached with ``options`` (default: the environment's credential chain)."""
+    uri: Optional[str] = None
     if is_object_store(path):
-        return _load_remote(os.fspath(path), verify, options)
-    path = Path(local_path(path))
-    if path.is_dir():
-        path = path / MANIFEST_NAME
+        uri = os.fspath(path).rstrip("/")
+        if not uri.endswith("/" + MANIFEST_NAME):
+            uri = f"{uri}/{MANIFEST_NAME}"
+        fs, inner = filesystem(uri, options)
+        where, manifest_path = uri, Path(inner)
+    else:
+        manifest_path = Path(local_path(path))
+        if manifest_path.is_dir():
+            manifest_path = manifest_path / MANIFEST_NAME
+        fs, _ = filesystem(str(manifest_path))
+        where = str(manifest_path)
     try:
-        data = json.loads(path.read_text())
+        with fs.open_input_stream(str(manifest_path)) as stream:
+            data = json.loads(stream.read())
     except FileNotFoundError:
-        raise ManifestError(f"{path}: no manifest (the dump did not complete, or the path is wrong)") from None
+        raise ManifestError(f"{where}: no manifest (the dump did not complete, or the path is wrong)") from None
     except (OSError, ValueError) as exc:
-        raise ManifestError(f"{path}: unreadable manifest: {exc}") from None
-    manifest = Manifest(path, data)
+        raise ManifestError(f"{where}: unreadable manifest: {exc}") from None
+    manifest = Manifest(manifest_path, data, uri)
     try:
-        _check_files(path, manifest, verify)
+        _checked(where, data)
+        _check_files(where, fs, manifest, verify)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         if isinstance(exc, ManifestError):
             raise
-        raise ManifestError(f"{path}: malformed manifest: {type(exc).__name__}: {exc}") from None
+        raise ManifestError(f"{where}: malformed manifest: {type(exc).__name__}: {exc}") from None
     return manifest
 
 
-def _load_remote(uri: str, verify: bool, options: Optional[StorageOptions]) -> Manifest:
-    import pyarrow.fs as pafs
-
-    uri = uri.rstrip("/")
-    if not uri.endswith("/" + MANIFEST_NAME):
-        uri = f"{uri}/{MANIFEST_NAME}"
-    fs, path = filesystem(uri, options)
-    try:
-        with fs.open_input_stream(path) as stream:
-            data = json.loads(stream.read())
-    except FileNotFoundError:
-        raise ManifestError(f"{uri}: no manifest (the dump did not complete, or the path is wrong)") from None
-    except (OSError, ValueError) as exc:
-        raise ManifestError(f"{uri}: unreadable manifest: {exc}") from None
-    manifest = _checked(uri, data, Manifest(Path(path), data, uri))
-    names = [(table, f) for table in manifest.tables for f in table["files"]]
-    base = path.rsplit("/", 1)[0]
-    for problem in _relative_path_problems(uri, names):
-        raise ManifestError(problem)
-    infos = fs.get_file_info([f"{base}/{f['path']}" for _, f in names]) if names else []
-    for (table, f), info in zip(names, infos):
-        if info.type != pafs.FileType.File:
-            raise ManifestError(f"{uri}: staged file {f['path']} of {table['schema']}.{table['table']} is missing")
-        if info.size != f["bytes"]:
-            raise ManifestError(f"{uri}: staged file {f['path']} has {info.size} bytes, the manifest says {f['bytes']}")
-        if verify and f.get("sha256"):
-            digest = hashlib.sha256()
-            with fs.open_input_stream(f"{base}/{f['path']}") as stream:
-                for block in iter(lambda: stream.read(1 << 20), b""):
-                    digest.update(block)
-            if digest.hexdigest() != f["sha256"]:
-                raise ManifestError(f"{uri}: staged file {f['path']} is damaged (its sha256 is not the "
-                                    f"one the manifest records); dump that range again")
-    return manifest
-
-
-def _relative_path_problems(where: str, names: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[str]:
-    return [f"{where}: staged file path {f['path']!r} leaves the dump directory" for _, f in names
-            if Path(f["path"]).is_absolute() or ".." in Path(f["path"]).parts]
-
-
-def _checked(where: str, data: Any, manifest: Manifest) -> Manifest:
-    """``manifest`` when ``data`` is a well-formed manifest (format, version, entries)."""
+def _checked(where: str, data: Any) -> None:
+    """``data`` is a well-formed manifest (format, version, entries), or a ManifestError."""
     _check_header(where, data)
     if not isinstance(data["dump_id"], str) or not isinstance(data["tables"], list) \
             or not isinstance(data["ddl"], list):
@@ -147,7 +116,6 @@ def _checked(where: str, data: Any, manifest: Manifest) -> Manifest:
         problem = _table_entry_problem(table)
         if problem:
             raise ManifestError(f"{where}: malformed manifest: a table entry {problem}")
-    return manifest
 
 
 def _check_header(where: str, data: Any) -> None:
@@ -165,20 +133,30 @@ def _check_header(where: str, data: Any) -> None:
                             f"release understands ({MANIFEST_VERSION}); upgrade airflow-provider-binlog")
 
 
-def _check_files(path: Path, manifest: Manifest, verify: bool) -> None:
-    _checked(str(path), manifest.data, manifest)
-    for table in manifest.tables:
-        for f in table["files"]:
-            if Path(f["path"]).is_absolute() or ".." in Path(f["path"]).parts:
-                raise ManifestError(f"{path}: staged file path {f['path']!r} leaves the dump directory")
-            file_path = manifest.directory / f["path"]
-            if not file_path.is_file():
-                raise ManifestError(f"{path}: staged file {f['path']} of {table['schema']}.{table['table']} is missing")
-            if file_path.stat().st_size != f["bytes"]:
-                raise ManifestError(f"{path}: staged file {f['path']} has {file_path.stat().st_size} bytes, "
-                                    f"the manifest says {f['bytes']}")
-            if verify and f.get("sha256") and file_sha256(file_path) != f["sha256"]:
-                raise ManifestError(f"{path}: staged file {f['path']} is damaged (its sha256 is not the "
+def _check_files(where: str, fs: Any, manifest: Manifest, verify: bool) -> None:
+    """Every staged file of ``manifest`` is in its directory of filesystem ``fs``, with the size
+    the manifest records and, with ``verify``, its SHA-256 (the sizes in one look-up: on an
+    object store, one request for them all)."""
+    import pyarrow.fs as pafs
+
+    names = [(table, f) for table in manifest.tables for f in table["files"]]
+    for _, f in names:
+        if Path(f["path"]).is_absolute() or ".." in Path(f["path"]).parts:
+            raise ManifestError(f"{where}: staged file path {f['path']!r} leaves the dump directory")
+    base = str(manifest.path.parent)
+    paths = [f"{base}/{f['path']}" for _, f in names]
+    infos = fs.get_file_info(paths) if paths else []
+    for (table, f), path, info in zip(names, paths, infos):
+        if info.type != pafs.FileType.File:
+            raise ManifestError(f"{where}: staged file {f['path']} of {table['schema']}.{table['table']} is missing")
+        if info.size != f["bytes"]:
+            raise ManifestError(f"{where}: staged file {f['path']} has {info.size} bytes, "
+                                f"the manifest says {f['bytes']}")
+        if verify and f.get("sha256"):
+            with fs.open_input_stream(path) as stream:
+                damaged = _sha256(stream) != f["sha256"]
+            if damaged:
+                raise ManifestError(f"{where}: staged file {f['path']} is damaged (its sha256 is not the "
                                     f"one the manifest records); dump that range again")
 
 
@@ -207,10 +185,15 @@ def _table_entry_problem(table: Any) -> str:
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
+        return _sha256(fh)
+
+
+def _sha256(stream: Any) -> str:
+    """The SHA-256 of what ``stream`` (a binary file or a pyarrow input stream) reads."""
+    digest = hashlib.sha256()
+    for block in iter(lambda: stream.read(1 << 20), b""):
+        digest.update(block)
     return digest.hexdigest()
 
 

@@ -24,6 +24,8 @@ RESUMABLE = ".resumable"
 RESUMABLE_SECONDS = 7 * 24 * 3600
 #: a location is tidied at most this often (a marker object holds the last time)
 TIDY_SECONDS = 3600
+#: attempts (uploads under a batch) no manifest names are removed after this many seconds
+STALE_ATTEMPT_SECONDS = 24 * 3600
 _TIDIED = ".tidied-at"
 
 UNKNOWN = "?"
@@ -36,13 +38,7 @@ def published_attempt(remote: ObjectStaging, batch: str) -> Optional[str]:
         body = remote.read(batch, MANIFEST_NAME)
         if body is None:
             return None
-        data = json.loads(body)
-        if isinstance(data.get("attempt"), str):
-            return str(data["attempt"])
-        for table in data.get("tables", ()):
-            for f in table.get("files", ()):
-                return str(f["path"]).split("/", 1)[0]
-        return ""
+        return str(json.loads(body).get("attempt") or "")
     except Exception:  # noqa: BLE001 - undecided: delete nothing
         return UNKNOWN
 
@@ -71,7 +67,7 @@ def local_work_root() -> str:
 _ATTEMPT = re.compile(r"[0-9a-f]{32}")
 
 
-def remove_stale_attempts(remote: ObjectStaging, *, older_than: float = 24 * 3600,
+def remove_stale_attempts(remote: ObjectStaging, *, older_than: float = STALE_ATTEMPT_SECONDS,
                           now: Optional[float] = None) -> list[str]:
     """Delete the uploads under a batch of ``remote`` that its manifest does not name (a dump
     killed before it published, or one that lost the race to publish), once older than

@@ -5,7 +5,7 @@ An object store has no rename and no lock, so a batch is published there by one 
 write: its part files are uploaded under an attempt prefix of the batch, then its manifest is
 created only if no manifest exists (S3 ``If-None-Match: *``). Two dumps of one range cannot both
 publish, and a killed dump's uploads are never named by a manifest, so never read; they are
-removed later (:func:`remove_stale_attempts`).
+removed later (:func:`.remote.remove_stale_attempts`).
 
 Reads go through pyarrow's filesystems; writes to S3 through boto3, which sends the
 conditional header and server-side encryption. Credentials come from the environment's
@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 from urllib.parse import urlsplit
 
 from ..errors import ProviderError
@@ -31,8 +31,6 @@ PUBLISH_SCHEMES = ("s3",)
 KMS_KEY_ENV = "BINLOG_STAGING_KMS_KEY_ID"
 #: The environment variables holding secrets (see :meth:`StorageOptions.to_env`).
 SECRET_ENV = ("BINLOG_STAGING_SECRET_ACCESS_KEY", "BINLOG_STAGING_SESSION_TOKEN")
-#: Attempts (uploads under a batch) no manifest names are removed after this many seconds.
-STALE_ATTEMPT_SECONDS = 24 * 3600
 
 
 class StagingStorageError(ProviderError, ValueError):
@@ -303,12 +301,16 @@ def check_conditional_writes(staging: ObjectStaging) -> None:
         staging.delete([probe])
 
 
-def file_size(location: str) -> int:
-    """The size in bytes of a staged file (a local path or an object store URI)."""
-    if not is_object_store(location):
-        return os.path.getsize(local_path(location))
-    fs, path = filesystem(location)
-    return int(fs.get_file_info(path).size)
+def total_size(locations: Sequence[str], known: Optional[int] = None) -> int:
+    """The bytes of staged files (local paths or object store URIs): ``known`` when the caller
+    has them (a manifest records each file's size, checked when it is loaded), else looked up."""
+    if known is not None:
+        return known
+    total = 0
+    for location in locations:
+        fs, path = filesystem(location)
+        total += int(fs.get_file_info(path).size)
+    return total
 
 
 def read_parquet(location: str, columns: Optional[list[str]] = None,
@@ -337,9 +339,7 @@ def write_bytes(location: str, data: bytes, options: Optional[StorageOptions] = 
     """Write a small file (a local path or an object store URI), replacing what is there."""
     if is_object_store(location) and ObjectLocation.parse(location).scheme == "s3":
         parent, name = location.rsplit("/", 1)
-        staging = ObjectStaging(parent, options)
-        staging._call(f"writing {location}", staging.client.put_object, Bucket=staging.location.bucket,
-                      Key=staging.location.key(name), Body=data, **staging._extra())
+        ObjectStaging(parent, options).put(data, name)
         return
     fs, path = filesystem(location)
     with fs.open_output_stream(path) as out:

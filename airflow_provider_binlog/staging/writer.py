@@ -248,10 +248,10 @@ class StagingWriter:
         for files in state["files"].values():
             for _, desc in files:
                 if desc["path"] not in uploaded:
-                    remote.upload(str(self.work_dir / desc["path"]), _RESUMABLE, key, attempt, desc["path"])
+                    remote.upload(str(self.work_dir / desc["path"]), RESUMABLE, key, attempt, desc["path"])
                     uploaded[desc["path"]] = f"{attempt}/{desc['path']}"
         body = json.dumps({**state, "objects": uploaded}, sort_keys=True, default=str).encode()
-        remote.put(body, _RESUMABLE, key, _PROGRESS_NAME)
+        remote.put(body, RESUMABLE, key, _PROGRESS_NAME)
 
     @classmethod
     def resume(cls, staging_dir: str | os.PathLike[str], resume_key: str,
@@ -273,7 +273,7 @@ class StagingWriter:
         staging = Path(local_work_root() if remote is not None else local_path(staging_dir))
         kept: Optional[dict[str, Any]] = None
         if remote is not None:
-            body = remote.read(_RESUMABLE, safe_name(resume_key), _PROGRESS_NAME)
+            body = remote.read(RESUMABLE, safe_name(resume_key), _PROGRESS_NAME)
             if body is None:
                 return None
             kept = json.loads(body)
@@ -300,22 +300,20 @@ class StagingWriter:
             adopted = cls._adopt(staging, work, state, table_maps, masking, row_group_rows, row_group_bytes)
             adopted[0].remote = remote
             return adopted
-        if remote is not None:
-            return cls._resume_remote(remote, staging, resume_key, table_maps, masking, row_group_rows,
+        if kept is not None and remote is not None:
+            return cls._resume_remote(remote, staging, resume_key, kept, table_maps, masking, row_group_rows,
                                       row_group_bytes)
         return None
 
     @classmethod
-    def _resume_remote(cls, remote: ObjectStaging, staging: Path, resume_key: str,
+    def _resume_remote(cls, remote: ObjectStaging, staging: Path, resume_key: str, state: dict[str, Any],
                        table_maps: dict[_Key, TableMap], masking: Optional[Masking], row_group_rows: int,
-                       row_group_bytes: int) -> Optional[tuple["StagingWriter", dict[str, Any]]]:
-        """The sealed work of ``resume_key`` kept on the object store (the machine that sealed
-        it is gone), downloaded into a new local work directory and adopted."""
+                       row_group_bytes: int) -> tuple["StagingWriter", dict[str, Any]]:
+        """The sealed work of ``resume_key`` kept on the object store (``state``, its progress
+        there; the machine that sealed it is gone), downloaded into a new local work directory
+        and adopted."""
         key = safe_name(resume_key)
-        body = remote.read(_RESUMABLE, key, _PROGRESS_NAME)
-        if body is None:
-            return None
-        state = json.loads(body)
+        state = dict(state)
         objects: dict[str, str] = dict(state.pop("objects", {}))
         work = staging / f".incomplete-{uuid.uuid4().hex}"
         work.mkdir(mode=0o700)
@@ -323,9 +321,9 @@ class StagingWriter:
             for relative, where in objects.items():
                 target = work / relative
                 target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                data = remote.read(_RESUMABLE, key, where)
+                data = remote.read(RESUMABLE, key, where)
                 if data is None:
-                    raise ManifestError(f"{remote.location.uri(_RESUMABLE, key, where)}: a sealed file of the "
+                    raise ManifestError(f"{remote.location.uri(RESUMABLE, key, where)}: a sealed file of the "
                                         f"work to resume is missing; start it over")
                 target.write_bytes(data)
                 os.chmod(target, 0o600)
@@ -492,8 +490,8 @@ class StagingWriter:
         self._release()
         self.published = load_manifest(uri, options=remote.options)
         if self._resume_key is not None:
-            stale = [o["Key"] for o in remote.objects(_RESUMABLE, self._resume_key)]
-            delete_quietly(remote, [f"{_RESUMABLE}/{self._resume_key}/{k}" for k in stale])
+            stale = [o["Key"] for o in remote.objects(RESUMABLE, self._resume_key)]
+            delete_quietly(remote, [f"{RESUMABLE}/{self._resume_key}/{k}" for k in stale])
         try:  # uploads of killed dumps, sealed work nobody resumed: at most hourly
             removed = tidy_location(remote)
             if removed:
@@ -505,7 +503,7 @@ class StagingWriter:
     def _forget_resumable(self, remote: ObjectStaging) -> None:
         """Drop the sealed progress kept on the store (its files go after)."""
         if self._resume_key is not None:
-            delete_quietly(remote, [f"{_RESUMABLE}/{self._resume_key}/{_PROGRESS_NAME}"])
+            delete_quietly(remote, [f"{RESUMABLE}/{self._resume_key}/{_PROGRESS_NAME}"])
 
     def abort(self) -> None:
         if self._pool is not None:
@@ -532,7 +530,6 @@ class StagingWriter:
 
 
 _LOCK_NAME = ".lock"
-_RESUMABLE = RESUMABLE
 #: what a sealed writer records for a writer that resumes it (see StagingWriter.seal)
 _PROGRESS_NAME = "progress.json"
 #: a sealed work directory no writer resumed is removed after this many seconds

@@ -152,22 +152,27 @@ def test_damaged_binlog_on_the_server_fails_the_dump_with_a_typed_error(damaged_
 # --------------------------------------------------------------------------- staged batches
 
 
-@pytest.fixture()
-def batch(mariadb, tmp_path):
-    """A merged first batch (the table exists, the store is at its end) and a second staged
-    batch, not merged yet."""
+def two_batches(mariadb, staging, seed: str) -> tuple:
+    """Two contiguous dumps of the workload's tables into ``staging`` (a path or a URI)."""
     S.create_tables(mariadb, DB)
-    rng = S.rng_for("staged")
+    rng = S.rng_for(seed)
     start = S.here(mariadb)
     S.workload(mariadb, DB, rng, 30, tables=("items", "pairs"))
     rc = S.replica(mariadb)
     try:
-        first = run_dump(rc, staging_dir=tmp_path / "staging", start=start, tables=TableFilter([f"{DB}.*"]))
+        first = run_dump(rc, staging_dir=staging, start=start, tables=TableFilter([f"{DB}.*"]))
         S.workload(mariadb, DB, rng, 30, tables=("items", "pairs"))
-        second = run_dump(rc, staging_dir=tmp_path / "staging", start=first.end, tables=TableFilter([f"{DB}.*"]))
+        second = run_dump(rc, staging_dir=staging, start=first.end, tables=TableFilter([f"{DB}.*"]))
     finally:
         rc.close()
     return first.manifest, second.manifest
+
+
+@pytest.fixture()
+def batch(mariadb, tmp_path):
+    """A merged first batch (the table exists, the store is at its end) and a second staged
+    batch, not merged yet."""
+    return two_batches(mariadb, tmp_path / "staging", "staged")
 
 
 def argv(spark_warehouse, tmp_path, namespace, manifest):
@@ -266,19 +271,7 @@ def test_bad_staged_batches_on_s3_are_refused_and_nothing_is_committed(mariadb, 
     for key, value in s3_server.env().items():
         monkeypatch.setenv(key, value)
     bucket = s3_server.create_bucket()
-    staging = f"s3://{bucket}/stage"
-    S.create_tables(mariadb, DB)
-    rng = S.rng_for("staged-s3")
-    start = S.here(mariadb)
-    S.workload(mariadb, DB, rng, 30, tables=("items", "pairs"))
-    rc = S.replica(mariadb)
-    try:
-        first = run_dump(rc, staging_dir=staging, start=start, tables=TableFilter([f"{DB}.*"])).manifest
-        S.workload(mariadb, DB, rng, 30, tables=("items", "pairs"))
-        second = run_dump(rc, staging_dir=staging, start=Checkpoint.from_json(first.end),
-                          tables=TableFilter([f"{DB}.*"])).manifest
-    finally:
-        rc.close()
+    first, second = two_batches(mariadb, f"s3://{bucket}/stage", "staged-s3")
     namespace = "rel_corrupt_staged_s3"
     store = FileCheckpointStore(tmp_path / "store")
     store.save("k", Checkpoint.from_json(first.start))

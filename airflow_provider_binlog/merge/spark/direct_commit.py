@@ -154,9 +154,8 @@ def _located_deletes(spark: SparkSession, table: Any, planned_head: int, keys: A
     vectors)."""
     if int(table.operations().current().formatVersion()) >= 3:
         return None  # format 3 takes deletion vectors, not position delete files: Spark writes them
-    names = [f["name"] for f in key_fields]
     began = time.monotonic()
-    files = row_locator.files_to_search(spark, table, planned_head, names, keys, int(key_fields[0]["id"]))
+    files = row_locator.files_to_search(spark, table, planned_head, keys, int(key_fields[0]["id"]))
     if files is None:
         return None
     planned = time.monotonic()
@@ -300,7 +299,7 @@ def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str
         return None
     reset = work.resets[-1]["_position"] if work.resets else None
     changes = collapse_staged(work.files, work.primary_key, [n for n, _ in work.plan.columns],
-                              since=work.since, reset=reset, max_bytes=max_bytes)
+                              since=work.since, reset=reset, max_bytes=max_bytes, staged_bytes=work.staged_bytes)
     if changes is None:
         return None
     props = commit_properties(batch, stream, work.source)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional
 
 from pyspark.sql import SparkSession
 
 from ..errors import MergeJobError
-from ..position_deletes import DataFileScan
+from ..position_deletes import DataFileScan, key_range
 
 log = logging.getLogger(__name__)
 
@@ -18,35 +18,29 @@ log = logging.getLogger(__name__)
 def _bounds_filter(expressions: Any, name: str, column: Any) -> Any:
     """Iceberg's filter on column ``name`` holding a value of the range of ``column`` (the
     batch's first key column; integers and text); all rows for other types."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if pa.types.is_integer(column.type) or pa.types.is_string(column.type):
-        bounds = pc.min_max(column).as_py()
-        both = getattr(expressions, "and")  # a Python keyword: py4j reaches the Java method by name
-        return both(expressions.greaterThanOrEqual(name, bounds["min"]),
-                    expressions.lessThanOrEqual(name, bounds["max"]))
-    return expressions.alwaysTrue()
+    bounds = key_range(column)
+    if bounds is None:
+        return expressions.alwaysTrue()
+    both = getattr(expressions, "and")  # a Python keyword: py4j reaches the Java method by name
+    return both(expressions.greaterThanOrEqual(name, bounds[0]), expressions.lessThanOrEqual(name, bounds[1]))
 
 
-def files_to_search(spark: SparkSession, table: Any, snapshot_id: int, key_names: Sequence[str],
-                    keys: Any, first_key_id: Optional[int] = None) -> Optional[list[DataFileScan]]:
+def files_to_search(spark: SparkSession, table: Any, snapshot_id: int, keys: Any,
+                    first_key_id: int) -> Optional[list[DataFileScan]]:
     """The data files of ``table`` at ``snapshot_id`` whose bounds of the first key column
     overlap ``keys``, each with its position delete files; None when one of them is not
     Parquet, or has an equality delete or a deletion vector applied to it (Spark's MERGE reads
     those). The scan binds its filter to the snapshot's own schema: the first key column is
-    named there as it was then (``first_key_id``, its field id; a column renamed since keeps
-    it).
+    named there as it was then (``first_key_id``, its field id, and ``keys``' first column;
+    a column renamed since keeps its id).
 
     Each task crosses py4j as Iceberg's own JSON form (``ScanTaskParser``): three calls a
     file instead of some seventy for its fields one by one."""
     jvm = spark.sparkContext._jvm
     expressions = jvm.org.apache.iceberg.expressions.Expressions
     to_json = jvm.org.apache.iceberg.ScanTaskParser.toJson
-    then = key_names[0]
-    if first_key_id is not None:
-        schema = table.schemas().get(table.snapshot(snapshot_id).schemaId())
-        then = schema.findColumnName(first_key_id) if schema is not None else None
+    schema = table.schemas().get(table.snapshot(snapshot_id).schemaId())
+    then = schema.findColumnName(first_key_id) if schema is not None else None
     condition = expressions.alwaysTrue() if then is None else _bounds_filter(expressions, then, keys.column(0))
     scan = table.newScan().useSnapshot(snapshot_id).filter(condition)
     found = []
@@ -87,12 +81,14 @@ def opener(spark: SparkSession, table: Any) -> Callable[[str], Any]:
             return path
         if path.startswith("file:"):
             return "/" + path[len("file:"):].lstrip("/")
-        authority = path.split("/", 3)[:3]  # scheme:, "", netloc
-        where = "/".join(authority)
+        scheme, _, rest = path.partition("://")
         try:
-            if where not in filesystems:
-                filesystems[where] = pafs.FileSystem.from_uri(path)[0]
-            filesystem, inner = filesystems[where], pafs.FileSystem.from_uri(path)[1]
+            if scheme in ("s3", "gs", "gcs"):  # pyarrow's path there is bucket/key: one filesystem a bucket
+                where = f"{scheme}://{rest.split('/', 1)[0]}"
+                if where not in filesystems:
+                    filesystems[where] = pafs.FileSystem.from_uri(path)[0]
+                return filesystems[where].open_input_file(rest)
+            filesystem, inner = pafs.FileSystem.from_uri(path)
             return filesystem.open_input_file(inner)
         except Exception as exc:  # noqa: BLE001 - pyarrow cannot read it here
             raise Unreadable(f"{path}: {exc}") from None

@@ -88,6 +88,11 @@ class TableWork:
     def staged_rows(self) -> int:
         return sum(self.entry["rows"].values()) if self.entry else 0
 
+    @property
+    def staged_bytes(self) -> int:
+        """The bytes of the staged files, as the manifest records them (checked when loaded)."""
+        return sum(int(f["bytes"]) for f in self.entry["files"]) if self.entry else 0
+
 
 def _altered_layout(batch: Batch, work: "TableWork") -> Optional[list[tuple[str, T.DataType]]]:
     """The table's columns after the batch's last ``alter`` op that lists them (the dump's
@@ -277,6 +282,7 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
         work.defaults = _column_defaults(batch, work)
         work.insert_defaults = _insert_defaults(batch, work)
     if mode == MODE_MERGE and work.files and not any(v > 0 for v in work.plan.valid_from.values()):
-        work.facts = staged_facts(work.files, primary_key, [n for n, _ in work.plan.columns], work.fields)
+        work.facts = staged_facts(work.files, primary_key, [n for n, _ in work.plan.columns], work.fields,
+                                  staged_bytes=work.staged_bytes)
     work.status = "ready"
     return work

@@ -256,9 +256,9 @@ def make_cdc_dags(
     :param masking: columns to exclude, hash (HMAC-SHA256 keyed by the password of connection
         ``masking_secret_conn_id``) or truncate in the dump and the snapshot, before anything
         is staged (docs/data-contract.md).
-    :param staging_conn_id: an ``aws`` connection with the credentials of a ``staging_dir`` on
-        S3, for the dump, the snapshot and the merge (default: each machine's credential
-        chain; docs/configuration.md).
+    :param staging_conn_id: an ``aws``, ``google_cloud_platform`` or ``wasb`` connection with the
+        credentials of a ``staging_dir`` on S3, GCS or Azure, for the dump, the snapshot and the
+        merge (default: each machine's credential chain; docs/configuration.md).
     :param snapshot_method: how the backfill's snapshot reads the tables: ``consistent`` or
         ``watermark`` (key chunks between binlog watermarks, no lock: docs/snapshots.md);
         ``snapshot_chunk_rows`` rows per chunk (by default 10,000; 50,000 for a watermark

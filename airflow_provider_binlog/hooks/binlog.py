@@ -271,8 +271,9 @@ class BinlogHook(BaseHook):
         connection id). ``stop`` is ``"current"`` (the server's position when the dump starts),
         a checkpoint, or a sensor's XCom value. ``tables``/``exclude`` are ``schema.table``
         patterns. ``masking=`` (a :class:`~airflow_provider_binlog.staging.masking.Masking`)
-        excludes and masks columns as rows are staged. ``staging_conn_id`` names an ``aws``
-        connection for a ``staging_dir`` on S3 (default: the environment's credential chain).
+        excludes and masks columns as rows are staged. ``staging_conn_id`` names an ``aws``,
+        ``google_cloud_platform`` or ``wasb`` connection for a ``staging_dir`` on S3, GCS or Azure
+        (default: the environment's credential chain).
         The dump never advances the stored checkpoint.
         """
         begin = as_checkpoint(start, "start") if start is not None else self.stored_checkpoint(checkpoint_key)

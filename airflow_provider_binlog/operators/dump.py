@@ -34,9 +34,10 @@ class BinlogDumpOperator(BaseOperator):
     :param masking: columns to exclude, hash or truncate as rows are staged (see
         :mod:`airflow_provider_binlog.staging.masking`); ``masking_secret_conn_id`` names the
         connection whose password is the key of the hashes.
-    :param staging_conn_id: an ``aws`` connection (login, password, extra ``region_name``,
-        ``endpoint_url``, ``kms_key_id``) for a ``staging_dir`` on S3; default: the
-        environment's credential chain.
+    :param staging_conn_id: the credentials of a ``staging_dir`` on an object store: an
+        ``aws`` (S3), ``google_cloud_platform`` (GCS) or ``wasb`` (Azure) connection, read as
+        those providers read them (:mod:`airflow_provider_binlog.hooks.staging_storage`);
+        default: the environment's credential chain.
     """
 
     template_fields: Sequence[str] = ("binlog_conn_id", "staging_dir", "start", "stop", "tables", "exclude",

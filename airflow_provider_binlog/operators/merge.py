@@ -200,10 +200,10 @@ class BinlogMergeOperator(BaseOperator):
     ``table_properties``. ``maintenance=True`` compacts the tables and expires snapshots
     older than ``expire_older_than_days`` (7), keeping ``retain_last`` (10); with
     ``maintenance_every`` (a timedelta or hours) only tables maintained longer ago than that.
-    ``staging_conn_id`` (an ``aws`` connection) gives the job the credentials of a staging on
-    S3, through the driver's environment (never its command line); without it, the driver and
-    the executors use their own credential chain. ``data_contract`` gives merged tables
-    change columns, soft deletes and change logs, for
+    ``staging_conn_id`` (an ``aws``, ``google_cloud_platform`` or ``wasb`` connection) gives the job
+    the credentials of a staging on S3, GCS or Azure, through the driver's environment (never
+    its command line); without it, the driver and the executors use their own credential chain.
+    ``data_contract`` gives merged tables change columns, soft deletes and change logs, for
     all tables and per ``schema.table`` (:mod:`airflow_provider_binlog.merge.contract`).
 
     Assets among the ``outlets`` get an asset event whose ``extra`` says what this run loaded:

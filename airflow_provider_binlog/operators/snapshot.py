@@ -85,8 +85,8 @@ class BinlogSnapshotOperator(BaseOperator):
         by one integer column is read over that many connections at once (default 1).
     :param masking: columns to exclude, hash or truncate as rows are staged, with
         ``masking_secret_conn_id`` (see :class:`~.dump.BinlogDumpOperator`).
-    :param staging_conn_id: an ``aws`` connection for a ``staging_dir`` on S3 (default: the
-        environment's credential chain).
+    :param staging_conn_id: an ``aws``, ``google_cloud_platform`` or ``wasb`` connection for a
+        ``staging_dir`` on S3, GCS or Azure (default: the environment's credential chain).
     """
 
     template_fields: Sequence[str] = ("binlog_conn_id", "staging_dir", "tables", "exclude", "staging_conn_id")

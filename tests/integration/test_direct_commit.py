@@ -35,6 +35,7 @@ from tests.integration.test_merge_job import (  # noqa: E402
     two_file_table,
 )
 from tests.pyiceberg_reader import PyIcebergReader  # noqa: E402
+from tests.object_stores import azure_env, azure_server, gcs_env, gcs_server  # noqa: E402,F401
 from tests.s3_server import s3_env, s3_server  # noqa: E402,F401
 
 UTC = dt.timezone.utc
@@ -313,19 +314,31 @@ def test_a_partitioned_table_goes_through_the_merge(spark, tmp_path):
     assert "added-equality-deletes" not in summary(spark, name)
 
 
+@pytest.fixture(params=["s3", "gcs", "azure"])
+def store_location(request) -> str:
+    """A fresh bucket (container) of S3, GCS or Azure on loopback, the environment pointed at it."""
+    if request.param == "s3":
+        return f"s3://{request.getfixturevalue('s3_env')}"
+    if request.param == "gcs":
+        return f"gs://{request.getfixturevalue('gcs_env')}"
+    return request.getfixturevalue("azure_env")
+
+
 def test_batches_staged_on_an_object_store_merge_directly_and_through_spark_like_local_ones(
-        spark, spark_warehouse, tmp_path, s3_env):  # noqa: F811
-    """The merge reads staging on S3 without a Hadoop filesystem for it: the driver through
-    pyarrow (direct commits), the executors through pyarrow too (the Spark MERGE)."""
+        spark, spark_warehouse, tmp_path, store_location):
+    """The merge reads staging on S3, GCS or Azure without a Hadoop filesystem for it: the
+    driver through pyarrow (direct commits), the executors through pyarrow too (the Spark
+    MERGE), with the options the driver resolved (the executors' environment was set before)."""
     reader = PyIcebergReader(warehouse=spark_warehouse)
     rng = random.Random(11)
-    log, wide, pairs = Binlog(tmp_path, staging=f"s3://{s3_env}/stage"), {}, {}
+    store = store_location.split(":", 1)[0]
+    log, wide, pairs = Binlog(tmp_path, staging=f"{store_location}/stage"), {}, {}
     for round_no in range(3):
         log.begin()
         random_changes(log, rng, wide, pairs, 40)
         manifest = log.publish()
-        assert manifest.ref.startswith(f"s3://{s3_env}/stage/")
-        for namespace, direct_bytes in (("s3_direct", 1 << 24), ("s3_spark", 0)):
+        assert manifest.ref.startswith(f"{store_location}/stage/")
+        for namespace, direct_bytes in ((f"{store}_direct", 1 << 24), (f"{store}_spark", 0)):
             result = apply_manifests(spark, [manifest.ref], "lake", namespace, direct_max_bytes=direct_bytes)
             tables = result["batches"][0]["tables"]
             assert [t.get("direct", False) for t in tables] == [round_no > 0 and direct_bytes > 0] * 2

@@ -16,7 +16,7 @@ from ..iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS
 from ..key_chains import fold_key_chains
 from ..key_chains import hashable as _hashable
 from .schema import SchemaPlan
-from ...staging.storage import StorageOptions, is_object_store, read_parquet_schema
+from ...staging.storage import ObjectLocation, StorageOptions, is_object_store, read_parquet_schema
 
 _ORDER_TYPE = T.StructType([T.StructField("seq", T.LongType()), T.StructField("pos", T.LongType()),
                             T.StructField("row", T.IntegerType())])
@@ -45,7 +45,7 @@ def read_staged_object(spark: SparkSession, uri: str, schema: Optional[T.StructT
     if schema is None:
         raise MergeJobError(f"{uri}: a staged file on an object store must hold the staging contract's types",
                             hint="dump the range again with this release")
-    options = StorageOptions.from_env()
+    options = StorageOptions.from_env().for_store(ObjectLocation.parse(uri).store)
 
     def read(batches: Any) -> Any:
         from airflow_provider_binlog.staging.storage import read_parquet

@@ -1,0 +1,139 @@
+"""Staging on Azure Blob Storage (ADLS Gen2 included) through azure-storage-blob: a batch is
+published by uploading its manifest without overwrite (``If-None-Match: *``); reads through
+pyarrow's ``AzureFileSystem``. Credentials: the account key or a SAS token from the options
+(the staging connection), else the environment's chain (``DefaultAzureCredential``: a managed
+identity, workload identity, the Azure CLI)."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional, Sequence
+from urllib.parse import urlsplit
+
+from ..location import ObjectLocation, StagingStorageError, StorageOptions
+from . import Body
+
+# The SDK logs every request and its headers at INFO: a task's log would hold one entry per object.
+logging.getLogger("azure.core.pipeline.policies.http_logging_policy").setLevel(logging.WARNING)
+
+
+def _account(location: ObjectLocation, options: StorageOptions) -> str:
+    account = location.account or options.account_name
+    if not account:
+        raise StagingStorageError(f"{location.uri()} names no storage account",
+                                  hint="write abfs://CONTAINER@ACCOUNT.dfs.core.windows.net/prefix, or give the "
+                                       "account in the staging connection (login)")
+    return account
+
+
+def azure_filesystem(location: ObjectLocation, options: StorageOptions) -> Any:
+    import pyarrow.fs as pafs
+
+    kwargs: dict[str, Any] = {"account_name": _account(location, options)}
+    endpoint_url = options.endpoint_for("azure")
+    if endpoint_url:  # an emulator (Azurite) or a sovereign cloud: the same host serves blob and dfs
+        endpoint = urlsplit(endpoint_url)
+        kwargs.update(blob_storage_authority=endpoint.netloc, dfs_storage_authority=endpoint.netloc,
+                      blob_storage_scheme=endpoint.scheme or "https", dfs_storage_scheme=endpoint.scheme or "https")
+    if options.account_key:
+        kwargs["account_key"] = options.account_key
+    elif options.sas_token:
+        kwargs["sas_token"] = options.sas_token.lstrip("?")
+    return pafs.AzureFileSystem(**kwargs)
+
+
+class AzureStore:
+    def __init__(self, location: ObjectLocation, options: StorageOptions) -> None:
+        self.location = location
+        self.container_name = location.container
+        self.options = options
+        self._container: Any = None
+
+    @property
+    def container(self) -> Any:
+        if self._container is None:
+            try:
+                from azure.storage.blob import ContainerClient
+            except ImportError:
+                raise StagingStorageError("staging on abfs:// needs azure-storage-blob",
+                                          hint="pip install 'airflow-provider-binlog[azure]'") from None
+            o = self.options
+            account = _account(self.location, o)
+            url = o.endpoint_for("azure") or f"https://{account}.blob.core.windows.net"
+            credential: Any
+            if o.account_key:
+                credential = {"account_name": account, "account_key": o.account_key}
+            elif o.sas_token:
+                credential = o.sas_token.lstrip("?")
+            else:
+                try:
+                    from azure.identity import DefaultAzureCredential
+                except ImportError:
+                    raise StagingStorageError(
+                        f"{self.location.uri()}: no account key or SAS token, and azure-identity is not installed "
+                        f"for the environment's credentials",
+                        hint="give the key in the staging connection, or pip install azure-identity") from None
+                credential = DefaultAzureCredential()
+            self._container = ContainerClient(url.rstrip("/"), self.container_name, credential=credential)
+        return self._container
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
+
+        try:
+            return fn(*args, **kwargs)
+        except ResourceNotFoundError as exc:
+            if getattr(exc, "error_code", None) == "ContainerNotFound":
+                raise StagingStorageError(f"{what}: container {self.container_name!r} does not exist",
+                                          hint="create it, or fix staging_dir") from None
+            raise
+        except ClientAuthenticationError as exc:
+            raise StagingStorageError(f"{what}: the store denied access ({exc.status_code})",
+                                      hint="check the staging connection's key or SAS token and the container's "
+                                           "role assignments") from None
+        except HttpResponseError as exc:
+            if exc.status_code == 403:
+                raise StagingStorageError(f"{what}: the store denied access (403 {exc.error_code})",
+                                          hint="check the staging connection's key or SAS token and the "
+                                               "container's role assignments") from None
+            raise
+
+    def _where(self, key: str) -> str:
+        return self.location.uri() if not key else f"{self.location.scheme}://{self.location.bucket}/{key}"
+
+    def put(self, key: str, body: Body, *, if_absent: bool = False) -> bool:
+        from azure.core.exceptions import ResourceExistsError
+
+        extra = {"encryption_scope": self.options.kms_key_id} if self.options.kms_key_id else {}
+        try:
+            self._call(f"{'publishing' if if_absent else 'writing'} {self._where(key)}", self.container.upload_blob,
+                       key, body, overwrite=not if_absent, **extra)
+        except ResourceExistsError:
+            if not if_absent:
+                raise
+            return False
+        return True
+
+    def get(self, key: str) -> Optional[bytes]:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        try:
+            return bytes(self._call(f"reading {self._where(key)}", lambda: self.container.download_blob(key).readall()))
+        except ResourceNotFoundError:
+            return None
+
+    def list(self, prefix: str) -> list[dict[str, Any]]:
+        blobs = self._call(f"listing {self._where(prefix)}",
+                           lambda: list(self.container.list_blobs(name_starts_with=prefix or None)))
+        return [{"Key": b.name, "Size": int(b.size or 0), "LastModified": b.last_modified} for b in blobs]
+
+    def delete(self, keys: Sequence[str]) -> None:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        for key in keys:
+            try:
+                self._call(f"deleting {self._where(key)}", self.container.delete_blob, key)
+            except ResourceNotFoundError:
+                pass
+
+
+__all__ = ["AzureStore", "azure_filesystem"]

@@ -1,0 +1,143 @@
+"""Staging on Google Cloud Storage through google-cloud-storage: a batch is published by
+creating its manifest with ``ifGenerationMatch=0`` (created only if no live object has that
+name); reads through pyarrow's ``GcsFileSystem``. Credentials: a service account's key from
+the options (the staging connection), else Application Default Credentials; an endpoint
+(``STORAGE_EMULATOR_HOST`` or the options') without credentials is reached anonymously."""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Optional, Sequence
+from urllib.parse import urlsplit
+
+from ..location import ObjectLocation, StagingStorageError, StorageOptions
+from . import Body
+
+_SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
+
+
+def _service_account(options: StorageOptions) -> Any:
+    """The service account of the options' key, or None."""
+    if not (options.credentials_json or options.credentials_file):
+        return None
+    from google.oauth2 import service_account
+
+    try:
+        if options.credentials_json:
+            return service_account.Credentials.from_service_account_info(json.loads(options.credentials_json),  # type: ignore[no-untyped-call]
+                                                                         scopes=_SCOPES)
+        return service_account.Credentials.from_service_account_file(  # type: ignore[no-untyped-call]
+            options.credentials_file, scopes=_SCOPES)
+    except (ValueError, OSError) as exc:
+        raise StagingStorageError(f"the staging connection's service account key cannot be used: {exc}",
+                                  hint="give the key file's JSON (keyfile_dict) or its path (key_path)") from None
+
+
+def gcs_filesystem(options: StorageOptions) -> Any:
+    import pyarrow.fs as pafs
+
+    kwargs: dict[str, Any] = {}
+    endpoint_url = options.endpoint_for("gcs")
+    if endpoint_url:
+        endpoint = urlsplit(endpoint_url if "://" in endpoint_url else f"http://{endpoint_url}")
+        kwargs.update(endpoint_override=endpoint.netloc, scheme=endpoint.scheme)
+    if options.project:
+        kwargs["project_id"] = options.project
+    account = _service_account(options)
+    if account is not None:  # pyarrow takes a token: one for the service account, valid for an hour
+        from google.auth.transport.requests import Request
+
+        account.refresh(Request())
+        kwargs.update(access_token=account.token, credential_token_expiration=account.expiry)
+    elif endpoint_url:
+        kwargs["anonymous"] = True
+    return pafs.GcsFileSystem(**kwargs)
+
+
+class GcsStore:
+    def __init__(self, location: ObjectLocation, options: StorageOptions) -> None:
+        self.location = location
+        self.bucket_name = location.bucket
+        self.options = options
+        self._bucket: Any = None
+
+    @property
+    def bucket(self) -> Any:
+        if self._bucket is None:
+            try:
+                from google.cloud import storage
+            except ImportError:
+                raise StagingStorageError("staging on gs:// needs google-cloud-storage",
+                                          hint="pip install 'airflow-provider-binlog[gcs]'") from None
+            o = self.options
+            credentials = _service_account(o)
+            endpoint = o.endpoint_for("gcs")
+            kwargs: dict[str, Any] = {}
+            if endpoint:
+                kwargs["client_options"] = {"api_endpoint": endpoint if "://" in endpoint else f"http://{endpoint}"}
+                if credentials is None:
+                    from google.auth.credentials import AnonymousCredentials
+                    credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]
+            project = o.project or getattr(credentials, "project_id", None) or ("-" if endpoint else None)
+            client = storage.Client(project=project, credentials=credentials, **kwargs)
+            self._bucket = client.bucket(self.bucket_name)
+        return self._bucket
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, reading: bool = False, **kwargs: Any) -> Any:
+        from google.api_core import exceptions as gexc
+        from google.auth.exceptions import GoogleAuthError
+
+        try:
+            return fn(*args, **kwargs)
+        except gexc.NotFound as exc:
+            # a write, a listing or a delete finds no bucket; a read, no object (or no bucket)
+            if not reading or "bucket" in str(exc).lower():
+                raise StagingStorageError(f"{what}: bucket {self.bucket_name!r} does not exist",
+                                          hint="create it, or fix staging_dir") from None
+            raise
+        except (gexc.Forbidden, gexc.Unauthorized) as exc:
+            raise StagingStorageError(f"{what}: the store denied access ({exc.code})",
+                                      hint="check the staging connection's service account and the bucket's IAM") \
+                from None
+        except GoogleAuthError as exc:
+            raise StagingStorageError(f"{what}: no usable Google credentials ({exc})",
+                                      hint="set the staging connection's key, or Application Default Credentials") \
+                from None
+
+    def _where(self, key: str) -> str:
+        return f"gs://{self.bucket_name}/{key}"
+
+    def put(self, key: str, body: Body, *, if_absent: bool = False) -> bool:
+        from google.api_core.exceptions import PreconditionFailed
+
+        blob = self.bucket.blob(key, kms_key_name=self.options.kms_key_id or None)
+        condition = {"if_generation_match": 0} if if_absent else {}
+        upload = blob.upload_from_string if isinstance(body, bytes) else blob.upload_from_file
+        try:
+            self._call(f"{'publishing' if if_absent else 'writing'} {self._where(key)}", upload, body, **condition)
+        except PreconditionFailed:
+            return False
+        return True
+
+    def get(self, key: str) -> Optional[bytes]:
+        from google.api_core.exceptions import NotFound
+
+        try:
+            return bytes(self._call(f"reading {self._where(key)}", self._download, key, reading=True))
+        except NotFound:
+            return None
+
+    def _download(self, key: str) -> bytes:
+        return bytes(self.bucket.blob(key).download_as_bytes())
+
+    def list(self, prefix: str) -> list[dict[str, Any]]:
+        blobs = self._call(f"listing {self._where(prefix)}",
+                           lambda: list(self.bucket.client.list_blobs(self.bucket_name, prefix=prefix)))
+        return [{"Key": b.name, "Size": int(b.size or 0), "LastModified": b.updated} for b in blobs]
+
+    def delete(self, keys: Sequence[str]) -> None:
+        if keys:
+            self._call(f"deleting under {self.location.uri()}", self.bucket.delete_blobs,
+                       [self.bucket.blob(k) for k in keys], on_error=lambda blob: None)
+
+
+__all__ = ["GcsStore", "gcs_filesystem"]

@@ -1,0 +1,131 @@
+"""Staging on S3 (and S3-compatible stores with conditional writes) through boto3, which sends
+``If-None-Match: *`` and SSE-KMS; reads through pyarrow's ``S3FileSystem``."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional, Sequence
+from urllib.parse import urlsplit
+
+from ..location import ObjectLocation, StagingStorageError, StorageOptions
+from . import Body
+
+_DENIED = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken")
+
+
+def s3_filesystem(options: StorageOptions) -> Any:
+    import pyarrow.fs as pafs
+
+    kwargs: dict[str, Any] = {}
+    endpoint_url = options.endpoint_for("s3")
+    if endpoint_url:
+        endpoint = urlsplit(endpoint_url)
+        kwargs.update(endpoint_override=endpoint.netloc or endpoint.path, scheme=endpoint.scheme or "https")
+    if options.region:
+        kwargs["region"] = options.region
+    if options.access_key and options.secret_key:
+        kwargs.update(access_key=options.access_key, secret_key=options.secret_key,
+                      session_token=options.session_token)
+    return pafs.S3FileSystem(**kwargs)
+
+
+class S3Store:
+    def __init__(self, location: ObjectLocation, options: StorageOptions) -> None:
+        self.location = location
+        self.bucket = location.bucket
+        self.options = options
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            try:
+                import boto3
+            except ImportError:
+                raise StagingStorageError("staging on s3:// needs boto3",
+                                          hint="pip install 'airflow-provider-binlog[s3]'") from None
+            o = self.options
+            self._client = boto3.client("s3", endpoint_url=o.endpoint_for("s3"), region_name=o.region,
+                                        aws_access_key_id=o.access_key, aws_secret_access_key=o.secret_key,
+                                        aws_session_token=o.session_token)
+        return self._client
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return fn(*args, **kwargs)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code == "NoSuchBucket":
+                raise StagingStorageError(f"{what}: bucket {self.bucket!r} does not exist",
+                                          hint="create it, or fix staging_dir") from None
+            if code in _DENIED:
+                raise StagingStorageError(f"{what}: the store denied access ({code})",
+                                          hint="check the staging connection's credentials and the bucket policy") \
+                    from None
+            raise
+        except BotoCoreError as exc:
+            raise StagingStorageError(f"{what}: {exc}") from None
+
+    def _where(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def put(self, key: str, body: Body, *, if_absent: bool = False) -> bool:
+        from botocore.exceptions import ClientError
+
+        extra: dict[str, str] = {}
+        if self.options.kms_key_id:
+            extra.update(ServerSideEncryption="aws:kms", SSEKMSKeyId=self.options.kms_key_id)
+        if not if_absent:
+            self._call(f"writing {self._where(key)}", self.client.put_object, Bucket=self.bucket, Key=key,
+                       Body=body, **extra)
+            return True
+        for attempt in range(5):
+            try:
+                self._call(f"publishing {self._where(key)}", self.client.put_object, Bucket=self.bucket, Key=key,
+                           Body=body, IfNoneMatch="*", **extra)
+                return True
+            except ClientError as exc:
+                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+                code = exc.response.get("Error", {}).get("Code")
+                if code == "ConditionalRequestConflict" or status == 409:
+                    time.sleep(0.2 * (attempt + 1))  # a concurrent write of the key: S3 asks to retry
+                    continue
+                if code == "PreconditionFailed" or status == 412:
+                    return False
+                if code == "NotImplemented":
+                    raise StagingStorageError(f"{self.location.uri()}: the store does not support conditional "
+                                              f"writes (If-None-Match)",
+                                              hint="two dumps of one range could both publish there; stage on a "
+                                                   "store that has them (S3 has since 2024) or on a local path") \
+                        from None
+                raise
+        raise StagingStorageError(f"{self._where(key)}: the store kept answering 409 (a conflicting write of the "
+                                  f"same key)", hint="run the dump again")
+
+    def get(self, key: str) -> Optional[bytes]:
+        from botocore.exceptions import ClientError
+
+        try:
+            got = self._call(f"reading {self._where(key)}", self.client.get_object, Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise
+        return bytes(got["Body"].read())
+
+    def list(self, prefix: str) -> list[dict[str, Any]]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        pages = self._call(f"listing {self._where(prefix)}",
+                           lambda: list(paginator.paginate(Bucket=self.bucket, Prefix=prefix)))
+        return [{"Key": item["Key"], "Size": item["Size"], "LastModified": item["LastModified"]}
+                for page in pages for item in page.get("Contents", ())]
+
+    def delete(self, keys: Sequence[str]) -> None:
+        for at in range(0, len(keys), 1000):
+            chunk = [{"Key": k} for k in keys[at:at + 1000]]
+            self._call(f"deleting under {self.location.uri()}", self.client.delete_objects, Bucket=self.bucket,
+                       Delete={"Objects": chunk, "Quiet": True})
+
+
+__all__ = ["S3Store", "s3_filesystem"]

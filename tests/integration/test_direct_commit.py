@@ -17,6 +17,7 @@ pytest.importorskip("pyspark")
 
 from airflow_provider_binlog.checkpoint import FileCheckpointStore  # noqa: E402
 from airflow_provider_binlog.codec import constants as C  # noqa: E402
+from airflow_provider_binlog.merge.errors import MergeJobError  # noqa: E402
 from airflow_provider_binlog.merge.spark import direct_commit  # noqa: E402
 from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
 from airflow_provider_binlog.merge.spark.catalog import applied_state, iceberg_table  # noqa: E402
@@ -345,3 +346,26 @@ def test_batches_staged_on_an_object_store_merge_directly_and_through_spark_like
             assert wide_state(spark, f"lake.{namespace}.s__wide") == expected_wide(wide)
             assert pair_state(spark, f"lake.{namespace}.s__pair") == pairs
             assert pyiceberg_wide(reader, namespace) == expected_wide(wide)
+
+
+def test_spark_can_read_staged_objects_through_its_own_filesystem_and_says_when_it_has_none(
+        spark, tmp_path, gcs_env, monkeypatch):  # noqa: F811
+    """``spark.binlog.staging.reader=spark`` hands the staged objects to Spark's Hadoop
+    filesystem: with none for ``gs://`` here, the merge stops naming the object and the way back."""
+    from airflow_provider_binlog.merge.spark.collapse import STAGING_READER_CONF
+
+    log = Binlog(tmp_path, staging=f"gs://{gcs_env}/stage")
+    log.begin().rows(PAIR, "insert", [(1, "x", 10)])
+    manifest = log.publish()
+    spark.conf.set(STAGING_READER_CONF, "spark")
+    try:
+        with pytest.raises(MergeJobError, match="Spark cannot read the staged object") as caught:
+            apply_manifests(spark, [manifest.ref], "lake", "hadoop_read", direct_max_bytes=0)
+        assert str(caught.value).startswith(f"gs://{gcs_env}/stage/") and STAGING_READER_CONF in caught.value.hint
+        spark.conf.set(STAGING_READER_CONF, "arrow")
+        with pytest.raises(MergeJobError, match="is not a staging reader"):
+            apply_manifests(spark, [manifest.ref], "lake", "hadoop_read", direct_max_bytes=0)
+    finally:
+        spark.conf.unset(STAGING_READER_CONF)
+    apply_manifests(spark, [manifest.ref], "lake", "hadoop_read", direct_max_bytes=0)
+    assert pair_state(spark, "lake.hadoop_read.s__pair") == {(1, "x"): 10}

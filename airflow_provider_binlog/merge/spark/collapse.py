@@ -18,6 +18,11 @@ from ..key_chains import hashable as _hashable
 from .schema import SchemaPlan
 from ...staging.storage import ObjectLocation, StorageOptions, is_object_store, read_parquet_schema
 
+#: Spark conf choosing how executors read staged objects: ``pyarrow`` (the default: no Hadoop
+#: filesystem for the store needed) or ``spark`` (Spark's own Hadoop filesystem for the scheme,
+#: where the cluster has one: EMR, Dataproc, Databricks, HDInsight; ``s3://`` is read as ``s3a://``).
+STAGING_READER_CONF = "spark.binlog.staging.reader"
+
 _ORDER_TYPE = T.StructType([T.StructField("seq", T.LongType()), T.StructField("pos", T.LongType()),
                             T.StructField("row", T.IntegerType())])
 
@@ -31,9 +36,29 @@ def read_staged(spark: SparkSession, path: str) -> DataFrame:
     a type outside the staging contract is left to Spark's inference."""
     schema = staged_schema(path)
     if is_object_store(path):
+        how = spark.conf.get(STAGING_READER_CONF, "pyarrow") or "pyarrow"
+        if how == "spark":
+            return read_staged_hadoop(spark, path, schema)
+        if how != "pyarrow":
+            raise MergeJobError(f"{STAGING_READER_CONF}={how!r} is not a staging reader",
+                                hint="set it to 'pyarrow' (the default) or 'spark'")
         return read_staged_object(spark, path, schema)
     reader = spark.read.option("datetimeRebaseMode", "CORRECTED").option("int96RebaseMode", "CORRECTED")
     return (reader if schema is None else reader.schema(schema)).parquet(path)
+
+
+def read_staged_hadoop(spark: SparkSession, uri: str, schema: Optional[T.StructType]) -> DataFrame:
+    """A staged object read through Spark's own Hadoop filesystem for its scheme (``s3://`` as
+    ``s3a://``), with the cluster's credentials for it."""
+    target = "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
+    reader = spark.read.option("datetimeRebaseMode", "CORRECTED").option("int96RebaseMode", "CORRECTED")
+    try:
+        return (reader if schema is None else reader.schema(schema)).parquet(target)
+    except Exception as exc:  # noqa: BLE001 - Spark's reason, with the way back
+        reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise MergeJobError(f"{target}: Spark cannot read the staged object with its own filesystem ({reason})",
+                            hint=f"install the cluster's filesystem for the scheme, or unset {STAGING_READER_CONF} "
+                                 f"(pyarrow then reads staging, with no Hadoop jars)") from None
 
 
 def read_staged_object(spark: SparkSession, uri: str, schema: Optional[T.StructType]) -> DataFrame:

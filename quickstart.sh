@@ -2,7 +2,7 @@
 # Install what the quickstart needs (only what is missing) and run it; the test suite is not
 # run (that is `bash .ci/run`). On a fresh Debian machine: a private MariaDB's packages, a
 # Java 17 for the embedded Spark, and a virtualenv in .venv with the project, its spark and
-# airflow extras and PyIceberg, at the exact versions of constraints.txt.
+# arrow-snapshots extras and PyIceberg, at the exact versions of constraints.txt.
 # Usage, from anywhere: bash quickstart.sh [quickstart arguments: --workdir DIR --rows N ...]
 set -euo pipefail
 
@@ -28,8 +28,8 @@ if ! .venv/bin/python -c 'import sys' >/dev/null 2>&1; then
     python3 -m venv .venv
 fi
 if ! .venv/bin/python -c 'import airflow_provider_binlog, pyspark, airflow, pyiceberg' >/dev/null 2>&1; then
-    log "installing the project with its spark and airflow extras into .venv"
-    .venv/bin/python -m pip install -q -c constraints.txt -e '.[spark,airflow]' pyiceberg
+    log "installing the project with its spark and arrow-snapshots extras into .venv"
+    .venv/bin/python -m pip install -q -c constraints.txt -e '.[spark,arrow-snapshots]' pyiceberg
 fi
 
 JAVA_HOME="$(java17_home)" || { log "no Java 17 found"; exit 1; }

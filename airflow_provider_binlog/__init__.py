@@ -1,3 +1,3 @@
 """airflow-provider-binlog: load MySQL/MariaDB binlog changes into Apache Iceberg."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"

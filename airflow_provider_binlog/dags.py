@@ -183,6 +183,7 @@ def make_cdc_dags(
     spark_conf: Optional[Mapping[str, Any]] = None,
     spark_packages: Optional[str] = None,
     spark_jars: Optional[Sequence[str]] = None,
+    iceberg_runtime: Optional[str] = None,
     parallel_tables: Optional[int] = None,
     merge_direct_max_bytes: Optional[int] = None,
     merge_direct_deletes: Optional[str] = None,
@@ -240,6 +241,11 @@ def make_cdc_dags(
     :param catalog_settings: instead, the catalog as a dict: ``type``, ``uri``, ``warehouse``,
         ``properties``, ``jars``. With none of the three, ``spark_conf`` configures it
         (``spark.sql.catalog.<catalog>...``) with ``spark_packages``/``spark_jars``.
+    :param iceberg_runtime: how the merge puts Iceberg on Spark when ``spark_packages`` and
+        ``spark_jars`` are unset: ``maven`` (Spark fetches the stock
+        ``iceberg-spark-runtime-3.5_2.12``), ``provided`` (the cluster's Spark has Iceberg) or
+        ``embedded`` (the jar of the ``spark`` extra, offline). Default: ``embedded`` for a local
+        Spark where that jar is installed, else ``maven``.
     :param spark_deploy_mode: ``client`` or ``cluster`` (default: the Spark connection's).
     :param checkpoint_store_uri: the checkpoint store; default: the connection's extra
         ``checkpoint_store_uri``.
@@ -300,6 +306,7 @@ def make_cdc_dags(
     tag_list = list(tags) if tags is not None else ["binlog", "cdc", source_id]
     spark = {"conn_id": spark_conn_id, "warehouse": warehouse, "conf": dict(spark_conf or {}),
              "packages": spark_packages, "jars": list(spark_jars) if spark_jars else None,
+             "iceberg_runtime": iceberg_runtime,
              "parallel_tables": parallel_tables, "direct_max_bytes": merge_direct_max_bytes,
              "direct_deletes": merge_direct_deletes,
              "catalog_conn_id": catalog_conn_id,

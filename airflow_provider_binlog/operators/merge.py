@@ -167,9 +167,12 @@ class BinlogMergeOperator(BaseOperator):
       ``properties``, ``jars``);
     * none of them: ``conf`` holds the ``spark.sql.catalog.<catalog>.*`` settings.
 
-    Unless ``packages``/``jars`` name an Iceberg runtime (e.g.
-    ``org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2``) the jars shipped with the
-    package are used with the first three. Catalog secrets (``jdbc.password``, tokens) reach the
+    With the first three, the Iceberg runtime is what ``packages``/``jars`` name (e.g.
+    ``packages="org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"``, ``jars=[]`` when the
+    cluster's Spark has Iceberg), else ``iceberg_runtime``: ``maven`` (Spark fetches the stock
+    runtime), ``provided`` (the cluster has it) or ``embedded`` (the jar of the ``spark`` extra,
+    for an offline local Spark); unchosen, ``embedded`` for a local Spark where that jar is
+    installed, else ``maven``. Catalog secrets (``jdbc.password``, tokens) reach the
     job in an environment variable, never on the command line. In cluster deploy mode
     (``deploy_mode="cluster"`` or the connection's ``deploy-mode``) no local interpreter path
     is forced on the driver and executors, and the job's result is written next to the first
@@ -221,7 +224,7 @@ class BinlogMergeOperator(BaseOperator):
                  conn_id: str = "spark_default", warehouse: Optional[str] = None,
                  checkpoint_store_uri: Optional[str] = None, checkpoint_key: Optional[str] = None,
                  conf: Optional[dict] = None, packages: Optional[str] = None,
-                 jars: Optional[list] = None, maintenance: bool = False,
+                 jars: Optional[list] = None, iceberg_runtime: Optional[str] = None, maintenance: bool = False,
                  env_vars: Optional[dict] = None, application: Optional[str] = None,
                  binlog_conn_id: Optional[str] = None, stream: Optional[str] = None,
                  advance_checkpoint: Any = True, parallel_tables: Optional[int] = None,
@@ -290,6 +293,10 @@ class BinlogMergeOperator(BaseOperator):
         self.conf = conf or {}
         self.packages = packages
         self.jars = jars
+        if iceberg_runtime is not None:
+            from airflow_provider_binlog.spark.runtime import choose_iceberg_runtime
+            choose_iceberg_runtime(iceberg_runtime)  # refused here, not at run time
+        self.iceberg_runtime = iceberg_runtime
         self.maintenance = maintenance
         self.env_vars = env_vars or {}
         self.application = application
@@ -308,11 +315,13 @@ class BinlogMergeOperator(BaseOperator):
             return catalog_from_settings(self.catalog, self.catalog_settings)
         return None
 
-    def _spark_conf(self, catalog) -> dict:
+    def _spark_conf(self, catalog, master: str = "") -> dict:
         conf = {}
         if catalog is not None:
             from airflow_provider_binlog.spark.runtime import catalog_spark_conf
-            conf.update(catalog_spark_conf(catalog, packages=self.packages, jars=self.jars))
+            local = bool(self.warehouse) or not master or master.startswith("local")
+            conf.update(catalog_spark_conf(catalog, packages=self.packages, jars=self.jars,
+                                           runtime=self.iceberg_runtime, local=local))
         conf.update({str(k): str(v) for k, v in self.conf.items()})
         return conf
 
@@ -418,7 +427,7 @@ class BinlogMergeOperator(BaseOperator):
             if self.direct_deletes is not None:
                 args += ["--direct-deletes", self.direct_deletes]
             self._hook = SparkSubmitHook(
-                conf=self._spark_conf(catalog), conn_id=self.conn_id, application_args=args,
+                conf=self._spark_conf(catalog, master), conn_id=self.conn_id, application_args=args,
                 packages=None if catalog is not None else self.packages,
                 jars=None if catalog is not None else (",".join(self.jars) if self.jars else None),
                 env_vars=self._env(catalog, cluster=cluster, master=master, staging=staging),

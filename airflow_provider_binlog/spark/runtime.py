@@ -1,18 +1,21 @@
 """The embedded local Spark + Iceberg runtime, and the configuration the
 merge job shares with ``spark-submit``.
 
-Three ways to put Iceberg on Spark's classpath, chosen by
-:func:`spark_conf_for`:
+Ways to put Iceberg on Spark's classpath, chosen by :func:`catalog_spark_conf`:
 
 * ``packages="org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"``:
   Spark resolves the Maven coordinates (``spark.jars.packages``);
 * ``jars=[...]``: jars the caller has (``spark.jars``); ``jars=[]`` adds
   none, for a cluster whose Spark already has Iceberg;
-* neither: the embedded runtime of :func:`iceberg_runtime_jars`, i.e. the
-  Iceberg runtime jar of the ``snowpark-connect-deps-iceberg`` wheel plus a
-  relocated Jackson built from pyspark's own jars (that runtime jar refers
-  to ``org.apache.iceberg.shaded.com.fasterxml.jackson`` without holding
-  it).
+* neither: the ``runtime`` choice (:data:`ICEBERG_RUNTIMES`): ``maven``, the
+  stock coordinates :data:`ICEBERG_PACKAGE`; ``provided``, nothing (the
+  cluster has Iceberg); ``embedded``, the runtime of
+  :func:`iceberg_runtime_jars` for the offline local mode, i.e. the Iceberg
+  runtime jar of the ``snowpark-connect-deps-iceberg`` wheel plus a relocated
+  Jackson built from pyspark's own jars (that runtime jar refers to
+  ``org.apache.iceberg.shaded.com.fasterxml.jackson`` without holding it).
+  Unchosen: ``embedded`` for a local Spark when that wheel is installed, else
+  ``maven``.
 
 Spark 3.5 runs on Java 8, 11 or 17, not later; :func:`local_spark_session`
 always starts the JVM with the Java 17 of :func:`find_java17_home`, whatever
@@ -47,6 +50,9 @@ ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExt
 #: ``packages=`` on a cluster that can reach a Maven repository.
 ICEBERG_PACKAGE = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
 
+#: How the Iceberg runtime reaches Spark when neither ``packages`` nor ``jars`` is given.
+ICEBERG_RUNTIMES = ("maven", "embedded", "provided")
+
 #: The package the Iceberg runtime jar refers to Jackson by.
 SHADED_JACKSON_PACKAGE = "org.apache.iceberg.shaded.com.fasterxml.jackson"
 #: pyspark's Jackson jars that are relocated, by artifact name.  jsr310 is
@@ -55,7 +61,9 @@ JACKSON_ARTIFACTS = ("jackson-annotations", "jackson-core", "jackson-databind", 
 #: Bumped whenever the relocation changes, so cached jars are rebuilt.
 RELOCATION_REVISION = "1"
 
-INSTALL_HINT = "pip install 'airflow-provider-binlog[spark]' (pyspark and snowpark-connect-deps-iceberg)"
+INSTALL_HINT = ("pip install 'airflow-provider-binlog[spark]' (pyspark and, on Python < 3.13, "
+                "snowpark-connect-deps-iceberg), or iceberg_runtime='maven' to have Spark fetch "
+                f"{ICEBERG_PACKAGE} from Maven")
 JAVA_HINT = (
     "install a Java 17 runtime (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) "
     "or set JAVA_HOME to one; Spark 3.5 does not run on Java 18 or later"
@@ -274,6 +282,23 @@ def shaded_jackson_jar(directory: str | None = None) -> str:
     return target
 
 
+def embedded_runtime_installed() -> bool:
+    """Whether the wheel holding the embedded Iceberg runtime jar is installed."""
+    return _package_dir("snowpark_connect_deps_iceberg") is not None
+
+
+def choose_iceberg_runtime(runtime: str | None = None, *, local: bool = False) -> str:
+    """``runtime`` checked, or when None: ``embedded`` for a local Spark with the embedded
+    runtime installed (the offline local mode), else ``maven``."""
+    if runtime is None:
+        return "embedded" if local and embedded_runtime_installed() else "maven"
+    if runtime not in ICEBERG_RUNTIMES:
+        raise SparkRuntimeError(f"iceberg_runtime={runtime!r} is not one of {', '.join(ICEBERG_RUNTIMES)}",
+                                hint="maven: Spark fetches the stock runtime; embedded: the jar of the spark "
+                                     "extra, offline; provided: the cluster's Spark has Iceberg")
+    return runtime
+
+
 def iceberg_runtime_jars() -> list[str]:
     """The jars that put Iceberg on an embedded Spark 3.5: the Iceberg
     runtime jar and the relocated Jackson it needs (built on first use)."""
@@ -289,12 +314,14 @@ def spark_conf_for(
     *,
     packages: str | None = None,
     jars: Sequence[str] | None = None,
+    runtime: str | None = None,
+    local: bool = True,
 ) -> dict[str, str]:
     """Spark configuration for an Iceberg Hadoop catalog ``catalog`` whose
     tables live under ``warehouse`` (a local path, made absolute, or a URI):
     :func:`catalog_spark_conf` of that catalog."""
     return catalog_spark_conf(IcebergCatalog(catalog, "hadoop", warehouse=warehouse),
-                              packages=packages, jars=jars)
+                              packages=packages, jars=jars, runtime=runtime, local=local)
 
 
 def catalog_spark_conf(
@@ -302,6 +329,8 @@ def catalog_spark_conf(
     *,
     packages: str | None = None,
     jars: Sequence[str] | None = None,
+    runtime: str | None = None,
+    local: bool = False,
 ) -> dict[str, str]:
     """Spark configuration for the Iceberg catalog ``catalog`` (its secrets
     left out: see :meth:`IcebergCatalog.secret_conf`), with Iceberg's SQL
@@ -311,15 +340,20 @@ def catalog_spark_conf(
 
     ``packages`` (Maven coordinates) and ``jars`` name the Iceberg runtime
     the caller provides; ``jars=[]`` adds nothing (Spark already has it).
-    With neither, the embedded :func:`iceberg_runtime_jars` are used.  The
-    catalog's own jars (a JDBC driver) are added in every case."""
+    With neither, ``runtime`` (:func:`choose_iceberg_runtime`; ``local``: the
+    Spark runs here).  The catalog's own jars (a JDBC driver) are added in
+    every case."""
     conf = {"spark.sql.extensions": ICEBERG_EXTENSIONS, **catalog.spark_conf(),
             "spark.sql.session.timeZone": "UTC", "spark.redaction.regex": REDACTION_REGEX}
     if packages:
         conf["spark.jars.packages"] = packages
     all_jars = list(jars or ())
     if packages is None and jars is None:
-        all_jars = iceberg_runtime_jars()
+        chosen = choose_iceberg_runtime(runtime, local=local)
+        if chosen == "embedded":
+            all_jars = iceberg_runtime_jars()
+        elif chosen == "maven":
+            conf["spark.jars.packages"] = ICEBERG_PACKAGE
     all_jars += [j for j in catalog.jars if j not in all_jars]
     if all_jars:
         conf["spark.jars"] = ",".join(all_jars)

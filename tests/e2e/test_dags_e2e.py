@@ -155,7 +155,9 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
             "extra": {"type": "jdbc", "warehouse": warehouse}}))
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_E2E", json.dumps({
             "conn_type": "spark", "host": cluster.master_url, "extra": {"deploy-mode": "client"}}))
+        # the cluster cannot reach Maven here: the runtime jar of the spark extra, chosen explicitly
         kwargs.update(catalog=catalog, spark_conn_id="spark_e2e", catalog_conn_id="e2e_catalog",
+                      iceberg_runtime="embedded",
                       spark_conf={"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                                   "spark.executor.memory": "512m", "spark.cores.max": "2",
                                   "spark.sql.shuffle.partitions": "4"})

@@ -76,7 +76,7 @@ def test_the_quickstart_setup_installs_what_the_quickstart_needs_and_runs_no_tes
     assert "pytest" not in script and "[test" not in script
     for package in ("mariadb-server", "openjdk-17-jre-headless", "python3-venv"):
         assert package in script
-    assert "-c constraints.txt -e '.[spark,airflow]' pyiceberg" in script
+    assert "-c constraints.txt -e '.[spark,arrow-snapshots]' pyiceberg" in script
     assert script.rstrip().endswith('exec .venv/bin/python -m airflow_provider_binlog quickstart "$@"')
     readme = (ROOT / "README.md").read_text()
     assert "    bash quickstart.sh " in readme and "    bash .ci/run " in readme

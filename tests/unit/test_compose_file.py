@@ -368,7 +368,7 @@ def test_airflow_image_installs_the_provider(compose):
     (context, dockerfile), = {d for d in _dockerfiles(compose)}
     text = dockerfile.read_text()
     assert re.search(r"apache/airflow:\S*3\.3\.2", text)
-    assert "[spark,airflow,sql]" in text and "constraints.txt" in text
+    assert "[spark,postgres,arrow-snapshots]" in text and "constraints.txt" in text
     assert re.search(r"(jre|jdk)\S*17|17\S*(jre|jdk)", text, re.I), "no Java 17"
     for source in re.findall(r"^COPY\s+(?!.*--from)(?:--\S+\s+)*(.+)\s+\S+$", text, re.M):
         for path in source.split():

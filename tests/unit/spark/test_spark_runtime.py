@@ -19,6 +19,7 @@ from airflow_provider_binlog.spark.runtime import (
     ICEBERG_PACKAGE,
     SHADED_JACKSON_PROBE,
     SparkRuntimeError,
+    catalog_spark_conf,
     find_java17_home,
     iceberg_runtime_jars,
     java_major_version,
@@ -72,6 +73,33 @@ def test_conf_with_own_jars_or_none() -> None:
     conf = spark_conf_for("file:/tmp/wh", "cat", jars=[])
     assert "spark.jars" not in conf and "spark.jars.packages" not in conf
     assert conf["spark.sql.catalog.cat.warehouse"] == "file:/tmp/wh"
+
+
+def test_the_stock_maven_runtime_is_the_default_unless_a_local_spark_has_the_embedded_one(monkeypatch) -> None:
+    from airflow_provider_binlog.spark.catalogs import IcebergCatalog
+
+    rest = IcebergCatalog("lake", "rest", uri="http://cat")
+    cluster = catalog_spark_conf(rest)                            # a cluster: Spark fetches the stock runtime
+    assert cluster["spark.jars.packages"] == ICEBERG_PACKAGE and "spark.jars" not in cluster
+    assert "spark.jars" not in catalog_spark_conf(rest, runtime="provided")
+    assert "spark.jars.packages" not in catalog_spark_conf(rest, runtime="provided")
+    monkeypatch.setattr(runtime, "iceberg_runtime_jars", lambda: ["/embedded/iceberg.jar", "/embedded/jackson.jar"])
+    monkeypatch.setattr(runtime, "embedded_runtime_installed", lambda: True)
+    local = catalog_spark_conf(rest, local=True)                  # detected: the offline local mode
+    assert local["spark.jars"] == "/embedded/iceberg.jar,/embedded/jackson.jar" and "spark.jars.packages" not in local
+    assert catalog_spark_conf(rest)["spark.jars.packages"] == ICEBERG_PACKAGE
+    assert catalog_spark_conf(rest, runtime="embedded")["spark.jars"].startswith("/embedded/")
+    monkeypatch.setattr(runtime, "embedded_runtime_installed", lambda: False)
+    assert catalog_spark_conf(rest, local=True)["spark.jars.packages"] == ICEBERG_PACKAGE
+    with pytest.raises(SparkRuntimeError, match="not one of maven, embedded, provided"):
+        catalog_spark_conf(rest, runtime="shaded")
+
+
+def test_the_embedded_runtime_missing_names_both_ways_to_get_one(monkeypatch) -> None:
+    monkeypatch.setattr(runtime, "_package_dir", lambda module: None)
+    with pytest.raises(SparkRuntimeError) as caught:
+        runtime.iceberg_runtime_jar()
+    assert "[spark]" in str(caught.value) and "iceberg_runtime='maven'" in str(caught.value)
 
 
 def test_conf_makes_a_local_warehouse_absolute(tmp_path, monkeypatch) -> None:

@@ -49,7 +49,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from airflow.sdk import DAG, Asset, Param, TriggerRule, task
 
-from .checkpoint import Checkpoint
+from .checkpoints import Checkpoint
 from .errors import ProviderError
 from .hooks.binlog import BinlogHook
 from .operators.dump import BinlogDumpOperator

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from .checkpoint import Checkpoint, CheckpointStore
+from .checkpoints import Checkpoint, CheckpointStore
 from .codec.errors import SchemaMismatchError
 from .codec.events import (
     BinlogCheckpointEvent,

@@ -12,7 +12,8 @@ from typing import Optional
 
 import pymysql
 
-from .checkpoint import Checkpoint, split_binlog_file_name
+from .checkpoints import Checkpoint
+from .codec.positions import split_binlog_file_name
 from .codec.events import GtidEvent, MariadbGtidEvent, QueryEvent
 from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
 from .replica import BinlogPurgedError, ReplicaConnection, ReplicaError

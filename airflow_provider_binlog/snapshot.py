@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 import pymysql
 
-from .checkpoint import Checkpoint
+from .checkpoints import Checkpoint
 from .codec import constants as C
 from .codec.events import Column, TableMap
 from .codec.gtid import MariadbGtidPosition, MysqlGtidSet

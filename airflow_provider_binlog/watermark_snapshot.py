@@ -38,7 +38,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import pyarrow as pa
 
 from . import arrow_reader
-from .checkpoint import Checkpoint
+from .checkpoints import Checkpoint
 from .codec import constants as C
 from .codec.events import (
     ABSENT,

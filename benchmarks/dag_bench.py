@@ -373,7 +373,7 @@ def run(args, workdir: pathlib.Path, log_path: pathlib.Path, t_start: float) -> 
                 warehouse=str(warehouse), poke_interval=args.poke_interval,
                 sensor_timeout=args.sensor_timeout))
 
-            from airflow_provider_binlog.checkpoint import FileCheckpointStore
+            from airflow_provider_binlog.checkpoints import FileCheckpointStore
             from airflow_provider_binlog.dags import backfill_dag_id, incremental_dag_id
             from airflow_provider_binlog.tables import iceberg_table_name
 

@@ -177,7 +177,7 @@ def range_bytes(srv, start: tuple, end: tuple) -> int:
 def worker_ours(spec: dict) -> dict:
     import pyarrow.parquet as pq
 
-    from airflow_provider_binlog.checkpoint import Checkpoint
+    from airflow_provider_binlog.checkpoints import Checkpoint
     from airflow_provider_binlog.dump import default_workers, run_dump
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.tables import TableFilter

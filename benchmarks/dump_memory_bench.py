@@ -172,7 +172,7 @@ def worker(spec: dict) -> dict:
     import pyarrow.parquet as pq
 
     from airflow_provider_binlog import dump as dump_module
-    from airflow_provider_binlog.checkpoint import Checkpoint
+    from airflow_provider_binlog.checkpoints import Checkpoint
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.staging import StagingWriter
     from airflow_provider_binlog.tables import TableFilter

@@ -62,7 +62,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from airflow_provider_binlog.checkpoint import Checkpoint  # noqa: E402
+from airflow_provider_binlog.checkpoints import Checkpoint  # noqa: E402
 from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.codec.events import Column, EventHeader, RowsEvent, TableMap  # noqa: E402
 from airflow_provider_binlog.staging import StagingWriter  # noqa: E402

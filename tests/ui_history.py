@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from airflow_provider_binlog.checkpoint import ABSENT, Checkpoint, FileCheckpointStore
+from airflow_provider_binlog.checkpoints import ABSENT, Checkpoint, FileCheckpointStore
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaConnection
 from airflow_provider_binlog.tables import TableFilter

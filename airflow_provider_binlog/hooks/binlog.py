@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Union
 import pymysql
 from airflow.sdk import BaseHook
 
-from ..checkpoint import Checkpoint, CheckpointStore, open_checkpoint_store
+from ..checkpoints import Checkpoint, CheckpointStore, open_checkpoint_store
 from ..dump import run_dump
 from ..errors import ProviderError
 from ..position import PositionCheck, check_position

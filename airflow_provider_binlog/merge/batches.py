@@ -6,7 +6,7 @@ import functools
 import json
 from typing import Any, Iterable, Optional
 
-from ..checkpoint import Checkpoint, CheckpointOrderError
+from ..checkpoints import Checkpoint, CheckpointOrderError
 from ..staging.manifest import Manifest, load_manifest
 from .errors import BatchGapError, MergeJobError
 

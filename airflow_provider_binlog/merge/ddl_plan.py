@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..checkpoint import split_binlog_file_name
+from ..codec.positions import split_binlog_file_name
 from .batches import Batch
 from .errors import MergeJobError, SchemaEvolutionError
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
-from ..checkpoint import Checkpoint
+from ..checkpoints import Checkpoint
 from .errors import ReplicaError
 
 log = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ import pytest
 
 pytest.importorskip("airflow")
 
-from airflow_provider_binlog.checkpoint import Checkpoint, open_checkpoint_store  # noqa: E402
+from airflow_provider_binlog.checkpoints import Checkpoint, open_checkpoint_store  # noqa: E402
 from airflow_provider_binlog.spark.catalogs import IcebergCatalog  # noqa: E402
 from airflow_provider_binlog.local.quickstart import asset_events, run_results, task_states  # noqa: E402
 from tests.airflow_conn import create_user, set_connection  # noqa: E402

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("airflow")
 
-from airflow_provider_binlog.checkpoint import FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.checkpoints import FileCheckpointStore  # noqa: E402
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.e2e.test_dags_e2e import dags_folder, run  # noqa: E402,F401
 from tests.pyiceberg_reader import PyIcebergReader, assert_every_table_reads_as_in_spark  # noqa: E402

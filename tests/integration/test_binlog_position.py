@@ -13,7 +13,7 @@ pytest.importorskip("airflow")
 
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred  # noqa: E402
 
-from airflow_provider_binlog.checkpoint import Checkpoint  # noqa: E402
+from airflow_provider_binlog.checkpoints import Checkpoint  # noqa: E402
 from airflow_provider_binlog.hooks.binlog import BinlogHook  # noqa: E402
 from airflow_provider_binlog.operators.dump import BinlogDumpOperator  # noqa: E402
 from airflow_provider_binlog.replica import BinlogPurgedError, ReplicaError  # noqa: E402

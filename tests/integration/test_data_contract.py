@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from airflow_provider_binlog.checkpoint import FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.checkpoints import FileCheckpointStore  # noqa: E402
 from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.codec.events import ABSENT  # noqa: E402
 from airflow_provider_binlog.merge.contract import ContractError, DataContract  # noqa: E402

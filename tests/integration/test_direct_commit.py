@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from airflow_provider_binlog.checkpoint import FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.checkpoints import FileCheckpointStore  # noqa: E402
 from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.merge.errors import MergeJobError  # noqa: E402
 from airflow_provider_binlog.merge.spark import direct_commit  # noqa: E402

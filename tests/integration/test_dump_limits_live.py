@@ -10,7 +10,7 @@ import time
 import pytest
 
 from airflow_provider_binlog import dump as dump_mod
-from airflow_provider_binlog.checkpoint import Checkpoint
+from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.codec import MissingTableMapError, read_binlog_file
 from airflow_provider_binlog.codec.events import IncidentEvent, XidEvent
 from airflow_provider_binlog.dump import DumpError, run_dump

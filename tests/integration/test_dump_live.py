@@ -14,7 +14,7 @@ from decimal import Decimal
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_binlog.checkpoint import Checkpoint
+from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.codec.gtid import MariadbGtidPosition
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaConnection
@@ -181,7 +181,7 @@ def test_killed_dump_publishes_nothing_and_a_rerun_succeeds(mariadb, table, tmp_
                 time.sleep(60)
             return result
         parts.PartFile.append_event = slow
-        from airflow_provider_binlog.checkpoint import Checkpoint
+        from airflow_provider_binlog.checkpoints import Checkpoint
         from airflow_provider_binlog.dump import run_dump
         from airflow_provider_binlog.replica import ReplicaConnection
         rc = ReplicaConnection({mariadb.host!r}, {mariadb.port}, {mariadb.user!r}, {mariadb.password!r}, server_id=4343)

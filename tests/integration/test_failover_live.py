@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from airflow_provider_binlog.checkpoint import Checkpoint
+from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.codec.gtid import MariadbGtidPosition
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.local.mariadb import MariaDBServer

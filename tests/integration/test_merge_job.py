@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from airflow_provider_binlog.checkpoint import (Checkpoint, CheckpointConflictError,  # noqa: E402
+from airflow_provider_binlog.checkpoints import (Checkpoint, CheckpointConflictError,  # noqa: E402
                                                 FileCheckpointStore)
 from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.codec.events import (ABSENT, Column, EventHeader,  # noqa: E402

@@ -45,7 +45,7 @@ def test_operator_merges_a_live_dump_and_reports_counts(mariadb, spark, spark_wa
     op = BinlogMergeOperator(task_id="merge", manifests=dump.to_json(), namespace="op_ns",
                              warehouse=spark_warehouse, conn_id=local_spark_connection,
                              checkpoint_store_uri=str(tmp_path / "store"), checkpoint_key="op")
-    from airflow_provider_binlog.checkpoint import FileCheckpointStore
+    from airflow_provider_binlog.checkpoints import FileCheckpointStore
     FileCheckpointStore(tmp_path / "store").save("op", start)
     summary = op.execute(context={})
     rows = dump.rows["dumpdb.operated"]

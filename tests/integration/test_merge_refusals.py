@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from airflow_provider_binlog.checkpoint import Checkpoint, FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore  # noqa: E402
 from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.codec.events import ABSENT, Column, EventHeader, RowsEvent, TableMap  # noqa: E402
 from airflow_provider_binlog.staging import StagingWriter  # noqa: E402

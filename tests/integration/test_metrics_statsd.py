@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("airflow")
 pytest.importorskip("statsd")
 
-from airflow_provider_binlog.checkpoint import ABSENT, Checkpoint, FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.checkpoints import ABSENT, Checkpoint, FileCheckpointStore  # noqa: E402
 
 SCRIPT = textwrap.dedent("""
     import sys

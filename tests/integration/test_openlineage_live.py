@@ -13,7 +13,7 @@ pytest.importorskip("airflow.providers.openlineage")
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook  # noqa: E402
 
-from airflow_provider_binlog.checkpoint import ABSENT, Checkpoint, FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.checkpoints import ABSENT, Checkpoint, FileCheckpointStore  # noqa: E402
 from airflow_provider_binlog.operators.dump import BinlogDumpOperator  # noqa: E402
 from airflow_provider_binlog.operators.merge import BinlogMergeOperator  # noqa: E402
 from airflow_provider_binlog.staging import load_manifest  # noqa: E402

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_binlog.checkpoint import Checkpoint
+from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.replica import BinlogAccessDeniedError, ReplicaConnection
 from airflow_provider_binlog.replica.preflight import PreflightError, preflight

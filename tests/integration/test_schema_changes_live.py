@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("airflow")
 
-from airflow_provider_binlog.checkpoint import Checkpoint, FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore  # noqa: E402
 from airflow_provider_binlog.hooks.binlog import BinlogHook  # noqa: E402
 from airflow_provider_binlog.schema_history import SeedConflictError  # noqa: E402
 from airflow_provider_binlog.staging import load_manifest  # noqa: E402

@@ -38,7 +38,7 @@ def test_snapshot_then_dump_reproduces_the_table_exactly(mariadb, table, tmp_pat
     staged = [r for p in snap.files(entry) for r in pq.read_table(p).to_pylist()]
     assert {r["_op"] for r in staged} == {"insert"}
     assert len({r["_row"] for r in staged}) == len(staged)
-    from airflow_provider_binlog.checkpoint import Checkpoint
+    from airflow_provider_binlog.checkpoints import Checkpoint
     rc = replica(mariadb)
     rest = run_dump(rc, staging_dir=tmp_path, start=Checkpoint.from_json(snap.end),
                     tables=TableFilter([f"dumpdb.{table}"]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 
-from airflow_provider_binlog.checkpoint import Checkpoint, FileCheckpointStore
+from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.snapshot import take_snapshot
 from airflow_provider_binlog.tables import TableFilter

@@ -11,7 +11,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from airflow_provider_binlog.checkpoint import (
+from airflow_provider_binlog.checkpoints import (
     ABSENT,
     Checkpoint,
     CheckpointConflictError,
@@ -20,7 +20,7 @@ from airflow_provider_binlog.checkpoint import (
     FileCheckpointStore,
     open_checkpoint_store,
 )
-from airflow_provider_binlog.checkpoint_sql import SqlCheckpointStore, mask_url
+from airflow_provider_binlog.checkpoints.sql_store import SqlCheckpointStore, mask_url
 from tests.postgres import PostgresServer, postgres_server  # noqa: F401  (a fixture)
 
 A = Checkpoint(file="mariadb-bin.000001", position=400)

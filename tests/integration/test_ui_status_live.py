@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("airflow")
 
-from airflow_provider_binlog.checkpoint import Checkpoint, FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore  # noqa: E402
 from airflow_provider_binlog.plugins.page import render_page  # noqa: E402
 from airflow_provider_binlog.plugins.sources import SOURCES_ENV, SourceConfig, discover_sources  # noqa: E402
 from airflow_provider_binlog.plugins.status import collect_all, collect_source  # noqa: E402

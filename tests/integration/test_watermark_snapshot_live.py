@@ -14,7 +14,7 @@ import pymysql
 import pytest
 
 from airflow_provider_binlog.arrow_reader import ArrowChunkReader
-from airflow_provider_binlog.checkpoint import Checkpoint
+from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaConnection
 from airflow_provider_binlog.schema_history import SchemaHistory

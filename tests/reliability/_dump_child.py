@@ -159,7 +159,7 @@ def main() -> None:
         writer.StagingWriter.__init__ = small_groups
     install(spec.get("kill") or {})
 
-    from airflow_provider_binlog.checkpoint import Checkpoint
+    from airflow_provider_binlog.checkpoints import Checkpoint
     from airflow_provider_binlog.dump import run_dump
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.tables import TableFilter

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Optional
 
 import pyarrow.parquet as pq
 
-from airflow_provider_binlog.checkpoint import Checkpoint
+from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.replica import ReplicaConnection
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from airflow_provider_binlog.checkpoint import (Checkpoint, CheckpointConflictError,
+from airflow_provider_binlog.checkpoints import (Checkpoint, CheckpointConflictError,
                                                 CheckpointLockedError, FileCheckpointStore)
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.staging import load_manifest
@@ -26,7 +26,7 @@ from tests.s3_server import s3_server  # noqa: F401
 DB = "rel_conc"
 HOLD = """
 import sys, time
-from airflow_provider_binlog.checkpoint import FileCheckpointStore
+from airflow_provider_binlog.checkpoints import FileCheckpointStore
 with FileCheckpointStore(sys.argv[1]).exclusive(sys.argv[2]):
     print("holding", flush=True)
     sys.stdin.readline()

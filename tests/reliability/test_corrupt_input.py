@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from airflow_provider_binlog.checkpoint import (Checkpoint, CheckpointStoreError,
+from airflow_provider_binlog.checkpoints import (Checkpoint, CheckpointStoreError,
                                                 FileCheckpointStore)
 from airflow_provider_binlog.codec import BinlogError, TruncatedEventError, read_binlog_file
 from airflow_provider_binlog.codec.events import RowsEvent

@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 
-from airflow_provider_binlog.checkpoint import Checkpoint, FileCheckpointStore
+from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.tables import TableFilter
 from tests.reliability import support as S

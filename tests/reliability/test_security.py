@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from airflow_provider_binlog.checkpoint import FileCheckpointStore
+from airflow_provider_binlog.checkpoints import FileCheckpointStore
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaConnection, ReplicaError
 from airflow_provider_binlog.tables import TableFilter

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from airflow_provider_binlog.checkpoint import Checkpoint
+from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.codec.gtid import MariadbGtidPosition
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.replica import BinlogPurgedError, ReplicaConnection
@@ -217,7 +217,7 @@ def test_purged_binlogs_fail_the_dump_and_the_sensor_early(tables, tmp_path, mon
 
     airflow_conn.create_user(server)
     conn_id = airflow_conn.set_connection(monkeypatch, server, extra={"checkpoint_store_uri": str(tmp_path / "cp")})
-    from airflow_provider_binlog.checkpoint import FileCheckpointStore
+    from airflow_provider_binlog.checkpoints import FileCheckpointStore
     FileCheckpointStore(tmp_path / "cp").save(conn_id, old)
     sensor = BinlogPositionSensor(task_id="wait", binlog_conn_id=conn_id, poke_interval=0.1, timeout=30)
     started = time.monotonic()

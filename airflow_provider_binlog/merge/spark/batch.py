@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from pyspark.sql import SparkSession
 
-from ...checkpoint import ABSENT, Checkpoint, CheckpointLockedError, CheckpointStore
+from ...checkpoints import ABSENT, Checkpoint, CheckpointLockedError, CheckpointStore
 from ...spark import runtime
 from ...tables import iceberg_table_name
 from ..contract import DataContract

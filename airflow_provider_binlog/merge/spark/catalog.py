@@ -9,7 +9,7 @@ from typing import Any, Iterator, Optional
 from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
-from ...checkpoint import Checkpoint
+from ...checkpoints import Checkpoint
 from ..errors import MergeJobError
 from ..iceberg_contract import SUMMARY_BATCH, SUMMARY_CHECKPOINT, SUMMARY_STREAM
 

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("airflow")
 
-from airflow_provider_binlog.checkpoint import Checkpoint  # noqa: E402
+from airflow_provider_binlog.checkpoints import Checkpoint  # noqa: E402
 from airflow_provider_binlog.hooks.binlog import BinlogConnectionError, BinlogHook, as_checkpoint  # noqa: E402
 from tests.airflow_conn import SECRET, set_connection  # noqa: E402
 

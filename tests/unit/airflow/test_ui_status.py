@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("airflow")
 
-from airflow_provider_binlog.checkpoint import Checkpoint  # noqa: E402
+from airflow_provider_binlog.checkpoints import Checkpoint  # noqa: E402
 from airflow_provider_binlog.plugins import charts  # noqa: E402
 from airflow_provider_binlog.plugins.page import render_page  # noqa: E402
 from airflow_provider_binlog.plugins.sources import (  # noqa: E402

@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from airflow_provider_binlog.checkpoint import (
+from airflow_provider_binlog.checkpoints import (
     ABSENT,
     Checkpoint,
     CheckpointConflictError,
@@ -46,14 +46,14 @@ def test_ordering_different_basenames_raises():
 
 
 def test_coordinates_and_a_gtid_state_alone_cannot_be_ordered():
-    from airflow_provider_binlog.checkpoint import CheckpointOrderError
+    from airflow_provider_binlog.checkpoints import CheckpointOrderError
 
     with pytest.raises(CheckpointOrderError, match="need binlog coordinates or GTID states"):
         _ = cp("mysql-bin.000002", 4) < Checkpoint(gtid=MysqlGtidSet(f"{U1}:1"))
 
 
 def test_gtid_states_order_by_containment_for_both_kinds():
-    from airflow_provider_binlog.checkpoint import CheckpointOrderError
+    from airflow_provider_binlog.checkpoints import CheckpointOrderError
     from airflow_provider_binlog.codec.gtid import MariadbGtidPosition
 
     older, newer = Checkpoint(gtid=MysqlGtidSet(f"{U1}:1-5")), Checkpoint(gtid=MysqlGtidSet(f"{U1}:1-9"))

@@ -1,5 +1,5 @@
 """The schema history is saved with the checkpoint, in the same write, and only with it."""
-from airflow_provider_binlog.checkpoint import ABSENT, Checkpoint, FileCheckpointStore
+from airflow_provider_binlog.checkpoints import ABSENT, Checkpoint, FileCheckpointStore
 
 A = Checkpoint(file="mariadb-bin.000001", position=400)
 B = Checkpoint(file="mariadb-bin.000001", position=900)
@@ -24,7 +24,7 @@ def test_a_checkpoint_saved_without_a_history_drops_the_previous_one(tmp_path):
 def test_a_refused_compare_and_set_keeps_checkpoint_and_history_together(tmp_path):
     import pytest
 
-    from airflow_provider_binlog.checkpoint import CheckpointConflictError
+    from airflow_provider_binlog.checkpoints import CheckpointConflictError
 
     store = FileCheckpointStore(tmp_path)
     store.save("k", A, schema_history=HISTORY)

@@ -12,7 +12,7 @@ from tests.unit.merge._manifests import ddl, manifest
 
 
 def batch(m):
-    from airflow_provider_binlog.checkpoint import Checkpoint
+    from airflow_provider_binlog.checkpoints import Checkpoint
     return Batch(m, Checkpoint.from_json(m.start), Checkpoint.from_json(m.end))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_binlog.checkpoint import Checkpoint, CheckpointOrderError
+from airflow_provider_binlog.checkpoints import Checkpoint, CheckpointOrderError
 from airflow_provider_binlog.codec.gtid import MariadbGtidPosition, MysqlGtidSet
 from airflow_provider_binlog.errors import ProviderError
 from airflow_provider_binlog.replica import ReplicaError, ServerChangedError

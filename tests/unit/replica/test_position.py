@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_provider_binlog.checkpoint import Checkpoint
+from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.codec.gtid import MysqlGtidSet
 from airflow_provider_binlog.position import PositionCheck, ServerState, check_position
 from airflow_provider_binlog.replica import BinlogPurgedError, ReplicaError

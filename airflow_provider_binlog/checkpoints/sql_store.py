@@ -2,7 +2,7 @@
 
 The checkpoints then need no filesystem shared between the parties that advance them (the
 scheduler's workers, the merge job): each connects to the database.  Same semantics as
-:class:`~airflow_provider_binlog.checkpoint.FileCheckpointStore`: one current checkpoint per
+:class:`~airflow_provider_binlog.checkpoints.file_store.FileCheckpointStore`: one current checkpoint per
 key, saved with compare-and-set together with the schema history valid at it, and a bounded
 history of saves.
 
@@ -48,16 +48,10 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Engine, create_engine, make_url
 
-from airflow_provider_binlog.checkpoint import (
-    ABSENT,
-    Checkpoint,
-    CheckpointConflictError,
-    CheckpointLockedError,
-    CheckpointStore,
-    CheckpointStoreError,
-    SavedCheckpoint,
-    key_to_file_stem,
-)
+from .checkpoint import Checkpoint
+from .errors import ABSENT, CheckpointConflictError, CheckpointLockedError, CheckpointStoreError
+from .file_store import key_to_file_stem
+from .store import CheckpointStore, SavedCheckpoint
 
 #: URL schemes (SQLAlchemy dialects, with or without ``+driver``) this store accepts.
 SQL_STORE_DIALECTS = ("postgresql", "sqlite")

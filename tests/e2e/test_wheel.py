@@ -96,3 +96,29 @@ def test_the_quickstart_runs_from_the_wheel_with_its_packaged_dag(installed):
     assert (workdir / "airflow" / "dags" / "binlog_cdc.py").read_text() == packaged.read_text()
     read = [line for line in done.stdout.split("read by PyIceberg")[1].splitlines() if line.strip().endswith("equal")]
     assert len(read) == 2
+
+
+def test_the_wheel_installs_and_registers_on_python_3_13(installed, tmp_path):
+    """Python 3.13, where the spark extra leaves out the embedded Iceberg jar (its wheel needs
+    < 3.13): the provider installs with Airflow and registers; the merge then takes Iceberg's
+    runtime from Maven or the cluster."""
+    import glob
+    import shutil
+
+    candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13"))) + \
+        [shutil.which("python3.13")]
+    python313 = next((c for c in candidates if c and subprocess.run([c, "-c", "pass"], capture_output=True)
+                      .returncode == 0), None)
+    if python313 is None:
+        pytest.skip("no Python 3.13 on this machine")
+    _run([python313, "-m", "venv", tmp_path / "venv"], timeout=300)
+    python = tmp_path / "venv" / "bin" / "python"
+    _run([python, "-m", "pip", "install", "-q", installed["wheel"]], timeout=1800)
+    env = {**installed["env"], "AIRFLOW_HOME": str(tmp_path / "home")}
+    (tmp_path / "home").mkdir()
+    providers = json.loads(_run([tmp_path / "venv" / "bin" / "airflow", "providers", "get", "airflow-provider-binlog",
+                                 "-o", "json"], env=env).stdout)
+    assert providers == [{"Provider": "airflow-provider-binlog", "Version": __version__}]
+    _run([python, "-c", "import airflow_provider_binlog.dags, airflow_provider_binlog.operators.merge, "
+                        "airflow_provider_binlog.hooks.binlog, airflow_provider_binlog.spark.runtime as r; "
+                        "assert r.choose_iceberg_runtime(local=True) == 'maven'"], env=env, cwd=tmp_path)

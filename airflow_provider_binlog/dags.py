@@ -210,7 +210,7 @@ def make_cdc_dags(
     poke_interval: float = 60.0,
     sensor_timeout: float = 600.0,
     sensor_mode: str = "reschedule",
-    deferrable: bool = False,
+    deferrable: Optional[bool] = None,
     skip_when_idle: bool = True,
     max_lag_seconds: Optional[float] = None,
     on_max_lag: str = "notify",
@@ -282,7 +282,8 @@ def make_cdc_dags(
     :param poke_interval: seconds between sensor checks.
     :param sensor_timeout: seconds the sensor waits for new data.
     :param sensor_mode: ``reschedule`` (frees the worker slot between checks) or ``poke``.
-    :param deferrable: wait in the triggerer instead.
+    :param deferrable: wait in the triggerer instead; default: Airflow's ``[operators]
+        default_deferrable``.
     :param skip_when_idle: skip the run (instead of failing it) when the sensor times out.
     :param max_lag_seconds: when the load is further behind in source time, the sensor calls
         ``lag_notifier`` and goes on (``on_max_lag="notify"``) or fails (``"fail"``).
@@ -338,6 +339,10 @@ def make_cdc_dags(
                + f". Assets: {asset_text}. Run `{backfill_dag_id(source_id)}` in mode `snapshot` "
                "first.",
     ) as incremental:
+        if deferrable is None:
+            from airflow.configuration import conf
+
+            deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
         wait = BinlogPositionSensor(
             task_id="wait_for_changes", binlog_conn_id=binlog_conn_id, checkpoint_key=key,
             checkpoint_store_uri=checkpoint_store_uri, min_bytes=min_bytes,

@@ -74,9 +74,11 @@ class DumpResult:
 
 def default_workers() -> int:
     """Staging processes of a dump by default: 2 where there are two cores or more, else 0,
-    which stages in the dump's own process (``BINLOG_DUMP_WORKERS`` overrides it). Each
+    which stages in the dump's own process (``AIRFLOW__BINLOG__DUMP_WORKERS``, the variable of
+    Airflow's ``[binlog] dump_workers``, overrides it; the hook also reads that option from
+    ``airflow.cfg``). Each
     worker costs about 50 MB of memory of its own; two keep the dump within 300 MB."""
-    configured = os.environ.get("BINLOG_DUMP_WORKERS")
+    configured = os.environ.get("AIRFLOW__BINLOG__DUMP_WORKERS")
     if configured:
         return int(configured)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

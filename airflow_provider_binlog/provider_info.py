@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import __version__
+from .settings import provider_config
 
 INTEGRATION = "MySQL/MariaDB binlog"
 
@@ -97,6 +98,7 @@ def get_provider_info() -> dict:
                        "a pure-Python binlog reader, bounded dumps to Parquet staging and a Spark "
                        "MERGE.",
         "versions": [__version__],
+        "config": provider_config(),
         "integrations": [
             {"integration-name": INTEGRATION, "tags": ["software"]},
         ],

@@ -44,7 +44,7 @@ class LoadHistory:
                 "extra": {"server_id": 7311, "checkpoint_store_uri": str(self.store_dir), **extra}}
 
     def ui_source(self) -> dict:
-        """The source's entry of ``BINLOG_UI_SOURCES``."""
+        """The source's entry of ``[binlog] ui_sources``."""
         return {"conn_id": self.conn_id, "checkpoint_key": self.key, "staging_dir": str(self.staging_dir)}
 
 

@@ -34,6 +34,7 @@ from ..errors import ProviderError
 from ..position import PositionCheck, check_position
 from ..replica import ReplicaConnection
 from ..replica.preflight import PreflightReport, preflight
+from ..settings import dump_workers
 from ..tables import TableFilter
 from .staging_storage import staging_storage_options
 
@@ -289,6 +290,8 @@ class BinlogHook(BaseHook):
                 self.log.warning("%s", warning)
             self.log.info("binlog dump of %s from [%s] to [%s], tables %s", self.binlog_conn_id, begin,
                           end, table_filter.to_json())
+            if options.get("workers") is None and dump_workers() is not None:
+                options["workers"] = dump_workers()
             # the schema history is kept with the checkpoint; without one it is read now
             result = run_dump(replica, staging_dir=staging_dir, start=begin, stop=end, tables=table_filter,
                               store=store, key=checkpoint_key or self.binlog_conn_id,

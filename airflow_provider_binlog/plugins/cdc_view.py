@@ -28,7 +28,7 @@ Access
     token) and show only the sources whose connections the user may read
     (``is_authorized_connection(GET)``). No password or connection extra is ever shown; the
     servers are read with short-lived read-only sessions with 3 s timeouts, concurrently, and
-    the result is cached for ``BINLOG_UI_CACHE_SECONDS`` (default 10) seconds.
+    the result is cached for ``[binlog] ui_cache_seconds`` (default 10) seconds.
 
 Cost elsewhere
     Airflow imports plugin modules in every component (scheduler, DAG processor, task
@@ -38,7 +38,6 @@ Cost elsewhere
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import Any, Optional
@@ -46,13 +45,15 @@ from urllib.parse import urlsplit
 
 from airflow.plugins_manager import AirflowPlugin
 
+from ..settings import env_name, float_setting
+
 log = logging.getLogger(__name__)
 
 NAME = "Binlog CDC"
 URL_PREFIX = "/binlog-cdc"
 URL_ROUTE = "binlog-cdc"
-CACHE_ENV = "BINLOG_UI_CACHE_SECONDS"
-REFRESH_ENV = "BINLOG_UI_REFRESH_SECONDS"
+CACHE_ENV = env_name("ui_cache_seconds")
+REFRESH_ENV = env_name("ui_refresh_seconds")
 
 _SECURITY_HEADERS = {
     "Cache-Control": "no-store",
@@ -69,11 +70,6 @@ _ICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none
          '<path d="M20 5v5"/><polyline points="14 17 17 20 22 13"/></svg>')
 
 
-def _float_env(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name) or default)
-    except ValueError:
-        return default
 
 
 class _Cache:
@@ -85,7 +81,7 @@ class _Cache:
         self._value: Optional[dict] = None
 
     def get(self) -> dict:
-        ttl = _float_env(CACHE_ENV, 10.0)
+        ttl = float_setting("ui_cache_seconds", zero=True)
         with self._lock:
             if self._value is None or time.monotonic() - self._at >= ttl:
                 from .status import gather
@@ -156,7 +152,7 @@ def create_app():
     @app.get("/", response_class=HTMLResponse)
     def page(user=Depends(get_user)):
         data = visible_status(cache.get(), user)
-        refresh = int(_float_env(REFRESH_ENV, 60))
+        refresh = int(float_setting("ui_refresh_seconds"))
         return HTMLResponse(render_page(data, refresh_seconds=refresh), headers=_SECURITY_HEADERS)
 
     @app.get("/status.json", response_class=JSONResponse)

@@ -219,7 +219,7 @@ def _dump_card(source: Mapping, now: dt.datetime) -> str:
     d = source.get("last_dump")
     if not d:
         note = "" if source.get("staging_configured") else (
-            "no staging directory configured for this source (BINLOG_UI_SOURCES)")
+            "no staging directory configured for this source ([binlog] ui_sources)")
         return (f'<div class="card last-dump"><h3>Last dump</h3><span class="muted">none found</span>'
                 f'<div class="small muted">{esc(note)}</div></div>')
     status = ("merged " + _ago(d.get("merged_at"), now) if d.get("merged_at")
@@ -341,7 +341,7 @@ def render_page(status: Mapping, *, refresh_seconds: int = 60, json_href: str = 
     else:
         body = ('<div class="source state-unknown"><h2>No source</h2><p>Add an Airflow connection of type '
                 '<span class="mono">mysql_binlog</span>, or list sources in the environment variable '
-                '<span class="mono">BINLOG_UI_SOURCES</span> or the Variable '
+                '<span class="mono">[binlog] ui_sources</span> or the Variable '
                 '<span class="mono">binlog_ui_sources</span>.</p></div>')
     refresh = f'<meta http-equiv="refresh" content="{int(refresh_seconds)}">' if refresh_seconds > 0 else ""
     return ("<!DOCTYPE html>\n"

@@ -2,14 +2,14 @@
 
 A *source* is found three ways, the first that names a connection winning:
 
-1. the optional configuration, in the environment variable ``BINLOG_UI_SOURCES`` or else the
-   Airflow Variable ``binlog_ui_sources``: JSON, a list of ::
+1. the optional configuration, in ``[binlog] ui_sources`` of Airflow's configuration
+   (``AIRFLOW__BINLOG__UI_SOURCES``) or else the Airflow Variable ``binlog_ui_sources``: JSON, a list of ::
 
     {"conn_id": "shop_db",              # required; may name a connection of a secrets backend
      "checkpoint_key": "shop_db",       # default: the connection id
      "checkpoint_store_uri": "...",     # default: the connection's extra checkpoint_store_uri
      "staging_dir": "/data/staging/shop_db",   # or "staging_dirs": [...], to read manifests
-     "stall_after_seconds": 3600}       # default: BINLOG_UI_STALL_SECONDS, else 3600
+     "stall_after_seconds": 3600}       # default: [binlog] ui_stall_seconds, else 3600
 
 2. the incremental DAGs made by :func:`~airflow_provider_binlog.dags.make_cdc_dags`
    (``binlog_cdc__<source_id>``), read from their serialized form in the metadata database:
@@ -30,13 +30,14 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from ..errors import ProviderError
+from ..settings import env_name, float_setting, setting
 
 log = logging.getLogger(__name__)
 
 CONN_TYPE = "mysql_binlog"
-SOURCES_ENV = "BINLOG_UI_SOURCES"
+SOURCES_ENV = env_name("ui_sources")
 SOURCES_VARIABLE = "binlog_ui_sources"
-STALL_ENV = "BINLOG_UI_STALL_SECONDS"
+STALL_ENV = env_name("ui_stall_seconds")
 DEFAULT_STALL_SECONDS = 3600.0
 
 _SOURCE_KEYS = frozenset({"conn_id", "checkpoint_key", "checkpoint_store_uri", "staging_dir", "staging_dirs",
@@ -47,7 +48,7 @@ _TASK_TYPES = frozenset({"BinlogPositionSensor", "BinlogDumpOperator", "BinlogMe
 
 
 class SourceConfigError(ProviderError, ValueError):
-    """``BINLOG_UI_SOURCES`` / the Variable ``binlog_ui_sources`` is not valid."""
+    """``[binlog] ui_sources`` / the Variable ``binlog_ui_sources`` is not valid."""
 
 
 @dataclass(frozen=True)
@@ -120,10 +121,9 @@ def parse_sources(value: Any) -> list[SourceConfig]:
 
 def configured_sources(environ: Optional[Mapping[str, str]] = None, *, use_variable: bool = True
                        ) -> tuple[list[SourceConfig], list[str]]:
-    """The optional source configuration: ``BINLOG_UI_SOURCES``, else the Variable
-    ``binlog_ui_sources``; a bad one is reported, not raised."""
-    environ = os.environ if environ is None else environ
-    text, origin = environ.get(SOURCES_ENV), f"environment variable {SOURCES_ENV}"
+    """The optional source configuration: ``[binlog] ui_sources`` (``AIRFLOW__BINLOG__UI_SOURCES``),
+    else the Variable ``binlog_ui_sources``; a bad one is reported, not raised."""
+    text, origin = setting("ui_sources", environ), f"[binlog] ui_sources ({SOURCES_ENV})"
     if not text and use_variable:
         origin = f"Airflow Variable {SOURCES_VARIABLE}"
         try:
@@ -142,13 +142,8 @@ def configured_sources(environ: Optional[Mapping[str, str]] = None, *, use_varia
 
 
 def default_stall_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
-    """The stall threshold of a source that sets none: ``BINLOG_UI_STALL_SECONDS``, else 3600."""
-    environ = os.environ if environ is None else environ
-    try:
-        value = float(environ.get(STALL_ENV) or DEFAULT_STALL_SECONDS)
-        return value if value > 0 else DEFAULT_STALL_SECONDS
-    except ValueError:
-        return DEFAULT_STALL_SECONDS
+    """The stall threshold of a source that sets none: ``[binlog] ui_stall_seconds``, else 3600."""
+    return float_setting("ui_stall_seconds", environ)
 
 
 def short_error(exc: BaseException, limit: int = 300) -> str:

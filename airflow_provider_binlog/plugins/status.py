@@ -15,7 +15,7 @@ Per source this reads, each step on its own so one failing step leaves the other
 - optionally, task instances of ``BinlogDumpOperator``, ``BinlogSnapshotOperator`` and
   ``BinlogMergeOperator`` with their returned XCom (durations, Airflow runs, Iceberg snapshot
   ids), read from the metadata database by :func:`airflow_task_runs` (the last 14 days, at
-  most once a minute; ``BINLOG_UI_TASK_RUNS=false`` turns it off).
+  most once a minute; ``[binlog] ui_task_runs = False`` turns it off).
 
 Nothing here writes anywhere. Every string of a result goes through :func:`redact` with the
 connection's password and secret-looking extras, and no extra is ever put in a result.
@@ -25,7 +25,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +34,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from ..checkpoints import Checkpoint, FileCheckpointStore, SavedCheckpoint, open_checkpoint_store
 from ..position import PositionCheck, check_position, read_server_state
+from ..settings import bool_setting, env_name
 from ..replica import BinlogPurgedError, ReplicaConnection, ReplicaError
 from ..staging.contract import MANIFEST_FORMAT, MANIFEST_NAME
 from ..staging.storage import filesystem, is_object_store, read_bytes
@@ -42,7 +42,7 @@ from .sources import SourceConfig, default_stall_seconds, discover_sources, shor
 
 log = logging.getLogger(__name__)
 
-TASK_RUNS_ENV = "BINLOG_UI_TASK_RUNS"
+TASK_RUNS_ENV = env_name("ui_task_runs")
 DEFAULT_HISTORY = 30
 SERVER_TIMEOUT = 3
 OPS = ("insert", "update", "delete")
@@ -692,7 +692,7 @@ def gather(environ: Optional[Mapping[str, str]] = None, *, use_db: bool = True,
     sources, warnings = discover_sources(environ, use_db=use_db)
     runs: list = []
     snapshots: list = []
-    if use_db and _truthy(os.environ.get(TASK_RUNS_ENV, "true")):
+    if use_db and bool_setting("ui_task_runs"):
         try:
             runs = _task_runs_cache.get(airflow_task_runs)
             snapshots = running_snapshots()  # not cached: it is what moves while the page is watched

@@ -171,7 +171,7 @@ def api_server(mariadb, load_history, tmp_path_factory):
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
         "AIRFLOW_CONN_SHOP_DB": json.dumps(load_history.connection(mariadb)),
         "AIRFLOW_CONN_DOWN_DB": json.dumps(down),
-        "BINLOG_UI_CACHE_SECONDS": "0",
+        "AIRFLOW__BINLOG__UI_CACHE_SECONDS": "0",
         "PYTHONUNBUFFERED": "1",
     })
     airflow = str(Path(sys.executable).with_name("airflow"))

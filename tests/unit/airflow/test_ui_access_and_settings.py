@@ -1,6 +1,6 @@
 """The Binlog CDC view with Airflow's own auth manager (SimpleAuthManager, the built-in one of
 Airflow 3) and the view's settings that are not the sources themselves: the Airflow Variable
-``binlog_ui_sources`` and ``BINLOG_UI_TASK_RUNS``."""
+``binlog_ui_sources`` and ``[binlog] ui_task_runs``."""
 from __future__ import annotations
 
 import datetime as dt
@@ -130,7 +130,7 @@ def test_a_bad_variable_is_a_page_warning(monkeypatch):
     assert warnings[0].startswith(f"Airflow Variable {SOURCES_VARIABLE} is ignored")
 
 
-# ---------------------------------------------------------------------- BINLOG_UI_TASK_RUNS
+# ---------------------------------------------------------------------- [binlog] ui_task_runs
 
 @pytest.fixture()
 def task_runs(monkeypatch):

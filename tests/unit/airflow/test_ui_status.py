@@ -62,7 +62,7 @@ def test_source_configuration_forms_and_errors():
 
 def test_a_bad_configuration_is_a_page_warning_not_an_error():
     sources, warnings = discover_sources({SOURCES_ENV: "{not json"}, use_db=False)
-    assert sources == [] and "BINLOG_UI_SOURCES is ignored" in warnings[0]
+    assert sources == [] and "[binlog] ui_sources (AIRFLOW__BINLOG__UI_SOURCES) is ignored" in warnings[0]
 
 
 def test_connections_come_from_the_environment_and_only_binlog_ones(monkeypatch):

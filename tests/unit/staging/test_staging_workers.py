@@ -160,11 +160,11 @@ def _alive(pid: int) -> bool:
 
 
 def test_default_workers_follow_the_cores_and_the_environment(monkeypatch):
-    monkeypatch.setenv("BINLOG_DUMP_WORKERS", "3")
+    monkeypatch.setenv("AIRFLOW__BINLOG__DUMP_WORKERS", "3")
     assert default_workers() == 3
-    monkeypatch.setenv("BINLOG_DUMP_WORKERS", "0")
+    monkeypatch.setenv("AIRFLOW__BINLOG__DUMP_WORKERS", "0")
     assert default_workers() == 0
-    monkeypatch.delenv("BINLOG_DUMP_WORKERS")
+    monkeypatch.delenv("AIRFLOW__BINLOG__DUMP_WORKERS")
     monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0})
     assert default_workers() == 0
     monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(16)))

@@ -71,6 +71,12 @@ def test_the_wheel_installs_into_a_new_virtualenv_with_its_metadata_provider_and
     providers = json.loads(_run([airflow, "providers", "get", "airflow-provider-binlog", "-o", "json"],
                                 env=env).stdout)
     assert providers == [{"Provider": "airflow-provider-binlog", "Version": __version__}]
+    full = json.loads(_run([airflow, "providers", "get", "airflow-provider-binlog", "--full", "-o", "json"],
+                           env=env).stdout)
+    full = full[0] if isinstance(full, list) else full
+    assert "ui_stall_seconds" in full["config"]["binlog"]["options"]
+    stall = _run([airflow, "config", "get-value", "binlog", "ui_stall_seconds"], env=env).stdout.strip()
+    assert stall == "3600"                                   # the [binlog] section's default, from the provider
     plugins = _run([airflow, "plugins", "-o", "json"], env=env).stdout
     assert "airflow_provider_binlog.plugins.cdc_view:BinlogCdcPlugin" in plugins and "Binlog CDC" in plugins
 

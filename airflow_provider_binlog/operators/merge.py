@@ -217,7 +217,8 @@ class BinlogMergeOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("manifests", "catalog", "namespace", "checkpoint_store_uri",
                                       "checkpoint_key", "warehouse", "conf", "binlog_conn_id", "stream",
-                                      "catalog_conn_id", "advance_checkpoint", "staging_conn_id")
+                                      "catalog_conn_id", "advance_checkpoint", "staging_conn_id", "env_vars",
+                                      "packages", "jars", "application")
     ui_color = "#dfeaf7"
 
     def __init__(self, *, manifests: Union[str, list, dict], namespace: str, catalog: str = "lake",
@@ -326,9 +327,24 @@ class BinlogMergeOperator(BaseOperator):
         return conf
 
     def _submit_target(self) -> tuple[str, str]:
-        """``(master, deploy mode)``: this operator's deploy mode, else the Spark connection's."""
-        connection = SparkSubmitHook(conn_id=self.conn_id)._connection
-        return str(connection.get("master") or ""), self.deploy_mode or connection.get("deploy_mode") or "client"
+        """``(master, deploy mode)``: this operator's deploy mode, else the Spark connection's. The
+        master is read from the connection as the Spark provider documents it (a ``spark``
+        connection's host holding the master URL, else ``<conn type>://host``, with the port);
+        ``yarn`` without a connection."""
+        from airflow.exceptions import AirflowNotFoundException
+        from airflow.sdk import BaseHook
+
+        try:
+            conn = BaseHook.get_connection(self.conn_id)
+        except AirflowNotFoundException:
+            return "yarn", self.deploy_mode or "client"
+        if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
+            master = conn.host
+        else:
+            master = f"{conn.conn_type}://{conn.host or ''}"
+        master = f"{master}:{conn.port}" if conn.port else master
+        extra = conn.extra_dejson or {}
+        return master, self.deploy_mode or extra.get("deploy-mode") or "client"
 
     def _env(self, catalog=None, *, cluster: bool = False, master: str = "", staging=None) -> dict:
         env: dict = {}

@@ -284,3 +284,31 @@ def test_the_merge_metrics_are_named_by_the_checkpoint_key_even_with_table_prope
 def test_a_way_of_deleting_the_merge_does_not_know_is_refused_when_the_dag_is_parsed():
     with pytest.raises(ValueError, match="direct_deletes must be one of position, equality"):
         BinlogMergeOperator(task_id="merge", manifests="/m", namespace="ns", direct_deletes="copy-on-write")
+
+
+@pytest.mark.parametrize("conn", [
+    {"conn_type": "spark", "host": "spark://master", "port": 7077},
+    {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}},
+    {"conn_type": "spark", "host": "k8s://https://kube.internal", "port": 443},
+    {"conn_type": "spark", "host": "local[2]"},
+    {"conn_type": "spark", "host": "master.internal", "port": 7077},
+    None,
+])
+def test_the_master_and_deploy_mode_are_read_from_the_connection_as_the_spark_provider_reads_them(
+        monkeypatch, conn):
+    """Read through the connection's public fields, not the Spark hook's private attributes;
+    the Spark provider's own resolution is the oracle."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    if conn is None:
+        monkeypatch.delenv("AIRFLOW_CONN_SPARK_TARGET", raising=False)
+    else:
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_TARGET", json.dumps(conn))
+    op = BinlogMergeOperator(task_id="merge", manifests="/m", namespace="n", conn_id="spark_target", conf={})
+    expected = SparkSubmitHook(conn_id="spark_target")._resolve_connection()
+    assert op._submit_target() == (expected["master"], expected["deploy_mode"] or "client")
+
+
+def test_the_spark_submit_settings_are_templated_as_the_spark_operators_are():
+    fields = set(BinlogMergeOperator.template_fields)
+    assert {"env_vars", "packages", "jars", "application", "conf"} <= fields

@@ -289,7 +289,6 @@ def test_a_way_of_deleting_the_merge_does_not_know_is_refused_when_the_dag_is_pa
 @pytest.mark.parametrize("conn", [
     {"conn_type": "spark", "host": "spark://master", "port": 7077},
     {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}},
-    {"conn_type": "spark", "host": "k8s://https://kube.internal", "port": 443},
     {"conn_type": "spark", "host": "local[2]"},
     {"conn_type": "spark", "host": "master.internal", "port": 7077},
     None,
@@ -307,6 +306,13 @@ def test_the_master_and_deploy_mode_are_read_from_the_connection_as_the_spark_pr
     op = BinlogMergeOperator(task_id="merge", manifests="/m", namespace="n", conn_id="spark_target", conf={})
     expected = SparkSubmitHook(conn_id="spark_target")._resolve_connection()
     assert op._submit_target() == (expected["master"], expected["deploy_mode"] or "client")
+
+
+def test_a_kubernetes_master_keeps_its_url_and_port(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_K8S", json.dumps(
+        {"conn_type": "spark", "host": "k8s://https://kube.internal", "port": 443}))
+    op = BinlogMergeOperator(task_id="merge", manifests="/m", namespace="n", conn_id="spark_k8s", conf={})
+    assert op._submit_target() == ("k8s://https://kube.internal:443", "client")
 
 
 def test_the_spark_submit_settings_are_templated_as_the_spark_operators_are():

@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("merge planning", ("merge",)),
     ("spark", ("spark", "merge.spark", "merge.submit")),
     ("airflow", ("hooks", "operators", "sensors", "triggers", "dags", "plugins", "provider_info", "cli",
-                 "parallel_decode", "__main__", "local", "")),
+                 "__main__", "local", "")),
 ]
 
 

@@ -12,7 +12,7 @@ import pytest
 from airflow_provider_binlog.codec import read_binlog_file
 from airflow_provider_binlog.codec.boundaries import parts, transaction_starts
 from airflow_provider_binlog.codec.events import GtidEvent, MariadbGtidEvent
-from airflow_provider_binlog.parallel_decode import plan_parts
+from airflow_provider_binlog.cli.parallel_decode import plan_parts
 from tests.corpus import CORPUS
 
 if not CORPUS.is_dir():
@@ -33,7 +33,7 @@ def decode(path, *args, part_bytes=4096, workers=2):
 
     fd, runs = tempfile.mkstemp(suffix=".runs")
     os.close(fd)
-    code = ("import sys\nfrom airflow_provider_binlog import parallel_decode\n"
+    code = ("import sys\nfrom airflow_provider_binlog.cli import parallel_decode\n"
             f"parallel_decode.PART_BYTES = {part_bytes}\n"
             "run = parallel_decode.run_parts\n"
             "def recorded(parts, workers, render):\n"

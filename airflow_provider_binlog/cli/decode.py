@@ -9,10 +9,10 @@ import sys
 import time
 from typing import Any, Callable, Iterable, Optional
 
-from .codec import read_binlog_file
-from .codec.decoder import EventDecoder
-from .codec.errors import BinlogError
-from .codec.events import (
+from ..codec import read_binlog_file
+from ..codec.decoder import EventDecoder
+from ..codec.errors import BinlogError
+from ..codec.events import (
     ABSENT,
     FormatDescriptionEvent,
     GtidEvent,
@@ -22,7 +22,7 @@ from .codec.events import (
     TableMapEvent,
     TransactionPayloadEvent,
 )
-from .codec.render import JsonlRenderer, sql_literal
+from .render import JsonlRenderer, sql_literal
 
 
 def _flatten(events: Iterable):
@@ -261,7 +261,7 @@ def quickstart_command(args) -> int:
     if args.rows < 1 or args.rounds < 0:
         print("error: --rows must be at least 1 and --rounds not negative", file=sys.stderr)
         return 2
-    from .local.quickstart import command
+    from ..local.quickstart import command
     return command(args)
 
 

@@ -18,8 +18,8 @@ import time
 import traceback
 from typing import Callable, Optional
 
-from .codec.boundaries import parts as cut_parts
-from .codec.boundaries import transaction_starts
+from ..codec.boundaries import parts as cut_parts
+from ..codec.boundaries import transaction_starts
 
 #: Bytes of binlog per part.
 PART_BYTES = 8 * 1024 * 1024

@@ -21,14 +21,14 @@ from decimal import Decimal
 from json.encoder import encode_basestring as _encode_basestring
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar, Union, cast
 
-from . import constants as C
-from . import values as V
-from .charsets import decode_text as _charset_decode_text
-from .events import ABSENT, Column, JsonDiffs, TableMap
-from .values import format_datetime, format_time
+from ..codec import constants as C
+from ..codec import values as V
+from ..codec.charsets import decode_text as _charset_decode_text
+from ..codec.events import ABSENT, Column, JsonDiffs, TableMap
+from ..codec.values import format_datetime, format_time
 
 if TYPE_CHECKING:
-    from .rows import DeferredRows
+    from ..codec.rows import DeferredRows
 
 _T = TypeVar("_T")
 _K = TypeVar("_K")
@@ -79,7 +79,7 @@ def json_encoder(col: Column) -> JsonEncoder:
         if isinstance(v, tuple):
             return list(v)
         if isinstance(v, JsonDiffs):
-            from .json_text import to_json_compatible
+            from ..codec.json_text import to_json_compatible
             return {"json_diffs": [{"op": d.operation, "path": d.path,
                                     "value": to_json_compatible(d.value)} for d in v.diffs]}
         return str(v)
@@ -88,7 +88,7 @@ def json_encoder(col: Column) -> JsonEncoder:
         def encode_json(v: Any) -> object:
             if isinstance(v, JsonDiffs):
                 return generic(v)
-            from .json_text import to_json_compatible
+            from ..codec.json_text import to_json_compatible
             return to_json_compatible(v)
         return encode_json
     if t == C.MYSQL_TYPE_GEOMETRY:
@@ -125,7 +125,7 @@ def sql_literal(value: Any, col: Column) -> str:
     if isinstance(value, (bytes, bytearray)):
         return "x'" + bytes(value).hex() + "'"
     if col.type == C.MYSQL_TYPE_JSON:
-        from .json_text import to_mysql_json_text
+        from ..codec.json_text import to_mysql_json_text
         return "'" + to_mysql_json_text(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
     encoded = json_encoder(col)(value)
     if isinstance(encoded, list):
@@ -327,7 +327,7 @@ def _text_value(data: bytes, codec: str) -> Union[str, bytes]:
 
 
 def _json_value(data: bytes) -> object:
-    from .json_binary import decode_json_binary
+    from ..codec.json_binary import decode_json_binary
     return decode_json_binary(data)
 
 
@@ -953,8 +953,8 @@ class JsonlRenderer:
 
     def _decode(self, rows: DeferredRows, kind: str) -> list[Any]:
         """The decoded rows of deferred rows, as the codec's row decoders give them."""
-        from .errors import CorruptEventError
-        from .rows import DECODE_ERRORS, compile_rows_decoder, row_data_error, rows_end_mismatch
+        from ..codec.errors import CorruptEventError
+        from ..codec.rows import DECODE_ERRORS, compile_rows_decoder, row_data_error, rows_end_mismatch
 
         tm = rows.table_map
         after = rows.present_after if kind == "update" else None

@@ -31,7 +31,7 @@ from airflow.sdk import BaseHook
 from ..checkpoints import Checkpoint, CheckpointStore, open_checkpoint_store
 from ..dump import run_dump
 from ..errors import ProviderError
-from ..position import PositionCheck, check_position
+from ..replica.position import PositionCheck, check_position
 from ..replica import ReplicaConnection
 from ..replica.preflight import PreflightReport, preflight
 from ..settings import dump_workers

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 from ..checkpoints import Checkpoint, FileCheckpointStore, SavedCheckpoint, open_checkpoint_store
-from ..position import PositionCheck, check_position, read_server_state
+from ..replica.position import PositionCheck, check_position, read_server_state
 from ..settings import bool_setting, env_name
 from ..replica import BinlogPurgedError, ReplicaConnection, ReplicaError
 from ..staging.contract import MANIFEST_FORMAT, MANIFEST_NAME

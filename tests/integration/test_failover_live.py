@@ -15,7 +15,7 @@ from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.codec.gtid import MariadbGtidPosition
 from airflow_provider_binlog.dump import run_dump
 from airflow_provider_binlog.local.mariadb import MariaDBServer
-from airflow_provider_binlog.position import check_position
+from airflow_provider_binlog.replica.position import check_position
 from airflow_provider_binlog.replica import ReplicaConnection, ReplicaError, ServerChangedError
 from airflow_provider_binlog.tables import TableFilter
 from tests.integration.test_dump_live import replay, source_rows, workload

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "airflow_provider_binlog"
 #: Bottom to top. A module belongs to the layer of the longest prefix its dotted name starts with.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("errors", "atomic_file", "codec", "checkpoints", "tables")),
-    ("replica", ("replica", "position")),
+    ("replica", ("replica",)),
     ("staging", ("staging", "schema_history")),
     ("dump", ("dump", "snapshot", "watermark_snapshot", "arrow_reader")),
     ("merge planning", ("merge",)),

@@ -1,4 +1,4 @@
-"""Lag and retention checks of airflow_provider_binlog.position for MySQL servers, without a
+"""Lag and retention checks of airflow_provider_binlog.replica.position for MySQL servers, without a
 server (the MariaDB forms are tested live in test_binlog_position.py)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.codec.gtid import MysqlGtidSet
-from airflow_provider_binlog.position import PositionCheck, ServerState, check_position
+from airflow_provider_binlog.replica.position import PositionCheck, ServerState, check_position
 from airflow_provider_binlog.replica import BinlogPurgedError, ReplicaError
 
 U1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"

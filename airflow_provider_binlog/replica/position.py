@@ -12,12 +12,13 @@ from typing import Optional
 
 import pymysql
 
-from .checkpoints import Checkpoint
-from .codec.positions import split_binlog_file_name
-from .codec.events import GtidEvent, MariadbGtidEvent, QueryEvent
-from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
-from .replica import BinlogPurgedError, ReplicaConnection, ReplicaError
-from .replica.identity import require_not_behind, resume_point
+from ..checkpoints import Checkpoint
+from ..codec.positions import split_binlog_file_name
+from ..codec.events import GtidEvent, MariadbGtidEvent, QueryEvent
+from ..codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from .client import ReplicaConnection
+from .errors import BinlogPurgedError, ReplicaError
+from .identity import require_not_behind, resume_point
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ few thousand rows, and records the end position.  The defaults (200000 rows,
 
 It then reads that range over the replication protocol, best of ``--runs``:
 
-* ``ours``: :func:`airflow_provider_binlog.dump.run_dump` from the start to
+* ``ours``: :func:`airflow_provider_binlog.capture.dump.run_dump` from the start to
   the end position into a temporary staging directory: every row decoded,
   converted and written to zstd Parquet, and the manifest published.  Each
   run is a separate process, which forks the dump's staging workers
@@ -178,7 +178,7 @@ def worker_ours(spec: dict) -> dict:
     import pyarrow.parquet as pq
 
     from airflow_provider_binlog.checkpoints import Checkpoint
-    from airflow_provider_binlog.dump import default_workers, run_dump
+    from airflow_provider_binlog.capture.dump import default_workers, run_dump
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.tables import TableFilter
 

@@ -14,7 +14,7 @@ rows (default 1,000,000) of about ``--row-bytes`` bytes of row image each (defau
 one ``INSERT ... SELECT`` from the SEQUENCE engine (``seq_1_to_<rows>``): a single
 transaction, about 1 GB of binlog at the defaults, written in under two minutes on two cores.
 
-It then runs :func:`airflow_provider_binlog.dump.run_dump` over that range into a temporary
+It then runs :func:`airflow_provider_binlog.capture.dump.run_dump` over that range into a temporary
 staging directory, in a separate process.  The dump stages the rows in worker processes that
 it forks (``BINLOG_DUMP_WORKERS``: ``--workers N`` sets it for the dump process; by default
 the dump's own default applies, one per core up to 4; 0 stages in the dump process), so its
@@ -171,7 +171,7 @@ class TraceSampler(threading.Thread):
 def worker(spec: dict) -> dict:
     import pyarrow.parquet as pq
 
-    from airflow_provider_binlog import dump as dump_module
+    from airflow_provider_binlog.capture import dump as dump_module
     from airflow_provider_binlog.checkpoints import Checkpoint
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.staging import StagingWriter

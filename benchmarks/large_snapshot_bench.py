@@ -10,11 +10,11 @@ The script starts a private MariaDB server, creates ``bench.big`` (5 columns: IN
 BIGINT, DECIMAL(12,2), DATETIME(6), VARCHAR(40)) with ``--rows`` rows (MariaDB's sequence
 engine), then, for each size, times
 
-* ``watermark``: :func:`airflow_provider_binlog.watermark_snapshot.take_watermark_snapshot`
+* ``watermark``: :func:`airflow_provider_binlog.capture.watermark_snapshot.take_watermark_snapshot`
   (key chunks between binlog watermarks, staged as zstd Parquet with a manifest), each chunk
   read straight into Arrow with connectorx over ``--connections`` connections;
 * ``watermark-pymysql``: the same, each chunk read row by row with pymysql;
-* ``consistent``: :func:`airflow_provider_binlog.snapshot.take_snapshot` (one transaction);
+* ``consistent``: :func:`airflow_provider_binlog.capture.snapshot.take_snapshot` (one transaction);
 * ``mariadb-dump --single-transaction bench big`` to a file (the C client; SQL text, no
   Parquet);
 
@@ -110,12 +110,12 @@ def main(argv=None) -> int:
     if not dump:
         print("mariadb-dump not found (Debian package mariadb-client)", file=sys.stderr)
         return 2
-    from airflow_provider_binlog.arrow_reader import ArrowChunkReader
+    from airflow_provider_binlog.capture.arrow_reader import ArrowChunkReader
     from airflow_provider_binlog.local.mariadb import MariaDBServer
     from airflow_provider_binlog.replica import ReplicaConnection
-    from airflow_provider_binlog.snapshot import take_snapshot
+    from airflow_provider_binlog.capture.snapshot import take_snapshot
     from airflow_provider_binlog.tables import TableFilter
-    from airflow_provider_binlog.watermark_snapshot import take_watermark_snapshot
+    from airflow_provider_binlog.capture.watermark_snapshot import take_watermark_snapshot
 
     try:
         srv = MariaDBServer(SERVER_OPTIONS)

@@ -8,7 +8,7 @@ The script starts a private MariaDB server and writes the workload of ``dump_ben
 (``--rows`` rows inserted, every 10th updated, every 50th deleted; 200,000 rows give about
 42 MB of binlog), and an S3-API server on loopback (``moto_server`` from PyPI ``moto[server]``,
 objects in memory). It then dumps that range ``--runs`` times each way, alternating, every
-run a separate process (:func:`airflow_provider_binlog.dump.run_dump`, the dump's default
+run a separate process (:func:`airflow_provider_binlog.capture.dump.run_dump`, the dump's default
 staging workers):
 
 * ``local``: into a temporary staging directory;

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from airflow_provider_binlog.checkpoints import ABSENT, Checkpoint, FileCheckpointStore
-from airflow_provider_binlog.dump import run_dump
+from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaConnection
 from airflow_provider_binlog.tables import TableFilter
 from tests.airflow_conn import SECRET, USER, create_user

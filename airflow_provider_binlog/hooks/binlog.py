@@ -29,7 +29,7 @@ import pymysql
 from airflow.sdk import BaseHook
 
 from ..checkpoints import Checkpoint, CheckpointStore, open_checkpoint_store
-from ..dump import run_dump
+from ..capture.dump import run_dump
 from ..errors import ProviderError
 from ..replica.position import PositionCheck, check_position
 from ..replica import ReplicaConnection
@@ -320,7 +320,7 @@ class BinlogHook(BaseHook):
                  staging_conn_id: Optional[str] = None) -> dict:
         """Take an initial snapshot of the selected tables into ``staging_dir``: a consistent
         read with the binlog coordinates of that point (see
-        :func:`~airflow_provider_binlog.snapshot.take_snapshot`). Returns the result like
+        :func:`~airflow_provider_binlog.capture.snapshot.take_snapshot`). Returns the result like
         :meth:`dump` (manifest path, dump id, start and end checkpoints, which are equal,
         and row counts) with ``"mode": "snapshot"``. The merge applies it as an overwrite of
         each table and sets the stored checkpoint to its end; it never moves it here.
@@ -329,16 +329,16 @@ class BinlogHook(BaseHook):
         ``FLUSH TABLES WITH READ LOCK`` that pins the position).
 
         ``method="watermark"`` reads the tables by key chunks between binlog watermarks instead
-        (:mod:`~airflow_provider_binlog.watermark_snapshot`): no lock, no RELOAD, no
+        (:mod:`~airflow_provider_binlog.capture.watermark_snapshot`): no lock, no RELOAD, no
         transaction longer than one chunk; the batch runs from the first watermark to the last.
         With ``resume_key`` it is sealed after every chunk, and a snapshot of the same key whose
         process died is continued there. ``reader`` and ``read_connections`` choose how its
-        chunks are read (see :func:`~airflow_provider_binlog.watermark_snapshot.take_watermark_snapshot`:
+        chunks are read (see :func:`~airflow_provider_binlog.capture.watermark_snapshot.take_watermark_snapshot`:
         straight into Arrow with connectorx where it can, over that many connections); a
         connection with TLS is read with pymysql."""
-        from ..arrow_reader import ArrowChunkReader
-        from ..snapshot import take_snapshot
-        from ..watermark_snapshot import take_watermark_snapshot
+        from ..capture.arrow_reader import ArrowChunkReader
+        from ..capture.snapshot import take_snapshot
+        from ..capture.watermark_snapshot import take_watermark_snapshot
 
         if method not in ("consistent", "watermark"):
             raise ValueError(f"snapshot method is 'consistent' or 'watermark', not {method!r}")

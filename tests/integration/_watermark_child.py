@@ -17,7 +17,7 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     import pymysql
 
-    from airflow_provider_binlog import watermark_snapshot as ws
+    from airflow_provider_binlog.capture import watermark_snapshot as ws
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.staging.writer import StagingWriter
     from airflow_provider_binlog.tables import TableFilter

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from airflow_provider_binlog import dump as dump_mod
+from airflow_provider_binlog.capture import dump as dump_mod
 from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.codec import MissingTableMapError, read_binlog_file
 from airflow_provider_binlog.codec.events import IncidentEvent, XidEvent
-from airflow_provider_binlog.dump import DumpError, run_dump
+from airflow_provider_binlog.capture.dump import DumpError, run_dump
 from airflow_provider_binlog.replica import ReplicaConnection, ServerUnavailableError
 from airflow_provider_binlog.replica.preflight import PreflightError, preflight
 from airflow_provider_binlog.tables import TableFilter

@@ -16,7 +16,7 @@ import pytest
 
 from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.codec.gtid import MariadbGtidPosition
-from airflow_provider_binlog.dump import run_dump
+from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaConnection
 from airflow_provider_binlog.staging import load_manifest
 from airflow_provider_binlog.tables import TableFilter
@@ -182,7 +182,7 @@ def test_killed_dump_publishes_nothing_and_a_rerun_succeeds(mariadb, table, tmp_
             return result
         parts.PartFile.append_event = slow
         from airflow_provider_binlog.checkpoints import Checkpoint
-        from airflow_provider_binlog.dump import run_dump
+        from airflow_provider_binlog.capture.dump import run_dump
         from airflow_provider_binlog.replica import ReplicaConnection
         rc = ReplicaConnection({mariadb.host!r}, {mariadb.port}, {mariadb.user!r}, {mariadb.password!r}, server_id=4343)
         rc.connect()

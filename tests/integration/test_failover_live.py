@@ -13,7 +13,7 @@ import pytest
 
 from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.codec.gtid import MariadbGtidPosition
-from airflow_provider_binlog.dump import run_dump
+from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.local.mariadb import MariaDBServer
 from airflow_provider_binlog.replica.position import check_position
 from airflow_provider_binlog.replica import ReplicaConnection, ReplicaError, ServerChangedError

@@ -681,7 +681,7 @@ def test_a_batch_cut_differently_resumes_after_each_table_checkpoint(spark, tmp_
 
 
 def test_live_dumps_merged_by_the_command_line(mariadb, spark, spark_warehouse, tmp_path):
-    from airflow_provider_binlog.dump import run_dump
+    from airflow_provider_binlog.capture.dump import run_dump
     from airflow_provider_binlog.tables import TableFilter
     from tests.integration.test_dump_live import COLUMNS, here, replica, source_rows, workload
 

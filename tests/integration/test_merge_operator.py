@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from airflow_provider_binlog.dump import run_dump
+from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.operators.merge import BinlogMergeOperator, manifest_paths
 from airflow_provider_binlog.tables import TableFilter
 from tests.integration.test_dump_live import COLUMNS, here, replica, source_rows, workload

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_binlog.checkpoints import Checkpoint
-from airflow_provider_binlog.dump import run_dump
+from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.replica import BinlogAccessDeniedError, ReplicaConnection
 from airflow_provider_binlog.replica.preflight import PreflightError, preflight
 from airflow_provider_binlog.replica.schemas import InformationSchemaSource

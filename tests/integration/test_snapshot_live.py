@@ -7,8 +7,8 @@ import threading
 
 import pyarrow.parquet as pq
 
-from airflow_provider_binlog.dump import run_dump
-from airflow_provider_binlog.snapshot import take_snapshot
+from airflow_provider_binlog.capture.dump import run_dump
+from airflow_provider_binlog.capture.snapshot import take_snapshot
 from airflow_provider_binlog.tables import TableFilter
 from tests.integration.test_dump_live import replay, replica, source_rows, table, workload  # noqa: F401
 

@@ -6,8 +6,8 @@ import json
 import random
 
 from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore
-from airflow_provider_binlog.dump import run_dump
-from airflow_provider_binlog.snapshot import take_snapshot
+from airflow_provider_binlog.capture.dump import run_dump
+from airflow_provider_binlog.capture.snapshot import take_snapshot
 from airflow_provider_binlog.tables import TableFilter
 from airflow_provider_binlog.merge.spark import job as merge_job
 from tests.integration.test_dump_live import COLUMNS, replica, source_rows, workload

@@ -219,7 +219,7 @@ def test_mariadb_uuid_and_inet_are_staged_as_the_server_prints_them(mariadb_fact
     from information_schema, as the hook does. Staged through the column decoders (the
     dump) and through decoded tuples (the row decoders), compared with SELECT."""
     from airflow_provider_binlog.codec import read_binlog_file
-    from airflow_provider_binlog.dump import run_dump
+    from airflow_provider_binlog.capture.dump import run_dump
     from airflow_provider_binlog.replica.schemas import read_table_schema
     from airflow_provider_binlog.tables import TableFilter
     from tests.integration.test_dump_live import here, replica
@@ -285,7 +285,7 @@ def test_mariadb_uuid_and_inet_are_staged_as_the_server_prints_them(mariadb_fact
 def test_a_snapshot_stages_bit_and_mariadb_types_as_the_binlog_does(mariadb):
     """An initial snapshot describes its tables from information_schema: BIT(n) keeps its
     width (BIT(64) is decimal(20,0) there too) and UUID/INET6/INET4 are text."""
-    from airflow_provider_binlog.snapshot import table_map_from_information_schema
+    from airflow_provider_binlog.capture.snapshot import table_map_from_information_schema
     from airflow_provider_binlog.staging.contract import arrow_type_for, bit_width
 
     mariadb.execute("CREATE DATABASE IF NOT EXISTS fid")

@@ -13,14 +13,14 @@ import pyarrow.parquet as pq
 import pymysql
 import pytest
 
-from airflow_provider_binlog.arrow_reader import ArrowChunkReader
+from airflow_provider_binlog.capture.arrow_reader import ArrowChunkReader
 from airflow_provider_binlog.checkpoints import Checkpoint
-from airflow_provider_binlog.dump import run_dump
+from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaConnection
 from airflow_provider_binlog.schema_history import SchemaHistory
-from airflow_provider_binlog.snapshot import SnapshotError
+from airflow_provider_binlog.capture.snapshot import SnapshotError
 from airflow_provider_binlog.tables import TableFilter
-from airflow_provider_binlog.watermark_snapshot import take_watermark_snapshot
+from airflow_provider_binlog.capture.watermark_snapshot import take_watermark_snapshot
 from tests.s3_server import s3_server  # noqa: F401
 
 DB = "wsnap"

@@ -41,7 +41,7 @@ def die() -> None:
 
 
 def install(kill: dict) -> None:
-    from airflow_provider_binlog import dump as dump_mod
+    from airflow_provider_binlog.capture import dump as dump_mod
     from airflow_provider_binlog.codec.events import RowsEvent
     from airflow_provider_binlog.staging import parts, writer
 
@@ -160,7 +160,7 @@ def main() -> None:
     install(spec.get("kill") or {})
 
     from airflow_provider_binlog.checkpoints import Checkpoint
-    from airflow_provider_binlog.dump import run_dump
+    from airflow_provider_binlog.capture.dump import run_dump
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.tables import TableFilter
 

@@ -30,7 +30,7 @@ def die() -> None:
 def install(kill: dict) -> None:
     from pyspark.sql import SparkSession
 
-    from airflow_provider_binlog import checkpoint
+    from airflow_provider_binlog.checkpoints import file_store as checkpoint
     from airflow_provider_binlog.merge.iceberg_contract import LEDGER_TABLE
     from airflow_provider_binlog.spark import runtime
 

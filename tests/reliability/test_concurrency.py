@@ -17,7 +17,7 @@ import pytest
 
 from airflow_provider_binlog.checkpoints import (Checkpoint, CheckpointConflictError,
                                                 CheckpointLockedError, FileCheckpointStore)
-from airflow_provider_binlog.dump import run_dump
+from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.staging import load_manifest
 from airflow_provider_binlog.tables import TableFilter
 from tests.reliability import support as S

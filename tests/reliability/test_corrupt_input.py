@@ -15,7 +15,7 @@ from airflow_provider_binlog.checkpoints import (Checkpoint, CheckpointStoreErro
                                                 FileCheckpointStore)
 from airflow_provider_binlog.codec import BinlogError, TruncatedEventError, read_binlog_file
 from airflow_provider_binlog.codec.events import RowsEvent
-from airflow_provider_binlog.dump import run_dump
+from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaError
 from airflow_provider_binlog.staging import ManifestError, load_manifest
 from airflow_provider_binlog.tables import TableFilter

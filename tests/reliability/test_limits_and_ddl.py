@@ -9,7 +9,7 @@ import hashlib
 import pytest
 
 from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore
-from airflow_provider_binlog.dump import run_dump
+from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.tables import TableFilter
 from tests.reliability import support as S
 
@@ -103,7 +103,7 @@ def test_ddl_in_the_middle_of_the_window_merges_to_the_source(mariadb, spark, tm
     from airflow_provider_binlog.merge.errors import SchemaEvolutionError
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
 
-    from airflow_provider_binlog.snapshot import take_snapshot
+    from airflow_provider_binlog.capture.snapshot import take_snapshot
 
     server = mariadb
     ddl_tables(server)

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore
-from airflow_provider_binlog.dump import run_dump
+from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.tables import TableFilter
 from airflow_provider_binlog.merge.spark import job as merge_job
 from airflow_provider_binlog.merge.spark.catalog import applied_state

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from airflow_provider_binlog.checkpoints import FileCheckpointStore
-from airflow_provider_binlog.dump import run_dump
+from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaConnection, ReplicaError
 from airflow_provider_binlog.tables import TableFilter
 from tests.reliability import support as S
@@ -181,7 +181,7 @@ def q(name):
 def test_odd_identifiers_end_to_end(mariadb, spark, tmp_path, record_trials):
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
 
-    from airflow_provider_binlog.snapshot import take_snapshot
+    from airflow_provider_binlog.capture.snapshot import take_snapshot
 
     server = mariadb
     table = f"{q(WEIRD_DB)}.{q(WEIRD_TABLE)}"

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.codec.gtid import MariadbGtidPosition
-from airflow_provider_binlog.dump import run_dump
+from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.replica import BinlogPurgedError, ReplicaConnection
 from airflow_provider_binlog.staging import writer as writer_mod
 from airflow_provider_binlog.tables import TableFilter
@@ -100,7 +100,7 @@ def check_restart(server, tmp_path, monkeypatch, rng, *, crash: bool, at: int, d
 
 
 def test_server_restarted_mid_dump(tables, tmp_path, monkeypatch, record_trials, caplog):
-    caplog.set_level("WARNING", logger="airflow_provider_binlog.dump")
+    caplog.set_level("WARNING", logger="airflow_provider_binlog.capture.dump")
     check_restart(tables, tmp_path, monkeypatch, S.rng_for("restart"), crash=False, at=20, down=1.5)
     retries = caplog.text.count("reconnecting in")
     assert retries >= 2, "the dump should have lost the server and retried while it was down"

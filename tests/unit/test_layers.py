@@ -15,7 +15,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("errors", "atomic_file", "codec", "checkpoints", "tables")),
     ("replica", ("replica",)),
     ("staging", ("staging", "schema_history")),
-    ("dump", ("dump", "snapshot", "watermark_snapshot", "arrow_reader")),
+    ("capture", ("capture",)),
     ("merge planning", ("merge",)),
     ("spark", ("spark", "merge.spark", "merge.submit")),
     ("airflow", ("hooks", "operators", "sensors", "triggers", "dags", "plugins", "provider_info", "cli",
@@ -104,7 +104,7 @@ def test_the_merge_planning_modules_import_no_pyspark(module):
 def test_the_layer_table_names_every_module_and_the_check_sees_upward_imports():
     known = modules()
     assert {"codec.decoder", "merge.spark.batch", "merge.batches", "plugins.status"} <= set(known)
-    assert layer_of("merge.spark.batch") > layer_of("merge.batches") > layer_of("dump") > layer_of("codec.rows")
+    assert layer_of("merge.spark.batch") > layer_of("merge.batches") > layer_of("capture.dump") > layer_of("codec.rows")
     # the check reads relative imports as the interpreter does
     assert "merge.spark.collapse" in imports_of("merge.spark.apply", known["merge.spark.apply"])
     assert "spark" in {t.split(".")[0] for t in imports_of("merge.spark.apply", known["merge.spark.apply"])}

@@ -39,7 +39,7 @@ def test_options_come_from_airflows_environment_variables_and_fall_back_to_their
 
 
 def test_dump_workers_come_from_the_section_and_a_bad_value_is_refused_naming_it(monkeypatch):
-    from airflow_provider_binlog.dump import default_workers
+    from airflow_provider_binlog.capture.dump import default_workers
     from airflow_provider_binlog.errors import ProviderError
 
     monkeypatch.delenv("AIRFLOW__BINLOG__DUMP_WORKERS", raising=False)

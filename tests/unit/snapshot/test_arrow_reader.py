@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from airflow_provider_binlog.arrow_reader import ArrowReadError, _staging_array, arrow_readable, splittable
+from airflow_provider_binlog.capture.arrow_reader import ArrowReadError, _staging_array, arrow_readable, splittable
 from airflow_provider_binlog.codec import constants as C
 from airflow_provider_binlog.codec.events import Column, TableMap
 

@@ -7,8 +7,8 @@ import pytest
 
 from airflow_provider_binlog.codec import constants as C
 from airflow_provider_binlog.codec.events import ABSENT, Column, EventHeader, RowsEvent, TableMap
-from airflow_provider_binlog.snapshot import SnapshotError
-from airflow_provider_binlog.watermark_snapshot import _Chunk, _Follower, _Table
+from airflow_provider_binlog.capture.snapshot import SnapshotError
+from airflow_provider_binlog.capture.watermark_snapshot import _Chunk, _Follower, _Table
 
 TM = TableMap(1, "s", "t", (Column(0, "id", C.MYSQL_TYPE_LONG, 0, primary_key=True),
                             Column(1, "v", C.MYSQL_TYPE_LONG, 0)), primary_key=(0,))

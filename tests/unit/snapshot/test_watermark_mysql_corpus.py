@@ -9,8 +9,8 @@ import pytest
 
 from airflow_provider_binlog.codec import read_binlog_file
 from airflow_provider_binlog.codec.events import RowsEvent
-from airflow_provider_binlog.snapshot import SnapshotError
-from airflow_provider_binlog.watermark_snapshot import _Chunk, _Follower, _Table
+from airflow_provider_binlog.capture.snapshot import SnapshotError
+from airflow_provider_binlog.capture.watermark_snapshot import _Chunk, _Follower, _Table
 from tests.corpus import CORPUS
 
 FILE = CORPUS / "blackbeam__rust_mysql_common/test-data/binlogs/mysql-enum-string-set.000001"
@@ -90,7 +90,7 @@ class FakeConn:
 
 @pytest.mark.parametrize("new_syntax", [True, False])
 def test_the_watermark_on_mysql_is_the_binary_log_status_with_its_executed_gtid_set(new_syntax):
-    from airflow_provider_binlog.watermark_snapshot import _binlog_status
+    from airflow_provider_binlog.capture.watermark_snapshot import _binlog_status
 
     conn = FakeConn(new_syntax)
     assert _binlog_status(conn, "mysql") == ("binlog.000007", 1234, f"{UUID}:1-42")

@@ -15,7 +15,7 @@ from airflow_provider_binlog.codec.events import Column, TableMap
 from airflow_provider_binlog.staging import StagingWriter
 from airflow_provider_binlog.staging.manifest import ManifestError, load_manifest
 from airflow_provider_binlog.staging.writer import remove_stale_work_dirs
-from airflow_provider_binlog.watermark_snapshot import _decode_key, _encode_key
+from airflow_provider_binlog.capture.watermark_snapshot import _decode_key, _encode_key
 
 TM = TableMap(0, "s", "t", (Column(0, "id", C.MYSQL_TYPE_LONG, 0, primary_key=True),
                             Column(1, "v", C.MYSQL_TYPE_LONG, 0)), primary_key=(0,))

@@ -19,7 +19,7 @@ from airflow_provider_binlog.codec import CorruptEventError, read_binlog_file
 from airflow_provider_binlog.codec.decoder import EventDecoder
 from airflow_provider_binlog.codec.events import RowsEvent
 from airflow_provider_binlog.codec.rows import DeferredRows
-from airflow_provider_binlog.dump import default_workers
+from airflow_provider_binlog.capture.dump import default_workers
 from airflow_provider_binlog.staging import StagingWriter
 from tests.corpus import CORPUS, corpus_file
 

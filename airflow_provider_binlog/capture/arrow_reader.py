@@ -20,10 +20,10 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .codec import constants as C
-from .codec.events import Column, TableMap
-from .errors import ProviderError
-from .staging.contract import arrow_type_for
+from ..codec import constants as C
+from ..codec.events import Column, TableMap
+from ..errors import ProviderError
+from ..staging.contract import arrow_type_for
 
 log = logging.getLogger(__name__)
 

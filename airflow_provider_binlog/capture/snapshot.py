@@ -17,16 +17,16 @@ from typing import Callable, Optional
 
 import pymysql
 
-from .checkpoints import Checkpoint
-from .codec import constants as C
-from .codec.events import Column, TableMap
-from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
-from .errors import ProviderError
-from .schema_history import seed_history
-from .staging import Manifest, StagingWriter
-from .staging.masking import Masking
-from .staging.storage import StorageOptions
-from .tables import TableFilter
+from ..checkpoints import Checkpoint
+from ..codec import constants as C
+from ..codec.events import Column, TableMap
+from ..codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from ..errors import ProviderError
+from ..schema_history import seed_history
+from ..staging import Manifest, StagingWriter
+from ..staging.masking import Masking
+from ..staging.storage import StorageOptions
+from ..tables import TableFilter
 
 log = logging.getLogger(__name__)
 UTC = dt.timezone.utc

@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from .checkpoints import Checkpoint, CheckpointStore
-from .codec.errors import SchemaMismatchError
-from .codec.events import (
+from ..checkpoints import Checkpoint, CheckpointStore
+from ..codec.errors import SchemaMismatchError
+from ..codec.events import (
     BinlogCheckpointEvent,
     FormatDescriptionEvent,
     GtidEvent,
@@ -32,12 +32,12 @@ from .codec.events import (
     XaPrepareEvent,
     XidEvent,
 )
-from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
-from .codec.positions import position_key
-from .errors import ProviderError
-from .replica import ReplicaConnection, ReplicationConnectionLost
-from .replica.identity import require_not_behind, resume_point
-from .schema_history import (
+from ..codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from ..codec.positions import position_key
+from ..errors import ProviderError
+from ..replica import ReplicaConnection, ReplicationConnectionLost
+from ..replica.identity import require_not_behind, resume_point
+from ..schema_history import (
     DdlSyntaxError,
     HistoryFollower,
     SchemaDivergenceError,
@@ -45,12 +45,12 @@ from .schema_history import (
     SeedConflictError,
     check_table_map,
 )
-from .schema_history.apply import statement_ops
-from .schema_history.ddl import named_tables, parse_ddl, statement_kind, tokenize
-from .staging import Manifest, StagingWriter
-from .staging.masking import Masking
-from .staging.storage import StorageOptions
-from .tables import TableFilter
+from ..schema_history.apply import statement_ops
+from ..schema_history.ddl import named_tables, parse_ddl, statement_kind, tokenize
+from ..staging import Manifest, StagingWriter
+from ..staging.masking import Masking
+from ..staging.storage import StorageOptions
+from ..tables import TableFilter
 
 log = logging.getLogger(__name__)
 
@@ -415,7 +415,7 @@ def seed_history_now(replica: ReplicaConnection, connect, table_filter: TableFil
     """Read the schema history from information_schema now, between two reads of the server's
     position: the history is exact from the second on; a schema change between the two
     cannot be placed (see :meth:`BoundedDump._before_seed`)."""
-    from .schema_history import seed_history
+    from ..schema_history import seed_history
 
     before = replica.master_status()
     conn = connect()

@@ -38,9 +38,9 @@ from typing import Any, Callable, Optional, Sequence, Union
 import pyarrow as pa
 
 from . import arrow_reader
-from .checkpoints import Checkpoint
-from .codec import constants as C
-from .codec.events import (
+from ..checkpoints import Checkpoint
+from ..codec import constants as C
+from ..codec.events import (
     ABSENT,
     GtidEvent,
     MariadbGtidEvent,
@@ -51,11 +51,11 @@ from .codec.events import (
     TransactionPayloadEvent,
     XidEvent,
 )
-from .codec.gtid import MariadbGtidPosition, MysqlGtidSet
-from .codec.mariadb_text import TEXT_FORMS
-from .codec.positions import position_key
-from .schema_history import SchemaHistory, seed_history
-from .schema_history.ddl import DdlSyntaxError, named_tables, parse_ddl, statement_kind
+from ..codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from ..codec.mariadb_text import TEXT_FORMS
+from ..codec.positions import position_key
+from ..schema_history import SchemaHistory, seed_history
+from ..schema_history.ddl import DdlSyntaxError, named_tables, parse_ddl, statement_kind
 from .snapshot import (
     SnapshotError,
     _convert_rows,
@@ -68,11 +68,11 @@ from .snapshot import (
     snapshot_binlog_position,
     table_map_from_information_schema,
 )
-from .staging import Manifest, StagingWriter
-from .staging.contract import arrow_type_for
-from .staging.masking import Masking
-from .staging.storage import StorageOptions
-from .tables import TableFilter
+from ..staging import Manifest, StagingWriter
+from ..staging.contract import arrow_type_for
+from ..staging.masking import Masking
+from ..staging.storage import StorageOptions
+from ..tables import TableFilter
 
 log = logging.getLogger(__name__)
 UTC = dt.timezone.utc

@@ -14,7 +14,7 @@ Per source this reads, each step on its own so one failing step leaves the other
   duration, binlog bytes read): the lag history and the rows per run;
 - optionally, task instances of ``BinlogDumpOperator``, ``BinlogSnapshotOperator`` and
   ``BinlogMergeOperator`` with their returned XCom (durations, Airflow runs, Iceberg snapshot
-  ids), read from the metadata database by :func:`airflow_task_runs` (the last 14 days, at
+  ids), read from the metadata database by :func:`.task_runs.airflow_task_runs` (the last 14 days, at
   most once a minute; ``[binlog] ui_task_runs = False`` turns it off).
 
 Nothing here writes anywhere. Every string of a result goes through :func:`redact` with the
@@ -29,23 +29,21 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 from ..checkpoints import Checkpoint, FileCheckpointStore, SavedCheckpoint, open_checkpoint_store
 from ..replica.position import PositionCheck, check_position, read_server_state
 from ..settings import bool_setting, env_name
 from ..replica import BinlogPurgedError, ReplicaConnection, ReplicaError
-from ..staging.contract import MANIFEST_FORMAT, MANIFEST_NAME
-from ..staging.storage import filesystem, is_object_store, read_bytes
+from .batches import DEFAULT_HISTORY, OPS, read_manifests
 from .sources import SourceConfig, default_stall_seconds, discover_sources, short_error
+from .task_runs import airflow_task_runs, running_snapshots, snapshot_progress
+from .values import iso, utc
 
 log = logging.getLogger(__name__)
 
 TASK_RUNS_ENV = env_name("ui_task_runs")
-DEFAULT_HISTORY = 30
 SERVER_TIMEOUT = 3
-OPS = ("insert", "update", "delete")
 
 #: States drawn red, and the order in which a worse state wins.
 RED_STATES = ("error", "purged", "stalled")
@@ -117,23 +115,6 @@ def redact(value: Any, secrets: Iterable[str]) -> Any:
 
 # ------------------------------------------------------------------------------------ helpers
 
-def _utc(value: Any) -> Optional[dt.datetime]:
-    if value is None:
-        return None
-    if isinstance(value, dt.datetime):
-        t = value
-    else:
-        try:
-            t = dt.datetime.fromisoformat(str(value))
-        except ValueError:
-            return None
-    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
-
-
-def _iso(value: Optional[dt.datetime]) -> Optional[str]:
-    return None if value is None else _utc(value).isoformat()
-
-
 def checkpoint_point(value: Any) -> Optional[tuple]:
     """A comparable identity of a checkpoint (its JSON, text or object): coordinates when it
     has them, else its GTID state; None when unreadable."""
@@ -150,104 +131,6 @@ def checkpoint_point(value: Any) -> Optional[tuple]:
     except (TypeError, ValueError):
         return None
     return cp.point
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def dump_summary(data: Mapping) -> dict:
-    """What the view keeps of a manifest."""
-    rows = dict.fromkeys(OPS, 0)
-    tables = {}
-    for t in data.get("tables") or []:
-        name = f"{t.get('schema')}.{t.get('table')}"
-        counts = {op: _int((t.get("rows") or {}).get(op)) for op in OPS}
-        tables[name] = counts
-        for op in OPS:
-            rows[op] += counts[op]
-    total = sum(rows.values())
-    duration = data.get("duration_seconds")
-    duration = float(duration) if isinstance(duration, (int, float)) and duration >= 0 else None
-    return {
-        "dump_id": data.get("dump_id"),
-        "kind": data.get("mode") or "dump",
-        "created_at": _iso(_utc(data.get("created_at"))),
-        "started_at": _iso(_utc(data.get("started_at"))),
-        "duration_seconds": duration,
-        "rows": rows,
-        "total_rows": total,
-        "rows_per_second": round(total / duration, 1) if duration else None,
-        "transactions": data.get("transactions"),
-        "binlog_bytes": data.get("binlog_bytes"),
-        "start": data.get("start"),
-        "end": data.get("end"),
-        "tables": tables,
-    }
-
-
-def read_manifests(staging_dirs: Iterable[str], limit: int = DEFAULT_HISTORY) -> tuple[list[dict], list[str]]:
-    """Summaries of the newest ``limit`` published manifests (by file time) under the
-    staging directories, newest first, and warnings. Reads only the manifests."""
-    found, warnings = [], []
-    for directory in staging_dirs:
-        if is_object_store(directory):
-            found += _object_store_manifests(directory, warnings)
-            continue
-        root = Path(directory)
-        if not root.is_dir():
-            warnings.append(f"staging directory {directory} does not exist")
-            continue
-        try:
-            children = list(root.iterdir())
-        except OSError as exc:
-            warnings.append(f"cannot list staging directory {directory}: {exc.strerror or exc}")
-            continue
-        for child in children:
-            if child.name.startswith("."):
-                continue
-            path = child / MANIFEST_NAME
-            try:
-                found.append((path.stat().st_mtime, str(path)))
-            except OSError:
-                continue
-    found.sort(reverse=True)
-    out = []
-    for _, path in found[:max(limit, 0)]:
-        try:
-            text = read_bytes(path) if is_object_store(path) else Path(path).read_bytes()
-            data = json.loads(text or b"")
-        except (OSError, ValueError) as exc:
-            warnings.append(f"unreadable manifest {path}: {short_error(exc, 120)}")
-            continue
-        if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
-            continue
-        out.append(dump_summary(data))
-    out.sort(key=lambda d: d["created_at"] or "", reverse=True)
-    return out, warnings
-
-
-def _object_store_manifests(directory: str, warnings: list[str]) -> list[tuple[float, str]]:
-    """``(time, URI)`` of each batch's manifest under a staging location on an object store."""
-    import pyarrow.fs as pafs
-
-    try:
-        fs, root = filesystem(directory)
-        if fs.get_file_info(root.split("/", 1)[0]).type == pafs.FileType.NotFound:
-            warnings.append(f"staging location {directory}: its bucket does not exist")
-            return []
-        children = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
-        names = [c.base_name for c in children if c.type == pafs.FileType.Directory
-                 and not c.base_name.startswith(".")]
-        infos = fs.get_file_info([f"{root}/{n}/{MANIFEST_NAME}" for n in names]) if names else []
-    except Exception as exc:  # noqa: BLE001 - shown in the view, not raised
-        warnings.append(f"cannot list staging location {directory}: {short_error(exc, 120)}")
-        return []
-    return [(info.mtime.timestamp() if info.mtime else 0.0, f"{directory.rstrip('/')}/{name}/{MANIFEST_NAME}")
-            for name, info in zip(names, infos) if info.type == pafs.FileType.File]
 
 
 def _airflow_tables(value: Mapping) -> dict:
@@ -294,7 +177,7 @@ def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime
                    snapshots: Iterable[dict] = ()) -> dict:
     """The status of one source as a JSON-able dict. Never raises: a failing step shows as
     the source's ``error`` state and a problem message."""
-    now = _utc(now) or dt.datetime.now(dt.timezone.utc)
+    now = utc(now) or dt.datetime.now(dt.timezone.utc)
     stall = config.stall_after_seconds or stall_after_seconds or default_stall_seconds()
     st = _Status({
         "conn_id": config.conn_id, "checkpoint_key": config.key, "state": "ok", "problems": [],
@@ -363,9 +246,9 @@ def _read_checkpoint(hook: Any, config: SourceConfig, st: _Status, history_limit
                             "(backfill mode 'snapshot') or a first load")
     if checkpoint is not None:
         data["checkpoint"] = {**checkpoint.to_json(), "text": str(checkpoint),
-                              "saved_at": _iso(history[0].saved_at) if history else None}
+                              "saved_at": iso(history[0].saved_at) if history else None}
     if history:
-        data["last_advance"] = _iso(history[0].saved_at)
+        data["last_advance"] = iso(history[0].saved_at)
     return checkpoint, history
 
 
@@ -441,7 +324,7 @@ def _link_dumps(dumps: list[dict], history: list[SavedCheckpoint], dump_runs: Ma
     for d in dumps:  # newest first
         end_point = checkpoint_point(d["end"])
         d["empty"] = d["kind"] != "snapshot" and end_point == checkpoint_point(d["start"])
-        d["merged_at"] = None if d["empty"] else _iso(saves.get(end_point))
+        d["merged_at"] = None if d["empty"] else iso(saves.get(end_point))
         run = dump_runs.get(d["dump_id"])
         if run is not None:
             d["airflow"] = _run_ref(run)
@@ -461,7 +344,7 @@ def _advances(history: list[SavedCheckpoint], by_end: Mapping, merge_runs: Mappi
     for saved in history:
         point = checkpoint_point(saved.checkpoint)
         dump = by_end.get(point)
-        entry = {"at": _iso(saved.saved_at), "checkpoint": str(saved.checkpoint),
+        entry = {"at": iso(saved.saved_at), "checkpoint": str(saved.checkpoint),
                  "dump_id": dump["dump_id"] if dump else None,
                  "rows": dict(dump["rows"]) if dump else None,
                  "total_rows": dump["total_rows"] if dump else None,
@@ -516,7 +399,7 @@ def _check_stalled(st: _Status, check: Optional[PositionCheck], history: list[Sa
                    now: dt.datetime, stall: float) -> None:
     """Stalled: behind, and the checkpoint has not moved for more than ``stall`` seconds."""
     if check is not None and check.has_new_data and history:
-        idle = (now - _utc(history[0].saved_at)).total_seconds()
+        idle = (now - utc(history[0].saved_at)).total_seconds()
         if idle > stall:
             st.worse("stalled", f"the checkpoint has not advanced for {_age(idle)} (threshold "
                                 f"{_age(stall)}) while the source is {_lag_text(st.data['lag'])} behind")
@@ -542,104 +425,8 @@ def _lag_text(lag: Optional[dict]) -> str:
 
 
 def _run_ref(run: Mapping) -> dict:
-    return {k: (_iso(run.get(k)) if k in ("start_date", "end_date") else run.get(k))
+    return {k: (iso(run.get(k)) if k in ("start_date", "end_date") else run.get(k))
             for k in ("dag_id", "run_id", "task_id", "state", "start_date", "end_date", "duration")}
-
-
-# ------------------------------------------------------------------------------------ Airflow runs
-
-def airflow_task_runs(limit: int = 200, days: float = 14) -> list[dict]:
-    """The newest task instances of the dump, snapshot and merge operators with their returned
-    XCom, newest first, from the metadata database. A merge run is matched to a source by its
-    end checkpoint (a save of the source's checkpoint store), a dump run by its dump id."""
-
-    from airflow.models.taskinstance import TaskInstance as TI
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import and_, select
-
-    since = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=days)
-    kinds = {"BinlogMergeOperator": "merge", "BinlogDumpOperator": "dump", "BinlogSnapshotOperator": "dump"}
-    query = (
-        select(TI.dag_id, TI.run_id, TI.task_id, TI.map_index, TI.state, TI.start_date, TI.end_date,
-               TI.duration, TI.operator, XComModel.value)
-        .outerjoin(XComModel, and_(XComModel.dag_id == TI.dag_id, XComModel.run_id == TI.run_id,
-                                   XComModel.task_id == TI.task_id, XComModel.map_index == TI.map_index,
-                                   XComModel.key == "return_value"))
-        .where(TI.operator.in_(list(kinds)))
-        .where(TI.end_date >= since)
-        .order_by(TI.end_date.desc())
-        .limit(limit)
-    )
-    out = []
-    with create_session() as session:
-        for row in session.execute(query):
-            out.append({"kind": kinds.get(row.operator), "dag_id": row.dag_id, "run_id": row.run_id,
-                        "task_id": row.task_id, "state": str(row.state) if row.state else None,
-                        "start_date": row.start_date, "end_date": row.end_date, "duration": row.duration,
-                        "value": _xcom_mapping(row.value)})
-    return out
-
-
-def running_snapshots() -> list[dict]:
-    """The snapshot task instances running now with the progress they last published (XCom
-    ``snapshot_progress``: rows read and estimated rows per table)."""
-
-    from airflow.models.taskinstance import TaskInstance as TI
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import and_, select
-
-    query = (
-        select(TI.dag_id, TI.run_id, TI.task_id, TI.map_index, TI.start_date, XComModel.value)
-        .join(XComModel, and_(XComModel.dag_id == TI.dag_id, XComModel.run_id == TI.run_id,
-                              XComModel.task_id == TI.task_id, XComModel.map_index == TI.map_index,
-                              XComModel.key == "snapshot_progress"))
-        .where(TI.operator == "BinlogSnapshotOperator")
-        .where(TI.state == "running")
-    )
-    out = []
-    with create_session() as session:
-        for row in session.execute(query):
-            value = _xcom_mapping(row.value)
-            if value is not None:
-                out.append({"dag_id": row.dag_id, "run_id": row.run_id, "task_id": row.task_id,
-                            "start_date": row.start_date, "progress": value})
-    return out
-
-
-def _xcom_mapping(stored: Any) -> Optional[Mapping]:
-    """A stored XCom value, deserialized, when it is a mapping (else None)."""
-    from types import SimpleNamespace
-
-    from airflow.models.xcom import XComModel
-
-    if stored is None:
-        return None
-    try:
-        value = XComModel.deserialize_value(SimpleNamespace(value=stored))
-    except Exception:
-        return None
-    return value if isinstance(value, Mapping) else None
-
-
-def snapshot_progress(conn_id: str, snapshots: Iterable[dict]) -> list[dict]:
-    """The running snapshots of a source, each with its tables' rows read, estimated rows and
-    percent done (the estimate is the server's sample: a table may pass 100 %)."""
-    out = []
-    for snap in snapshots:
-        progress = snap.get("progress") or {}
-        if progress.get("conn_id") != conn_id:
-            continue
-        tables = []
-        for name, entry in sorted((progress.get("tables") or {}).items()):
-            read, estimated = _int(entry.get("rows_read")), entry.get("estimated_rows")
-            percent = round(100.0 * read / estimated, 1) if isinstance(estimated, int) and estimated > 0 else None
-            tables.append({"table": name, "rows_read": read, "estimated_rows": estimated, "percent": percent})
-        out.append({"dag_id": snap.get("dag_id"), "run_id": snap.get("run_id"), "task_id": snap.get("task_id"),
-                    "start_date": _iso(_utc(snap.get("start_date"))), "method": progress.get("method"),
-                    "updated_at": progress.get("updated_at"), "tables": tables})
-    return out
 
 
 class _TTLCache:
@@ -663,10 +450,6 @@ class _TTLCache:
 _task_runs_cache = _TTLCache(60.0)
 
 
-def _truthy(value: Optional[str]) -> bool:
-    return str(value).strip().lower() not in ("", "0", "false", "no", "off")
-
-
 # ------------------------------------------------------------------------------------ all sources
 
 def collect_all(sources: list[tuple[SourceConfig, Any]], *, now: Optional[dt.datetime] = None,
@@ -688,7 +471,7 @@ def gather(environ: Optional[Mapping[str, str]] = None, *, use_db: bool = True,
            history_limit: int = DEFAULT_HISTORY, timeout: float = SERVER_TIMEOUT,
            now: Optional[dt.datetime] = None) -> dict:
     """Everything the view shows: ``{"generated_at", "sources": [...], "warnings": [...]}``."""
-    now = _utc(now) or dt.datetime.now(dt.timezone.utc)
+    now = utc(now) or dt.datetime.now(dt.timezone.utc)
     sources, warnings = discover_sources(environ, use_db=use_db)
     runs: list = []
     snapshots: list = []
@@ -706,6 +489,5 @@ def gather(environ: Optional[Mapping[str, str]] = None, *, use_db: bool = True,
             "summary": {state: sum(1 for s in statuses if s["state"] == state) for state in _SEVERITY}}
 
 
-__all__ = ["RED_STATES", "human_age", "TASK_RUNS_ENV", "airflow_task_runs", "checkpoint_point", "collect_all",
-           "collect_source", "dump_summary", "gather", "read_manifests", "redact", "running_snapshots", "secret_values",
-           "snapshot_progress"]
+__all__ = ["RED_STATES", "human_age", "TASK_RUNS_ENV", "checkpoint_point", "collect_all", "collect_source", "gather",
+           "redact", "secret_values"]

@@ -53,7 +53,7 @@ def assert_snapshot_progress_published(dag_run) -> None:
     from airflow.utils.session import create_session
     from sqlalchemy import select, update
 
-    from airflow_provider_binlog.plugins.status import running_snapshots, snapshot_progress
+    from airflow_provider_binlog.plugins.task_runs import running_snapshots, snapshot_progress
 
     where = (XComModel.dag_id == dag_run.dag_id, XComModel.run_id == dag_run.run_id,
              XComModel.task_id == "snapshot", XComModel.key == "snapshot_progress")

@@ -62,7 +62,7 @@ def test_a_batch_is_published_with_its_manifest_last_and_reads_back_through_pyar
     assert f"cdc/shop/{manifest.dump_id}/manifest.json" in names(location)
     # the Binlog CDC view lists it as it lists a directory's batches (it lists "directories"
     # with a delimiter, which the GCS emulator does not implement: checked on Azure)
-    from airflow_provider_binlog.plugins.status import read_manifests
+    from airflow_provider_binlog.plugins.batches import read_manifests
 
     if location.startswith("gs://"):
         return

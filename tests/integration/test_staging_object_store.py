@@ -231,7 +231,7 @@ def test_the_merge_gets_the_connections_credentials_in_its_environment_never_on_
 
 
 def test_the_ui_view_lists_the_batches_of_a_staging_location_on_s3(s3_server, s3_env, tmp_path):  # noqa: F811
-    from airflow_provider_binlog.plugins.status import read_manifests
+    from airflow_provider_binlog.plugins.batches import read_manifests
 
     log = Binlog(tmp_path, staging=f"s3://{s3_env}/ui")
     first = stage(log, 1).publish()

@@ -18,8 +18,9 @@ from airflow_provider_binlog.plugins import charts  # noqa: E402
 from airflow_provider_binlog.plugins.page import render_page  # noqa: E402
 from airflow_provider_binlog.plugins.sources import (  # noqa: E402
     SOURCES_ENV, SourceConfig, SourceConfigError, discover_sources, parse_sources)
+from airflow_provider_binlog.plugins.batches import dump_summary  # noqa: E402
 from airflow_provider_binlog.plugins.status import (  # noqa: E402
-    checkpoint_point, collect_source, dump_summary, gather, redact, secret_values)
+    checkpoint_point, collect_source, gather, redact, secret_values)
 from tests.airflow_conn import SECRET  # noqa: E402
 
 UTC = dt.timezone.utc
@@ -318,7 +319,7 @@ def test_the_app_serves_the_page_and_json_to_authenticated_users_only(monkeypatc
 # ---------------------------------------------------------------------- running snapshots
 
 def test_a_running_snapshot_shows_rows_read_against_estimated_rows_per_table():
-    from airflow_provider_binlog.plugins.status import snapshot_progress
+    from airflow_provider_binlog.plugins.task_runs import snapshot_progress
 
     runs = [{"dag_id": "binlog_backfill__shop", "run_id": "r1", "task_id": "snapshot",
              "start_date": dt.datetime(2026, 1, 1, tzinfo=UTC),

@@ -61,6 +61,12 @@ def _connection_string(text: str) -> dict[str, str]:
 
 
 def _azure(conn: Any, extra: dict[str, Any]) -> StorageOptions:
+    if _extra(extra, "tenant_id", "wasb"):
+        raise StagingStorageError(
+            f"staging connection {conn.conn_id!r} is a service principal (tenant_id): staging takes an account "
+            f"key, a SAS token or a connection string, else the environment's Azure identity",
+            hint="give the storage account as login and its key as password, or leave the connection out and "
+                 "give the workers a managed or workload identity")
     fields = _connection_string(_extra(extra, "connection_string", "wasb") or "")
     endpoint = fields.get("blobendpoint") or (conn.host if conn.host and "://" in conn.host else None)
     return StorageOptions(

@@ -79,7 +79,11 @@ class StorageOptions:
                     return env[name]
             return None
 
-        return cls(**{name: get(own, standard) for name, (own, standard) in cls._ENV.items()})
+        values = {name: get(own, standard) for name, (own, standard) in cls._ENV.items()}
+        for group in _CREDENTIAL_GROUPS:  # a credential comes whole from one place, never half from each
+            if any(env.get(f"BINLOG_STAGING_{cls._ENV[name][0]}") for name in group):
+                values.update({name: env.get(f"BINLOG_STAGING_{cls._ENV[name][0]}") or None for name in group})
+        return cls(**values)
 
     def to_env(self) -> dict[str, str]:
         """These options as the environment variables :meth:`from_env` reads first, for a
@@ -109,8 +113,22 @@ class StorageOptions:
     def for_store(self, store: str) -> "StorageOptions":
         """These options with the endpoint for ``store`` resolved here (:meth:`endpoint_for`), to
         travel to a process that does not share this one's environment (a Spark executor)."""
-        return dataclasses.replace(self, endpoint_url=self.endpoint_for(store))
+        resolved = dataclasses.replace(self, endpoint_url=self.endpoint_for(store))
+        if store == "gcs" and self.credentials_file and not self.credentials_json:
+            try:  # a key file on this machine is not on the executors: its content travels instead
+                with open(self.credentials_file, encoding="utf-8") as fh:
+                    resolved = dataclasses.replace(resolved, credentials_json=fh.read(), credentials_file=None)
+            except OSError as exc:
+                raise StagingStorageError(f"the service account key file {self.credentials_file} cannot be read: "
+                                          f"{exc.strerror or exc}",
+                                          hint="fix key_path of the staging connection") from None
+        return resolved
 
+
+#: Fields that make one credential: taken together from the staging's own variables when any
+#: of them is set there, so a connection's keys are never paired with another's token.
+_CREDENTIAL_GROUPS = (("access_key", "secret_key", "session_token"), ("account_key", "sas_token"),
+                      ("credentials_json", "credentials_file"))
 
 #: The environment variables (:meth:`StorageOptions.to_env`) holding secrets.
 SECRET_ENV = ("BINLOG_STAGING_SECRET_ACCESS_KEY", "BINLOG_STAGING_SESSION_TOKEN", "BINLOG_STAGING_CREDENTIALS_JSON",
@@ -134,8 +152,21 @@ def local_path(location: str | os.PathLike[str]) -> str:
     if scheme.lower() == "file":
         return "/" + rest.lstrip("/") if rest.startswith("/") or not rest else rest
     if scheme.lower() in OBJECT_SCHEMES:
-        raise StagingStorageError(f"{text} is on an object store, not a local path")
-    raise StagingStorageError(f"unknown staging scheme {scheme!r} in {text!r}", hint=_LOCATIONS)
+        raise StagingStorageError(f"{shown(text)} is on an object store, not a local path")
+    raise StagingStorageError(f"unknown staging scheme {scheme!r} in {shown(text)!r}", hint=_LOCATIONS)
+
+
+def shown(text: str) -> str:
+    """A location as messages show it: without a query, a fragment or a password (a SAS
+    token or a key pasted into it stays out of errors and logs)."""
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return "<a malformed location>"
+    netloc = parts.netloc.rsplit("@", 1)[-1] if parts.password else parts.netloc
+    if parts.password and parts.username:
+        netloc = f"{parts.username}:***@{netloc}"
+    return f"{parts.scheme}://{netloc}{parts.path}" if parts.scheme else parts.path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,15 +184,15 @@ class ObjectLocation:
         parts = urlsplit(text)
         scheme = parts.scheme.lower()
         if scheme not in OBJECT_SCHEMES:
-            raise StagingStorageError(f"unknown staging scheme {parts.scheme!r} in {text!r}", hint=_LOCATIONS)
+            raise StagingStorageError(f"unknown staging scheme {parts.scheme!r} in {shown(text)!r}", hint=_LOCATIONS)
         # abfs://container@account...: the user part is the container, not a credential
         if parts.password or (parts.username and scheme not in ("abfs", "abfss")):
             raise StagingStorageError(f"{scheme}://...@{parts.hostname}: a staging location takes no credentials",
                                       hint="give them in the staging connection or the environment")
         if not parts.netloc or parts.netloc.startswith("@") or parts.netloc.endswith("@"):
-            raise StagingStorageError(f"{text!r} names no bucket", hint=_LOCATIONS)
+            raise StagingStorageError(f"{shown(text)!r} names no bucket", hint=_LOCATIONS)
         if parts.query or parts.fragment:
-            raise StagingStorageError(f"{text!r}: a staging location takes no query or fragment "
+            raise StagingStorageError(f"{shown(text)!r}: a staging location takes no query or fragment "
                                       f"(endpoints and credentials go in the connection or the environment)")
         return cls(scheme, parts.netloc, parts.path.strip("/"))
 

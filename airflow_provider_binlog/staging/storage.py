@@ -15,6 +15,7 @@ which sends the conditional write and server-side encryption. Credentials: see
 """
 from __future__ import annotations
 
+import logging
 import os
 import time
 from typing import Any, Optional, Sequence
@@ -30,6 +31,8 @@ from .location import (
     local_path,
 )
 from .stores import open_filesystem, open_store
+
+log = logging.getLogger(__name__)
 
 def filesystem(location: str, options: Optional[StorageOptions] = None) -> tuple[Any, str]:
     """pyarrow's filesystem for ``location`` (an object store URI or a local path) and the path
@@ -81,16 +84,22 @@ class ObjectStaging:
 
 def check_conditional_writes(staging: ObjectStaging) -> None:
     """Refuse a store that ignores ``If-None-Match``: a probe object written twice must be
-    refused the second time."""
+    refused the second time. The first write is ours even when refused, if it holds our own
+    random body (a retry after its answer was lost)."""
     probe = f".conditional-write-probe-{os.getpid()}-{time.monotonic_ns()}"
+    first, second = os.urandom(16).hex().encode(), os.urandom(16).hex().encode()
     try:
-        if not staging.create_if_absent(b"1", probe) or staging.create_if_absent(b"2", probe):
+        created = staging.create_if_absent(first, probe) or staging.read(probe) == first
+        if not created or staging.create_if_absent(second, probe):
             raise StagingStorageError(f"{staging.location.uri()}: the store ignores conditional writes "
                                       f"(If-None-Match, ifGenerationMatch)",
                                       hint="two dumps of one range could both publish there; stage on a store "
                                            "that honours them or on a local path")
     finally:
-        staging.delete([probe])
+        try:
+            staging.delete([probe])
+        except Exception:  # noqa: BLE001 - the probe's answer (or its error) is what counts
+            log.warning("could not delete the probe object %s", staging.location.uri(probe), exc_info=True)
 
 
 def total_size(locations: Sequence[str], known: Optional[int] = None) -> int:

@@ -456,6 +456,7 @@ class StagingWriter:
         attempt = uuid.uuid4().hex
         uploaded: list[str] = []
         uri = remote.location.uri(batch, MANIFEST_NAME)
+        create_sent = False
         try:
             check_conditional_writes_once(remote)  # a store that ignores them is refused before anything
             for table in manifest["tables"]:
@@ -464,10 +465,14 @@ class StagingWriter:
                     uploaded.append(f"{batch}/{attempt}/{f['path']}")
                     f["path"] = f"{attempt}/{f['path']}"
             body = json.dumps({**manifest, "attempt": attempt}, indent=1, sort_keys=True, default=str).encode()
+            create_sent = True
             created = remote.create_if_absent(body, batch, MANIFEST_NAME)
         except BaseException:
             self.abort()
-            if uploaded and published_attempt(remote, batch) not in (attempt, UNKNOWN):
+            winner = published_attempt(remote, batch) if uploaded else UNKNOWN
+            # a create that failed may still land after this read: the uploads go only when
+            # the create was never sent, or another attempt's manifest is there
+            if uploaded and winner not in (attempt, UNKNOWN) and (winner is not None or not create_sent):
                 delete_quietly(remote, uploaded)  # else left to remove_stale_attempts
             raise
         if created:

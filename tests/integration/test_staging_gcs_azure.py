@@ -235,3 +235,65 @@ def test_a_connection_of_another_type_is_refused_naming_the_three_it_takes(monke
     with pytest.raises(StagingStorageError, match="of type 'mysql'") as caught:
         staging_storage_options("not_a_store")
     assert all(t in caught.value.hint for t in ("'aws'", "'google_cloud_platform'", "'wasb'"))
+
+
+def test_a_location_with_a_pasted_sas_token_is_refused_without_showing_it():
+    with pytest.raises(StagingStorageError) as caught:
+        ObjectLocation.parse("abfs://c@acct.dfs.core.windows.net/x?sv=2024&sig=SECRETSIGNATURE")
+    assert "takes no query" in str(caught.value) and "SECRETSIGNATURE" not in str(caught.value)
+    with pytest.raises(StagingStorageError) as caught:
+        ObjectLocation.parse("ftp://user:hunter2@host/x")
+    assert "hunter2" not in str(caught.value)
+
+
+def test_a_credential_comes_whole_from_the_stagings_own_variables_never_half_from_the_standard_ones():
+    env = {"BINLOG_STAGING_ACCESS_KEY_ID": "AKIAOWN", "BINLOG_STAGING_SECRET_ACCESS_KEY": "own-secret",
+           "AWS_SESSION_TOKEN": "someone-elses-token", "AWS_REGION": "eu-west-1"}
+    got = StorageOptions.from_env(env)
+    assert (got.access_key, got.secret_key, got.session_token, got.region) == ("AKIAOWN", "own-secret", None,
+                                                                               "eu-west-1")
+    standard = StorageOptions.from_env({"AWS_ACCESS_KEY_ID": "AKIASTD", "AWS_SECRET_ACCESS_KEY": "s",
+                                        "AWS_SESSION_TOKEN": "t"})
+    assert (standard.access_key, standard.session_token) == ("AKIASTD", "t")
+
+
+def test_a_google_key_file_travels_to_the_executors_as_its_content(tmp_path):
+    key = tmp_path / "key.json"
+    key.write_text('{"type": "service_account"}')
+    resolved = StorageOptions(credentials_file=str(key)).for_store("gcs")
+    assert (resolved.credentials_json, resolved.credentials_file) == ('{"type": "service_account"}', None)
+    with pytest.raises(StagingStorageError, match="cannot be read"):
+        StorageOptions(credentials_file=str(tmp_path / "none.json")).for_store("gcs")
+
+
+def test_only_a_plain_http_gcs_endpoint_is_taken_for_an_emulator_and_reached_anonymously():
+    from airflow_provider_binlog.staging.stores.gcs import _emulator
+
+    assert _emulator("http://127.0.0.1:4443") and _emulator("localhost:4443")
+    assert not _emulator("https://storage-psc.p.googleapis.com") and not _emulator(None)
+
+
+def test_an_azure_endpoint_of_another_cloud_keeps_the_account_in_the_host_for_pyarrow(monkeypatch):
+    import pyarrow.fs as pafs
+
+    from airflow_provider_binlog.staging.stores.azure import azure_filesystem
+
+    seen = {}
+    monkeypatch.setattr(pafs, "AzureFileSystem", lambda **kwargs: seen.update(kwargs))
+    location = ObjectLocation.parse("abfs://lake@acct.dfs.core.chinacloudapi.cn/x")
+    azure_filesystem(location, StorageOptions(endpoint_url="https://acct.blob.core.chinacloudapi.cn",
+                                              account_key="k"))
+    assert (seen["blob_storage_authority"], seen["dfs_storage_authority"]) == (".blob.core.chinacloudapi.cn",
+                                                                               ".dfs.core.chinacloudapi.cn")
+    azure_filesystem(location, StorageOptions(endpoint_url="http://127.0.0.1:10000/acct", account_key="k"))
+    assert seen["blob_storage_authority"] == "127.0.0.1:10000" and seen["blob_storage_scheme"] == "http"
+
+
+def test_a_wasb_service_principal_connection_is_refused_saying_what_staging_takes(monkeypatch):
+    from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
+
+    connection(monkeypatch, "stage_sp", conn_type="wasb", login="client-id", password="client-secret",
+               extra={"tenant_id": "t-1"})
+    with pytest.raises(StagingStorageError, match="service principal") as caught:
+        staging_storage_options("stage_sp")
+    assert "client-secret" not in str(caught.value) and "managed or workload identity" in caught.value.hint

@@ -87,7 +87,7 @@ def staged_schema(path: str) -> Optional[T.StructType]:
 
     try:
         fields = [T.StructField(f.name, _spark_type(f.type), True) for f in read_parquet_schema(path)]
-    except (_Unmapped, OSError, ValueError):
+    except _Unmapped:  # a store's refusal or a missing file is raised as it is, not taken for this
         return None
     return T.StructType(fields)
 

@@ -30,10 +30,16 @@ def azure_filesystem(location: ObjectLocation, options: StorageOptions) -> Any:
 
     kwargs: dict[str, Any] = {"account_name": _account(location, options)}
     endpoint_url = options.endpoint_for("azure")
-    if endpoint_url:  # an emulator (Azurite) or a sovereign cloud: the same host serves blob and dfs
+    if endpoint_url:
         endpoint = urlsplit(endpoint_url)
-        kwargs.update(blob_storage_authority=endpoint.netloc, dfs_storage_authority=endpoint.netloc,
-                      blob_storage_scheme=endpoint.scheme or "https", dfs_storage_scheme=endpoint.scheme or "https")
+        host, scheme = endpoint.netloc, endpoint.scheme or "https"
+        account = kwargs["account_name"]
+        if host.startswith(f"{account}.blob."):  # a sovereign cloud or private link: ACCOUNT.blob.<suffix>
+            suffix = host[len(account) + len(".blob."):]
+            kwargs.update(blob_storage_authority=f".blob.{suffix}", dfs_storage_authority=f".dfs.{suffix}")
+        else:  # an emulator (Azurite): the account is the first path segment on one host
+            kwargs.update(blob_storage_authority=host, dfs_storage_authority=host)
+        kwargs.update(blob_storage_scheme=scheme, dfs_storage_scheme=scheme)
     if options.account_key:
         kwargs["account_key"] = options.account_key
     elif options.sas_token:
@@ -77,10 +83,21 @@ class AzureStore:
         return self._container
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
+        from azure.core.exceptions import (
+            ClientAuthenticationError,
+            HttpResponseError,
+            ResourceNotFoundError,
+            ServiceRequestError,
+            ServiceResponseError,
+        )
 
         try:
             return fn(*args, **kwargs)
+        except (ServiceRequestError, ServiceResponseError) as exc:
+            # their text is the transport's, with the request's URL (and a SAS token's query)
+            raise StagingStorageError(f"{what}: the store could not be reached ({type(exc).__name__})",
+                                      hint="check the endpoint and the network; the dump can be run again") \
+                from None
         except ResourceNotFoundError as exc:
             if getattr(exc, "error_code", None) == "ContainerNotFound":
                 raise StagingStorageError(f"{what}: container {self.container_name!r} does not exist",
@@ -107,9 +124,9 @@ class AzureStore:
         try:
             self._call(f"{'publishing' if if_absent else 'writing'} {self._where(key)}", self.container.upload_blob,
                        key, body, overwrite=not if_absent, **extra)
-        except ResourceExistsError:
-            if not if_absent:
-                raise
+        except ResourceExistsError as exc:
+            if not if_absent or getattr(exc, "error_code", None) != "BlobAlreadyExists":
+                raise  # an immutability policy, a container being deleted: not "published already"
             return False
         return True
 

@@ -2,10 +2,13 @@
 creating its manifest with ``ifGenerationMatch=0`` (created only if no live object has that
 name); reads through pyarrow's ``GcsFileSystem``. Credentials: a service account's key from
 the options (the staging connection), else Application Default Credentials; an endpoint
-(``STORAGE_EMULATOR_HOST`` or the options') without credentials is reached anonymously."""
+(``STORAGE_EMULATOR_HOST`` or the options') over plain ``http://`` without credentials is an
+emulator, reached anonymously; an ``https://`` endpoint (Private Service Connect) keeps the
+credentials."""
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Callable, Optional, Sequence
 from urllib.parse import urlsplit
 
@@ -32,6 +35,13 @@ def _service_account(options: StorageOptions) -> Any:
                                   hint="give the key file's JSON (keyfile_dict) or its path (key_path)") from None
 
 
+def _emulator(endpoint: Optional[str]) -> bool:
+    """An endpoint over plain HTTP: an emulator, which takes no credentials."""
+    if not endpoint:
+        return False
+    return endpoint.startswith("http://") or "://" not in endpoint
+
+
 def gcs_filesystem(options: StorageOptions) -> Any:
     import pyarrow.fs as pafs
 
@@ -48,7 +58,7 @@ def gcs_filesystem(options: StorageOptions) -> Any:
 
         account.refresh(Request())
         kwargs.update(access_token=account.token, credential_token_expiration=account.expiry)
-    elif endpoint_url:
+    elif _emulator(endpoint_url):
         kwargs["anonymous"] = True
     return pafs.GcsFileSystem(**kwargs)
 
@@ -74,7 +84,7 @@ class GcsStore:
             kwargs: dict[str, Any] = {}
             if endpoint:
                 kwargs["client_options"] = {"api_endpoint": endpoint if "://" in endpoint else f"http://{endpoint}"}
-                if credentials is None:
+                if credentials is None and _emulator(endpoint):
                     from google.auth.credentials import AnonymousCredentials
                     credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]
             project = o.project or getattr(credentials, "project_id", None) or ("-" if endpoint else None)
@@ -90,7 +100,7 @@ class GcsStore:
             return fn(*args, **kwargs)
         except gexc.NotFound as exc:
             # a write, a listing or a delete finds no bucket; a read, no object (or no bucket)
-            if not reading or "bucket" in str(exc).lower():
+            if not reading or "specified bucket does not exist" in str(exc).lower():
                 raise StagingStorageError(f"{what}: bucket {self.bucket_name!r} does not exist",
                                           hint="create it, or fix staging_dir") from None
             raise
@@ -110,8 +120,12 @@ class GcsStore:
         from google.api_core.exceptions import PreconditionFailed
 
         blob = self.bucket.blob(key, kms_key_name=self.options.kms_key_id or None)
-        condition = {"if_generation_match": 0} if if_absent else {}
-        upload = blob.upload_from_string if isinstance(body, bytes) else blob.upload_from_file
+        condition: dict[str, Any] = {"if_generation_match": 0} if if_absent else {}
+        if isinstance(body, bytes):
+            upload: Callable[..., Any] = blob.upload_from_string
+        else:  # its size known: one multipart or resumable upload as the size calls for, no buffering
+            condition["size"] = os.fstat(body.fileno()).st_size
+            upload = blob.upload_from_file
         try:
             self._call(f"{'publishing' if if_absent else 'writing'} {self._where(key)}", upload, body, **condition)
         except PreconditionFailed:

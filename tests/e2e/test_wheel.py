@@ -38,8 +38,8 @@ def installed(tmp_path_factory) -> dict:
     (sdist,) = (out / "dist").glob("*.tar.gz")
     _run([sys.executable, "-m", "venv", out / "venv"], timeout=300)
     python = out / "venv" / "bin" / "python"
-    _run([python, "-m", "pip", "install", "-q", "-c", ROOT / "constraints.txt", f"{wheel}[spark,arrow-snapshots]",
-          "pyiceberg"], timeout=1800)
+    _run([python, "-m", "pip", "install", "-q", "--no-compile", "-c", ROOT / "constraints.txt",
+          f"{wheel}[spark,arrow-snapshots]", "pyiceberg"], timeout=1800)
     home = out / "airflow-home"
     home.mkdir()
     path = os.pathsep.join([str(python.parent), "/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"])
@@ -107,9 +107,13 @@ def test_the_quickstart_runs_from_the_wheel_with_its_packaged_dag(installed):
 def test_the_wheel_installs_and_registers_on_python_3_13(installed, tmp_path):
     """Python 3.13, where the spark extra leaves out the embedded Iceberg jar (its wheel needs
     < 3.13): the provider installs with Airflow and registers; the merge then takes Iceberg's
-    runtime from Maven or the cluster."""
+    runtime from Maven or the cluster. About 1.5 minutes more: run with BINLOG_WHEEL_PY313=1
+    (README, Development)."""
     import glob
     import shutil
+
+    if os.environ.get("BINLOG_WHEEL_PY313", "").strip().lower() not in ("1", "true", "yes"):
+        pytest.skip("the Python 3.13 install: set BINLOG_WHEEL_PY313=1 to run it")
 
     candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13"))) + \
         [shutil.which("python3.13")]
@@ -119,7 +123,7 @@ def test_the_wheel_installs_and_registers_on_python_3_13(installed, tmp_path):
         pytest.skip("no Python 3.13 on this machine")
     _run([python313, "-m", "venv", tmp_path / "venv"], timeout=300)
     python = tmp_path / "venv" / "bin" / "python"
-    _run([python, "-m", "pip", "install", "-q", installed["wheel"]], timeout=1800)
+    _run([python, "-m", "pip", "install", "-q", "--no-compile", installed["wheel"]], timeout=1800)
     env = {**installed["env"], "AIRFLOW_HOME": str(tmp_path / "home")}
     (tmp_path / "home").mkdir()
     providers = json.loads(_run([tmp_path / "venv" / "bin" / "airflow", "providers", "get", "airflow-provider-binlog",

@@ -290,8 +290,9 @@ class BinlogHook(BaseHook):
                 self.log.warning("%s", warning)
             self.log.info("binlog dump of %s from [%s] to [%s], tables %s", self.binlog_conn_id, begin,
                           end, table_filter.to_json())
-            if options.get("workers") is None and dump_workers() is not None:
-                options["workers"] = dump_workers()
+            configured_workers = dump_workers() if options.get("workers") is None else None
+            if configured_workers is not None:
+                options["workers"] = configured_workers
             # the schema history is kept with the checkpoint; without one it is read now
             result = run_dump(replica, staging_dir=staging_dir, start=begin, stop=end, tables=table_filter,
                               store=store, key=checkpoint_key or self.binlog_conn_id,

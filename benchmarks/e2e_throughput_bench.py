@@ -64,7 +64,7 @@ binlog_cdc, binlog_backfill = make_cdc_dags(
     {source_id!r}, binlog_conn_id={conn_id!r}, tables=[{table!r}], staging_dir={staging!r},
     namespace={namespace!r}, catalog={catalog!r}, spark_conn_id={spark_conn_id!r}, warehouse={warehouse!r},
     schedule="*/15 * * * *", poke_interval=1, sensor_timeout=5, sensor_mode="poke",
-    snapshot_method={method!r})
+    snapshot_method={method!r}{extra})
 '''
 #: Targets on a 2-core machine (docs/performance.md).
 TARGETS = {"initial load": 300_000, "cdc": 150_000}
@@ -122,6 +122,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=5_000_000)
     ap.add_argument("--changes", default="1000000,5000000", help="sizes of the CDC batches, comma-separated")
     ap.add_argument("--snapshot-method", choices=("watermark", "consistent"), default="watermark")
+    ap.add_argument("--merge-direct-max-bytes", type=int, default=None,
+                    help="the factory's merge_direct_max_bytes (0: every merge through Spark, the "
+                         "snapshot's too); default: the factory's")
     ap.add_argument("--keep", metavar="DIR", help="work directory to use and keep")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.changes.split(",") if s.strip()]
@@ -190,7 +193,9 @@ def run(args, sizes: list[int], dump: str, workdir: pathlib.Path, log_path: path
             dag_file.write_text(DAG_FILE.format(
                 source_id=SOURCE_ID, conn_id=qs.CONN_ID, table=TABLE, staging=str(staging), namespace=NAMESPACE,
                 catalog=qs.CATALOG, spark_conn_id=qs.SPARK_CONN_ID, warehouse=str(warehouse),
-                method=args.snapshot_method))
+                method=args.snapshot_method,
+                extra="" if args.merge_direct_max_bytes is None
+                else f", merge_direct_max_bytes={args.merge_direct_max_bytes}"))
             from airflow_provider_binlog.dags import backfill_dag_id, incremental_dag_id
             from airflow_provider_binlog.spark import local_spark_session
             from airflow_provider_binlog.tables import iceberg_table_name

@@ -38,6 +38,8 @@ def check_direct_deletes(value: object) -> str:
     return str(value)
 
 _ORDER = ("_binlog_seq", "_binlog_pos", "_row")
+#: The staged columns a fold of changes reads.
+CHANGE_COLUMNS = ("_op", *_ORDER, "_before", "_after", "_after_absent")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,14 +76,10 @@ def collapse_staged(files: Sequence[str], primary_key: Sequence[str], columns: S
 
     if not primary_key or not files or total_size(files, staged_bytes) > max_bytes:
         return None
-    parts = [read_parquet(f, columns=["_op", *_ORDER, "_before", "_after", "_after_absent"]) for f in files]
+    parts = [read_parquet(f, columns=list(CHANGE_COLUMNS)) for f in files]
     if any(p.schema != parts[0].schema for p in parts[1:]):
         return None
     staged = pa.concat_tables(parts)
-    image_type = staged.schema.field("_after").type
-    have = {image_type.field(i).name for i in range(image_type.num_fields)}
-    if not set(columns) <= have or not set(primary_key) <= set(columns):
-        return None
     seq, pos = staged.column("_binlog_seq"), staged.column("_binlog_pos")
     keep = None
     if since is not None:
@@ -91,6 +89,20 @@ def collapse_staged(files: Sequence[str], primary_key: Sequence[str], columns: S
         keep = later if keep is None else pc.and_(keep, later)
     if keep is not None:
         staged = staged.filter(keep)
+    return fold_changes(staged, primary_key, columns)
+
+
+def fold_changes(staged: Any, primary_key: Sequence[str], columns: Sequence[str]) -> Optional[DirectChanges]:
+    """The final state of each key of ``staged`` (a pyarrow table of :data:`CHANGE_COLUMNS`, in
+    any order) for the target ``columns``; None when the changes are not simple (see
+    :func:`collapse_staged`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    image_type = staged.schema.field("_after").type
+    have = {image_type.field(i).name for i in range(image_type.num_fields)}
+    if not set(columns) <= have or not set(primary_key) <= set(columns):
+        return None
     staged = staged.sort_by([(c, "ascending") for c in _ORDER])
     op = staged.column("_op")
     deletes = pc.equal(op, "delete")

@@ -34,6 +34,7 @@ from ..sql import check_identifier as _check_identifier
 from .apply import apply_changelog_table, apply_merge_table, backfill_defaults, commit_properties
 from .catalog import applied_state, ensure_namespace, head_snapshot, table_exists
 from .direct_commit import append_rows, apply_direct
+from .direct_snapshot import apply_snapshot_direct
 from .ledger import LEDGER_SCHEMA, ensure_ledger, ledger_name
 from .maintenance import run_maintenance
 from .moves import apply_moves
@@ -174,6 +175,12 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
                                 "staged_rows": w.staged_rows, "status": w.status}
         if w.status != "ready":
             return info
+        if snapshot and w.mode == MODE_MERGE:  # an initial load or a reload, without a shuffle
+            direct = apply_snapshot_direct(spark, w, batch, stream, direct_max_bytes)
+            if direct is not None:
+                info.update(direct)
+                info["status"] = "committed" if info["snapshot_id"] != w.state.head else "no-change"
+                return info
         if w.mode == MODE_MERGE:  # a direct commit has no statement or backfill to run first
             direct = apply_direct(spark, w, batch, stream, direct_max_bytes, direct_deletes)
             if direct is not None:
@@ -183,7 +190,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         for sql in w.statements:
             log.info("%s", sql)
             spark.sql(sql)
-        info["schema_changes"] = w.statements
+        info["schema_changes"] = w.statements_run + w.statements
         before = head_snapshot(spark, w.name)
         if w.defaults and w.exists and w.state.head is not None:
             info["backfill"] = backfill_defaults(spark, w, batch, stream)

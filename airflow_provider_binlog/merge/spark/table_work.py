@@ -66,6 +66,8 @@ class TableWork:
     fields: list = dataclasses.field(default_factory=list)    # per file: column -> its staged field name
     insert_defaults: dict = dataclasses.field(default_factory=dict)  # column -> what an INSERT leaving it out gives
     statements: list[str] = dataclasses.field(default_factory=list)
+    #: statements already run (by a direct commit that then left the table to Spark)
+    statements_run: list[str] = dataclasses.field(default_factory=list)
     status: str = "pending"
     facts: Optional[StagedFacts] = None  # what the staged files say, read without Spark (small tables)
     contract: TableContract = dataclasses.field(default_factory=TableContract)

@@ -1,0 +1,230 @@
+"""A snapshot batch's staged rows as each key's final row, streamed with pyarrow, for the direct
+commit of initial loads (``merge/spark/direct_snapshot.py``).
+
+A snapshot batch stages every row of a table once (rows whose ``_txn`` starts with
+``snapshot:``: the consistent read, or the watermark snapshot's chunks) and, for a watermark
+snapshot, the changes the binlog made to rows already read while the snapshot ran. The
+MERGE folds all of it per key; but only the keys those changes touch need folding, and they
+are few. So the changes are read first (:meth:`SnapshotFold.plan`), and then the snapshot's
+rows stream through (:meth:`SnapshotFold.rows`): a row of an untouched key goes out as it is,
+the rows of touched keys are held back and folded with the changes at the end, by the rule
+of :func:`..direct_changes.fold_changes` (each key's last change wins). Memory holds the
+changes, the held-back rows, one chunk and the key column(s) of the rows that went out (to
+check that the snapshot gave each key once: a snapshot that did not is left to Spark, which
+folds it whole).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterator, Optional, Sequence
+
+from ..staging.storage import read_parquet, read_parquet_schema
+from .direct_changes import CHANGE_COLUMNS, fold_changes
+
+#: The ``_txn`` of the rows a snapshot read (the rest of a snapshot batch are binlog changes).
+SNAPSHOT_TXN_PREFIX = "snapshot:"
+#: Rows per chunk read from a staged file.
+CHUNK_ROWS = 128 * 1024
+
+
+def _is_snapshot(txn: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(txn.type):
+        txn = txn.cast(pa.string())
+    return pc.fill_null(pc.starts_with(txn, SNAPSHOT_TXN_PREFIX), False)
+
+
+def _open(location: str) -> Any:
+    """A staged file as a ``pyarrow.parquet.ParquetFile`` (local path or object store URI)."""
+    import pyarrow.parquet as pq
+
+    from ..staging.location import is_object_store
+    from ..staging.storage import filesystem, local_path
+
+    if not is_object_store(location):
+        return pq.ParquetFile(local_path(location))
+    fs, path = filesystem(location)
+    return pq.ParquetFile(fs.open_input_file(path))
+
+
+@dataclasses.dataclass
+class SnapshotFold:
+    """The plan of one table's snapshot batch (see the module's docstring): ``changes`` (the
+    staged binlog changes, :data:`CHANGE_COLUMNS`), their keys, and which files hold some."""
+
+    files: list[str]
+    primary_key: list[str]
+    columns: list[str]
+    changes: Any
+    changed_keys: Any
+    files_with_changes: frozenset[str]
+    #: after :meth:`rows` ran: rows that went out as read, rows folded, and whether the
+    #: snapshot gave each key once (when False, what :meth:`rows` gave must not be committed)
+    streamed: int = 0
+    folded: int = 0
+    unique: Optional[bool] = None
+
+    @classmethod
+    def plan(cls, files: Sequence[str], primary_key: Sequence[str], columns: Sequence[str], *,
+             max_change_bytes: int) -> Optional["SnapshotFold"]:
+        """Read the changes of ``files`` (one table's staged files of a snapshot batch). None
+        (leave the table to Spark) when a file lacks a target column, the changes are not simple
+        (see :func:`..direct_changes.fold_changes`) or hold more than ``max_change_bytes``."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not primary_key or not files or not set(primary_key) <= set(columns):
+            return None
+        for location in files:
+            image = read_parquet_schema(location).field("_after").type
+            if not set(columns) <= {image.field(i).name for i in range(image.num_fields)}:
+                return None
+        parts, with_changes, size = [], set(), 0
+        for location in files:
+            changed = pc.invert(_is_snapshot(read_parquet(location, columns=["_txn"]).column("_txn")))
+            if not pc.any(changed).as_py():
+                continue
+            part = read_parquet(location, columns=list(CHANGE_COLUMNS)).filter(changed)
+            size += part.nbytes
+            if size > max_change_bytes:
+                return None
+            parts.append(part)
+            with_changes.add(location)
+        if any(p.schema != parts[0].schema for p in parts[1:]):
+            return None
+        changes = pa.concat_tables(parts) if parts else None
+        keys = None
+        if changes is not None:
+            changes = split_key_changes(changes, primary_key)
+            folded = fold_changes(changes, primary_key, columns)
+            if folded is None:
+                return None
+            keys = folded.keys
+        return cls(list(files), list(primary_key), list(columns), changes, keys, frozenset(with_changes))
+
+    def _touched(self, rows: Any) -> Optional[Any]:
+        """Which of ``rows`` (flattened) have a key the changes touch, as a boolean mask; None
+        when none can (no changes)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if self.changed_keys is None or not self.changed_keys.num_rows:
+            return None
+        if len(self.primary_key) == 1:
+            name = self.primary_key[0]
+            return pc.is_in(rows.column(name), value_set=self.changed_keys.column(name))
+        indexed = rows.select(self.primary_key).append_column("_i", pa.array(range(rows.num_rows), pa.int64()))
+        hit = indexed.join(self.changed_keys, self.primary_key, join_type="left semi").column("_i")
+        return pc.is_in(pa.array(range(rows.num_rows), pa.int64()), value_set=hit)
+
+    def rows(self) -> Iterator[Any]:
+        """Each key's final row, in chunks (pyarrow tables of the target ``columns`` in their
+        staged types): the snapshot's rows of untouched keys as they are read, then the keys the
+        changes touch, folded. Sets :attr:`streamed`, :attr:`folded` and :attr:`unique`."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        held: list[Any] = []
+        sent_keys: list[Any] = []
+        read = ["_txn", "_op", "_binlog_seq", "_binlog_pos", "_row", "_after"]
+        self.streamed = self.folded = 0
+        self.unique = None
+        for location in self.files:
+            parquet = _open(location)
+            for batch in parquet.iter_batches(batch_size=CHUNK_ROWS, columns=read):
+                if location in self.files_with_changes:
+                    batch = batch.filter(_is_snapshot(batch.column("_txn")))
+                if not batch.num_rows:
+                    continue
+                after = batch.column("_after")
+                flat = pa.table({n: pc.struct_field(after, n) for n in self.columns})
+                touched = self._touched(flat)
+                if touched is not None and pc.any(touched).as_py():
+                    held.append(self._as_changes(batch.filter(touched)))
+                    flat = flat.filter(pc.invert(touched))
+                if flat.num_rows:
+                    sent_keys.append(flat.select(self.primary_key))
+                    self.streamed += flat.num_rows
+                    yield flat
+        self.unique = _distinct(sent_keys, self.primary_key) == self.streamed
+        if self.changes is None:
+            return
+        staged = pa.concat_tables([self.changes, *held]) if held else self.changes
+        final = fold_changes(staged, self.primary_key, self.columns)
+        if final is None:  # pragma: no cover - the changes alone folded, and snapshot rows are whole inserts
+            self.unique = False
+            return
+        self.folded = final.rows.num_rows
+        if final.rows.num_rows:
+            yield final.rows
+
+    def _as_changes(self, rows: Any) -> Any:
+        """Snapshot rows (a record batch as staged) as staged inserts in the changes' schema,
+        to fold with them."""
+        import pyarrow as pa
+
+        schema = self.changes.schema
+        n = rows.num_rows
+        columns = {
+            "_op": pa.array(["insert"] * n, schema.field("_op").type),
+            "_binlog_seq": rows.column("_binlog_seq").cast(schema.field("_binlog_seq").type),
+            "_binlog_pos": rows.column("_binlog_pos").cast(schema.field("_binlog_pos").type),
+            "_row": rows.column("_row").cast(schema.field("_row").type),
+            "_before": pa.nulls(n, schema.field("_before").type),
+            "_after": _cast_struct(rows.column("_after"), schema.field("_after").type),
+            "_after_absent": pa.nulls(n, schema.field("_after_absent").type),
+        }
+        return pa.table(columns, schema=schema)
+
+
+def split_key_changes(staged: Any, primary_key: Sequence[str]) -> Any:
+    """``staged`` changes (:data:`CHANGE_COLUMNS`) with each update that changes the primary key
+    made a delete of its old key and an insert of its new one, at its position. Exact for the
+    final state of whole images (what a fold computes): the old key's row is gone, the new key
+    holds the after image."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    op, before, after = staged.column("_op"), staged.column("_before"), staged.column("_after")
+    moved = None
+    for name in primary_key:
+        differs = pc.not_equal(pc.struct_field(before, name), pc.struct_field(after, name))
+        moved = differs if moved is None else pc.or_(moved, differs)
+    moved = pc.fill_null(pc.and_(pc.equal(op, "update"), moved), False)
+    if not pc.any(moved).as_py():
+        return staged
+    rows = staged.filter(moved)
+    n, names = rows.num_rows, staged.schema.names
+
+    def with_column(table: Any, name: str, values: Any) -> Any:
+        return table.set_column(names.index(name), staged.schema.field(name), values)
+
+    op_type = staged.schema.field("_op").type
+    deletes = with_column(with_column(rows, "_op", pa.array(["delete"] * n, op_type)), "_after",
+                          pa.nulls(n, after.type))
+    inserts = with_column(with_column(rows, "_op", pa.array(["insert"] * n, op_type)), "_before",
+                          pa.nulls(n, before.type))
+    return pa.concat_tables([staged.filter(pc.invert(moved)), deletes, inserts])
+
+
+def _cast_struct(array: Any, target: Any) -> Any:
+    """A staged image in the changes' image type (the same columns; a file of the batch may
+    stage a column in a narrower type than another)."""
+    if array.type == target:
+        return array
+    return array.cast(target)
+
+
+def _distinct(parts: list[Any], primary_key: Sequence[str]) -> int:
+    """How many distinct keys the key tables ``parts`` hold together."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not parts:
+        return 0
+    keys = pa.concat_tables(parts)
+    if len(primary_key) == 1:
+        return int(pc.count_distinct(keys.column(0), mode="all").as_py())
+    return keys.group_by(list(primary_key)).aggregate([]).num_rows

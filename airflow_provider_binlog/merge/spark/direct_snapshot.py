@@ -1,0 +1,273 @@
+"""Direct commits of snapshot batches: an initial load (or a reload) written as Iceberg data
+files by pyarrow and committed as one overwrite through Iceberg's Java API, with no Spark job,
+no shuffle and no per-key collapse.
+
+The staged rows stream through :class:`..snapshot_fold.SnapshotFold` (each key once: the
+changes a watermark snapshot staged are folded in on the driver, the rest goes out as read),
+are converted to the table's Arrow schema with Iceberg's field ids
+(:func:`..iceberg_arrow.conform`) and written in row groups into data files of the table's
+target size, at the table's data location: straight to the file for a local warehouse,
+through the table's FileIO otherwise. The files' metrics come from their footers
+(``ParquetUtil.fileMetrics``). One ``OverwriteFiles`` replaces the table's whole content with
+them and carries the batch's summary properties, validated from the snapshot the table was
+planned on, as every commit of a batch does. A failed write or commit deletes the files it
+wrote (unless Iceberg cannot tell whether the commit went through).
+
+Tables this does not write go through Spark: partitioned layouts, a sort order other than the
+primary key's, a type without an exact Arrow form, a value that does not convert exactly,
+data-contract columns, columns renamed or added inside the batch, a TRUNCATE inside it,
+changes with MINIMAL or NOBLOB images, more changes than the driver holds, and a snapshot
+that gave a key twice.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+import uuid
+from typing import Any, Iterable, Optional
+
+from pyspark.sql import SparkSession
+
+from ...spark import runtime
+from ..batches import Batch
+from ..iceberg_arrow import arrow_schema, conform
+from ..iceberg_contract import MODE_MERGE
+from ..snapshot_fold import SnapshotFold
+from .apply import commit_properties
+from .direct_commit import _Iceberg, _writable_table, _Written
+from .table_work import TableWork
+
+log = logging.getLogger(__name__)
+
+#: Rows per row group of the data files written (Iceberg's default is 128 MiB per row group).
+ROW_GROUP_ROWS = 1 << 20
+_DEFAULT_TARGET_BYTES = 512 * 1024 * 1024
+_CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "uncompressed": "none"}
+_COPY_CHUNK = 4 * 1024 * 1024
+
+
+def snapshot_candidate(work: TableWork) -> bool:
+    """Whether a table's share of a snapshot batch may be committed directly: merged by key,
+    rows staged, no rename, default, data-contract column or column added inside the batch,
+    and only the snapshot's own reset (no TRUNCATE inside it)."""
+    plan = work.plan
+    return (work.mode == MODE_MERGE and bool(work.files) and work.since is None and len(work.resets) == 1
+            and not work.defaults and not work.insert_defaults and not any(work.fields)
+            and not work.contract_columns and plan is not None
+            and not any(v > 0 for v in plan.valid_from.values()))
+
+
+def _local_path(location: str) -> Optional[str]:
+    """The local path of a data file location, None when it is elsewhere (an object store)."""
+    if location.startswith("file://"):
+        return location[len("file://"):]
+    if location.startswith("file:"):
+        return location[len("file:"):]
+    return location if location.startswith("/") else None
+
+
+class _DataFiles:
+    """Data files of one table written from Arrow chunks: row groups of :data:`ROW_GROUP_ROWS`,
+    a new file when one reaches the table's target size."""
+
+    def __init__(self, spark: SparkSession, table: Any, spec: Any, schema: Any, written: list) -> None:
+        props = table.properties()
+        self.spark, self.table, self.spec, self.schema, self.written = spark, table, spec, schema, written
+        self.target = int(props.get("write.target-file-size-bytes") or _DEFAULT_TARGET_BYTES)
+        codec = str(props.get("write.parquet.compression-codec") or "zstd").lower()
+        if codec not in _CODECS:
+            raise _Unwritable(f"compression codec {codec!r}")
+        self.codec = _CODECS[codec]
+        level = props.get("write.parquet.compression-level")
+        self.level = int(level) if level else None
+        self.files: list[Any] = []
+        self._pending: list[Any] = []
+        self._pending_rows = 0
+        self._open: Optional[tuple[str, Optional[str], Any, Any]] = None  # location, temp path, sink, writer
+
+    def add(self, chunk: Any) -> None:
+        self._pending.append(chunk)
+        self._pending_rows += chunk.num_rows
+        if self._pending_rows >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if not self._pending_rows:
+            return
+        rows = pa.concat_tables(self._pending)
+        self._pending, self._pending_rows = [], 0
+        for at in range(0, rows.num_rows, ROW_GROUP_ROWS):
+            group = rows.slice(at, ROW_GROUP_ROWS)
+            self._writer().write_table(group, row_group_size=group.num_rows)
+            if self._open is not None and self._open[2].tell() >= self.target:
+                self._close_file()
+
+    def _writer(self) -> Any:
+        """The Parquet writer of the data file being written, a new file when none is."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self._open is None:
+            location = self.table.locationProvider().newDataLocation(f"binlog-snapshot-{uuid.uuid4().hex}.parquet")
+            self.written.append(location)
+            local = _local_path(location)
+            temp = None
+            if local is None:
+                fd, temp = tempfile.mkstemp(suffix=".parquet")
+                os.close(fd)
+            else:
+                os.makedirs(os.path.dirname(local), exist_ok=True)
+            sink = pa.OSFile(local or temp, "wb")
+            writer = pq.ParquetWriter(sink, self.schema, compression=self.codec, compression_level=self.level,
+                                      write_statistics=True)
+            self._open = (location, temp, sink, writer)
+        return self._open[3]
+
+    def _close_file(self) -> None:
+        if self._open is None:
+            return
+        location, temp, sink, writer = self._open
+        self._open = None
+        writer.close()
+        size = sink.tell()
+        sink.close()
+        if temp is not None:
+            try:
+                self._upload(temp, location)
+            finally:
+                os.unlink(temp)
+        java = _Iceberg.of(self.spark)
+        metrics = java.file_metrics(self.table.io().newInputFile(location), java.metrics_config.forTable(self.table))
+        self.files.append(java.data_files.builder(self.spec).withPath(location).withFormat(java.parquet)
+                          .withFileSizeInBytes(size).withMetrics(metrics).build())
+
+    def _upload(self, temp: str, location: str) -> None:
+        out = self.table.io().newOutputFile(location).create()
+        try:
+            with open(temp, "rb") as fh:
+                while True:
+                    block = fh.read(_COPY_CHUNK)
+                    if not block:
+                        break
+                    out.write(block)
+        finally:
+            out.close()
+
+    def close(self) -> list[Any]:
+        self._flush()
+        self._close_file()
+        return self.files
+
+    def abort(self) -> None:
+        if self._open is not None:
+            location, temp, sink, writer = self._open
+            self._open = None
+            for closing in (writer.close, sink.close):
+                try:
+                    closing()
+                except Exception:  # noqa: BLE001 - the file is deleted next
+                    pass
+            if temp is not None:
+                os.unlink(temp)
+
+
+class _Unwritable(Exception):
+    """The table or a value is not one this module writes (Spark does)."""
+
+
+def _sorted_otherwise(table: Any, fields: list[dict], primary_key: list[str]) -> bool:
+    """Whether ``table`` has a sort order other than its primary key's, ascending (the one
+    the merge job gives the tables it creates): the snapshot's rows come in key order as
+    read, not sorted by another column."""
+    try:
+        order = table.sortOrder()
+        if order.isUnsorted():
+            return False
+        ids = {f["name"]: int(f["id"]) for f in fields}
+        wanted = [ids.get(k) for k in primary_key]
+        got = [(int(f.sourceId()), str(f.direction()), f.transform().isIdentity()) for f in order.fields()]
+        return got != [(i, "ASC", True) for i in wanted]
+    except Exception:  # noqa: BLE001 - not a BaseTable
+        return True
+
+
+def _write(data_files: _DataFiles, chunks: Iterable[Any], schema: Any) -> None:
+    for chunk in chunks:
+        data = conform(chunk, schema)
+        if data is None:
+            raise _Unwritable("a value does not convert exactly to the table's type")
+        data_files.add(data)
+
+
+def _through_spark(work: TableWork, why: str) -> None:
+    log.info("%s: the snapshot goes through Spark (%s)", work.name, why)
+    return None
+
+
+def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str,
+                          max_change_bytes: int) -> Optional[dict]:
+    """The table's share of snapshot ``batch`` committed directly (see the module's docstring),
+    with the table's snapshot id after it; None when Spark must write it (nothing committed;
+    the table's schema statements may have run, and are then taken off ``work.statements``)."""
+    if max_change_bytes <= 0:
+        return None
+    if not snapshot_candidate(work):
+        return _through_spark(work, "a change log, data-contract columns, or a rename, column or TRUNCATE "
+                                    "inside the snapshot")
+    columns = [n for n, _ in work.plan.columns]
+    fold = SnapshotFold.plan(work.files, work.primary_key, columns, max_change_bytes=max_change_bytes)
+    if fold is None:
+        return _through_spark(work, f"MINIMAL or NOBLOB images among its changes, or more than "
+                                    f"{max_change_bytes} bytes of changes")
+    ran = list(work.statements)
+    for sql in ran:  # the create or schema change comes first, as in the Spark path
+        log.info("%s", sql)
+        spark.sql(sql)
+    work.statements = []
+    work.statements_run = ran
+    found = _writable_table(spark, work.name, deletes=False)
+    if found is None:
+        return _through_spark(work, "partitioned, or not an Iceberg table this writes")
+    table, spec, fields = found
+    if _sorted_otherwise(table, fields, work.primary_key):
+        return _through_spark(work, "sorted by other than its primary key")
+    schema = arrow_schema(fields)
+    if schema is None or sorted(f["name"] for f in fields) != sorted(columns):
+        return _through_spark(work, "a column type without an exact Arrow form")
+    began = time.monotonic()
+    head = table.currentSnapshot()
+    planned_head = None if head is None else int(head.snapshotId())
+    if work.state.head is not None and planned_head != work.state.head:
+        return _through_spark(work, "another commit since the plan")  # whose validation reports it
+    always = _Iceberg.of(spark).always_true
+    try:
+        with _Written(table) as written:
+            data_files = _DataFiles(spark, table, spec, schema, written)
+            try:
+                _write(data_files, fold.rows(), schema)
+            except BaseException:
+                data_files.abort()
+                raise
+            if not fold.unique:
+                raise _Unwritable("the snapshot gave a key more than once")
+            files = data_files.close()
+            update = table.newOverwrite().overwriteByRowFilter(always)
+            for data_file in files:
+                update = update.addFile(data_file)
+            if planned_head is not None:
+                update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
+                          .validateNoConflictingData().validateNoConflictingDeletes())
+            runtime.commit_update(update, commit_properties(batch, stream, work.source))
+    except _Unwritable as why:
+        return _through_spark(work, str(why))
+    snapshot = table.currentSnapshot()
+    log.info("%s: snapshot committed directly: %d rows as read, %d folded with the binlog's changes, "
+             "%d data files, %.2f s", work.name, fold.streamed, fold.folded, len(files), time.monotonic() - began)
+    return {"truncated": True, "key_change_chains": False, "direct": True, "schema_changes": ran,
+            "snapshot_id": None if snapshot is None else int(snapshot.snapshotId()),
+            "rows_written": fold.streamed + fold.folded}
+

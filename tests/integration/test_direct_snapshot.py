@@ -1,0 +1,179 @@
+"""Direct commits of snapshot batches (merge.spark.direct_snapshot): the staged rows written as
+Iceberg data files by pyarrow and committed as one overwrite, without a Spark job; compared
+with the Spark path of the same batch, with a model of the source and with PyIceberg; a failed
+commit leaves nothing and a rerun applies once; tables it does not write go through Spark."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from airflow_provider_binlog.checkpoints import FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.merge.layout import TableLayouts  # noqa: E402
+from airflow_provider_binlog.merge.spark import direct_snapshot  # noqa: E402
+from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from airflow_provider_binlog.merge.spark.catalog import iceberg_table  # noqa: E402
+from tests.integration.test_direct_commit import (  # noqa: E402
+    PAIR,
+    WIDE,
+    WIDE_COLS,
+    expected_wide,
+    pair_state,
+    pyiceberg_wide,
+    wide_row,
+    wide_state,
+)
+from tests.integration.test_merge_job import Binlog  # noqa: E402
+from tests.pyiceberg_reader import PyIcebergReader  # noqa: E402
+
+UTC = dt.timezone.utc
+
+
+class Snapshot(Binlog):
+    """A snapshot batch: rows read (``chunk``) and binlog changes between them, as a watermark
+    snapshot stages them."""
+
+    def chunk(self, tm, rows: list) -> None:
+        self.index = getattr(self, "index", {})
+        first = self.index.get(tm.table, 0)
+        self.index[tm.table] = first + self.writer.add_snapshot_rows(
+            tm, rows, binlog_file=self.file, position=self.pos, gtid=None,
+            taken_at=dt.datetime(2026, 1, 1, tzinfo=UTC), first_index=first)
+        self.pos += 100
+
+    def publish(self):
+        end = self.here()
+        manifest = self.writer.publish(
+            dump_id=f"snapshot-{self.start.file}.{self.start.position}-{end.file}.{end.position}",
+            start=self.start.to_json(), end=end.to_json(), server={"flavor": "mysql"}, extra={"mode": "snapshot"})
+        self.writer = None
+        return manifest
+
+
+def snapshot_with_changes(root: Path, rng: random.Random, *, keys: int = 300, index: int = 1):
+    """A snapshot of ``s.wide`` and ``s.pair`` in chunks, with changes (updates, deletes,
+    inserts, key changes) to rows already read between them; the model of the end state."""
+    log = Snapshot(root, index=index).begin()
+    wide = {k: wide_row(rng, k) for k in range(1, keys + 1)}
+    pairs = {(a, b): a for a in range(1, 6) for b in ("x", "y")}
+    read: list[int] = []
+    for at in range(1, keys + 1, 50):
+        chunk = [k for k in range(at, min(at + 50, keys + 1)) if k in wide]
+        log.chunk(WIDE, [wide[k] for k in chunk])
+        read += chunk
+        for _ in range(10):  # changes to rows already read
+            key = rng.choice(read)
+            if key not in wide:
+                continue
+            r = rng.random()
+            if r < 0.5:
+                new = wide_row(rng, key)
+                log.rows(WIDE, "update", [(wide[key], new)])
+                wide[key] = new
+            elif r < 0.7:
+                log.rows(WIDE, "delete", [wide.pop(key)])
+            elif r < 0.85:
+                moved = 10_000 + len(wide) + rng.randint(0, 10**6)
+                new = wide_row(rng, moved)
+                log.rows(WIDE, "update", [(wide.pop(key), new)])
+                wide[moved] = new
+                read.append(moved)
+            else:
+                new_key = 100_000 + rng.randint(0, 10**6)
+                wide[new_key] = wide_row(rng, new_key)
+                log.rows(WIDE, "insert", [wide[new_key]])
+                read.append(new_key)
+    log.chunk(PAIR, [(a, b, v) for (a, b), v in sorted(pairs.items())])
+    log.rows(PAIR, "update", [((1, "x", 1), (1, "x", 11))])
+    pairs[(1, "x")] = 11
+    return log.publish(), wide, pairs
+
+
+def test_a_snapshot_with_changes_is_committed_directly_and_equals_the_spark_path_the_model_and_pyiceberg(
+        spark, spark_warehouse, tmp_path):
+    manifest, wide, pairs = snapshot_with_changes(tmp_path, random.Random(5))
+    direct = apply_manifests(spark, [manifest], "lake", "dsnap")["batches"][0]["tables"]
+    assert {(t["source"], t.get("direct"), t["status"]) for t in direct} == {
+        ("s.wide", True, "committed"), ("s.pair", True, "committed")}
+    by_spark = apply_manifests(spark, [manifest], "lake", "dsnap_spark", direct_max_bytes=0)["batches"][0]["tables"]
+    assert not any(t.get("direct") for t in by_spark)
+    assert wide_state(spark, "lake.dsnap.s__wide") == expected_wide(wide) \
+        == wide_state(spark, "lake.dsnap_spark.s__wide")
+    assert pair_state(spark, "lake.dsnap.s__pair") == {(a, b): v for (a, b), v in pairs.items()}
+    assert pyiceberg_wide(PyIcebergReader(warehouse=spark_warehouse), "dsnap") == expected_wide(wide)
+    # one overwrite commit carrying the batch end, each key once
+    rows = spark.sql("SELECT id, count(*) AS n FROM lake.dsnap.s__wide GROUP BY id HAVING n > 1").collect()
+    assert rows == []
+    commits = spark.sql("SELECT operation, summary['binlog.checkpoint'] FROM lake.dsnap.s__wide.snapshots").collect()
+    assert [c[0] for c in commits] == ["overwrite"] and json.loads(commits[0][1]) == manifest.end
+    assert len(WIDE_COLS) == len(spark.table("lake.dsnap.s__wide").columns)
+
+
+def test_a_reload_replaces_the_content_and_a_failed_commit_leaves_nothing_then_a_rerun_applies_once(
+        spark, tmp_path, monkeypatch):
+    store = FileCheckpointStore(tmp_path / "store")
+    first, _, _ = snapshot_with_changes(tmp_path / "a", random.Random(1), keys=120)
+    apply_manifests(spark, [first], "lake", "dsnap_re", store, "re")
+    reload, wide, _ = snapshot_with_changes(tmp_path / "b", random.Random(2), keys=80, index=2)
+    name = "lake.dsnap_re.s__wide"
+    before = wide_state(spark, name)
+    location = iceberg_table(spark, name).location().removeprefix("file:")
+    files_before = set(Path(location).rglob("*.parquet"))
+    real = direct_snapshot.runtime.commit_update
+
+    def crash(update, props):
+        raise RuntimeError("killed at the commit")
+
+    with monkeypatch.context() as m:
+        m.setattr(direct_snapshot.runtime, "commit_update", crash)
+        with pytest.raises(RuntimeError, match="killed at the commit"):
+            apply_manifests(spark, [reload], "lake", "dsnap_re", store, "re")
+    assert wide_state(spark, name) == before and store.load("re").file == "mysql-bin.000001"
+    assert set(Path(location).rglob("*.parquet")) == files_before  # the files written are deleted again
+    assert direct_snapshot.runtime.commit_update is real
+    result = apply_manifests(spark, [reload], "lake", "dsnap_re", store, "re")
+    assert all(t.get("direct") for t in result["batches"][0]["tables"])
+    assert wide_state(spark, name) == expected_wide(wide)  # rows of the first snapshot only are gone
+    again = apply_manifests(spark, [reload], "lake", "dsnap_re", store, "re")
+    assert again["batches"][0]["status"] == "already-applied"
+    assert wide_state(spark, name) == expected_wide(wide)
+
+
+def test_partitioned_and_otherwise_sorted_tables_go_through_spark_after_their_create(spark, tmp_path, caplog):
+    import logging
+
+    layouts = TableLayouts.parse('{"tables": {"s.wide": {"partition_by": ["bucket(4, id)"]}, '
+                                 '"s.pair": {"sort_by": ["v"]}}}')
+    manifest, wide, pairs = snapshot_with_changes(tmp_path, random.Random(3), keys=100)
+    with caplog.at_level(logging.INFO, logger="airflow_provider_binlog"):
+        result = apply_manifests(spark, [manifest], "lake", "dsnap_layout", layouts=layouts)
+    tables = {t["source"]: t for t in result["batches"][0]["tables"]}
+    assert not any(t.get("direct") for t in tables.values())
+    assert all(t["status"] == "committed" and t["schema_changes"][0].startswith("CREATE TABLE")
+               for t in tables.values())
+    assert "s__wide: the snapshot goes through Spark (partitioned" in caplog.text
+    assert "s__pair: the snapshot goes through Spark (sorted by other than its primary key)" in caplog.text
+    assert wide_state(spark, "lake.dsnap_layout.s__wide") == expected_wide(wide)
+    assert pair_state(spark, "lake.dsnap_layout.s__pair") == {(a, b): v for (a, b), v in pairs.items()}
+
+
+def test_large_snapshots_roll_data_files_at_the_tables_target_size(spark, tmp_path, monkeypatch):
+    monkeypatch.setattr(direct_snapshot, "ROW_GROUP_ROWS", 100)
+    log = Snapshot(tmp_path).begin()
+    rng = random.Random(9)
+    wide = {k: wide_row(rng, k) for k in range(1, 2001)}
+    for at in range(1, 2001, 500):
+        log.chunk(WIDE, [wide[k] for k in range(at, at + 500)])
+    layouts = TableLayouts.parse('{"tables": {"s.wide": {"properties": {"write.target-file-size-bytes": "20000"}}}}')
+    result = apply_manifests(spark, [log.publish()], "lake", "dsnap_roll", layouts=layouts)
+    assert result["batches"][0]["tables"][0]["direct"] is True
+    files = spark.sql("SELECT file_size_in_bytes, record_count FROM lake.dsnap_roll.s__wide.files").collect()
+    assert len(files) >= 3 and sum(f[1] for f in files) == 2000
+    assert wide_state(spark, "lake.dsnap_roll.s__wide") == expected_wide(wide)
+    bounds = spark.sql("SELECT lower_bounds, upper_bounds FROM lake.dsnap_roll.s__wide.files").collect()
+    assert all(b[0] and b[1] for b in bounds)  # metrics from the footers

@@ -201,7 +201,7 @@ def make_cdc_dags(
     masking: Union[Mapping[str, Any], str, None] = None,
     masking_secret_conn_id: Optional[str] = None,
     staging_conn_id: Optional[str] = None,
-    snapshot_method: str = "consistent",
+    snapshot_method: str = "watermark",
     snapshot_chunk_rows: Optional[int] = None,
     snapshot_read_connections: int = 1,
     min_bytes: Optional[int] = None,
@@ -265,8 +265,9 @@ def make_cdc_dags(
     :param staging_conn_id: an ``aws``, ``google_cloud_platform`` or ``wasb`` connection with the
         credentials of a ``staging_dir`` on S3, GCS or Azure, for the dump, the snapshot and the
         merge (default: each machine's credential chain; docs/configuration.md).
-    :param snapshot_method: how the backfill's snapshot reads the tables: ``consistent`` or
-        ``watermark`` (key chunks between binlog watermarks, no lock: docs/snapshots.md);
+    :param snapshot_method: how the backfill's snapshot reads the tables: ``watermark`` (the
+        default: key chunks between binlog watermarks, no lock; a table without a usable key in
+        one consistent transaction) or ``consistent`` (docs/snapshots.md);
         ``snapshot_chunk_rows`` rows per chunk (by default 10,000; 50,000 for a watermark
         snapshot's table read straight into Arrow), over ``snapshot_read_connections``
         connections (1).

@@ -176,7 +176,9 @@ def snapshot_binlog_position(cur) -> tuple[str, int]:
     return status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])
 
 
-def _snapshot_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
+def snapshot_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
+    """Start a consistent-snapshot transaction on ``conn`` and return its binlog file, position
+    and GTID state (MariaDB: no lock; MySQL: a short ``FLUSH TABLES WITH READ LOCK``)."""
     with conn.cursor() as cur:
         if flavor == "mariadb":
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
@@ -225,7 +227,7 @@ def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, ser
             tm = table_map_from_information_schema(conn, schema, table, flavor)
             if tm is not None:
                 maps[(schema, table)] = tm
-        file, pos, gtid_text = _snapshot_position(conn, flavor)
+        file, pos, gtid_text = snapshot_position(conn, flavor)
         # the schema history the incremental dumps start from: every table of the captured
         # databases as of the snapshot's position
         history = seed_history(conn, tables.schemas_possibly_included, flavor)

@@ -38,6 +38,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import pyarrow as pa
 
 from . import arrow_reader
+from .consistent_table import read_table_consistently
 from ..checkpoints import Checkpoint
 from ..codec import constants as C
 from ..codec.events import (
@@ -147,6 +148,17 @@ def _start_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
 def chunk_key(conn, tm: TableMap) -> list[int]:
     """The column indexes the table is chunked by: its primary key, else its first unique key
     of NOT NULL columns; raises :class:`SnapshotError` naming the table when it has neither."""
+    key = usable_key(conn, tm)
+    if key is None:
+        raise SnapshotError(
+            f"{tm.schema}.{tm.table} has neither a primary key nor a unique key of NOT NULL columns, "
+            f"so it cannot be read in chunks; give it one, or read it in one consistent transaction")
+    return key
+
+
+def usable_key(conn, tm: TableMap) -> Optional[list[int]]:
+    """The column indexes the table can be chunked by (see :func:`chunk_key`); None when it
+    has no usable key."""
     if tm.primary_key:
         return list(tm.primary_key)
     with conn.cursor() as cur:
@@ -161,10 +173,7 @@ def chunk_key(conn, tm: TableMap) -> list[int]:
         cols = [by_name.get(n) for n in indexes[index]]
         if all(c is not None and not c.nullable for c in cols):
             return [c.index for c in cols if c is not None]
-    raise SnapshotError(
-        f"{tm.schema}.{tm.table} has neither a primary key nor a unique key of NOT NULL columns, "
-        f"so it cannot be read in chunks; give it one, leave it out of the watermark snapshot "
-        f"(exclude=) and take it with snapshot_mode='consistent', or use that mode for the source")
+    return None
 
 
 @dataclass
@@ -179,6 +188,10 @@ class _Table:
     arrow: Optional[arrow_reader.ArrowChunkReader] = None  # reads its chunks into Arrow
     arrow_chunks: int = 0              # chunks read into Arrow (by this process)
     key_forms: Optional[list] = None   # per key column: bytes -> the text a read returns (or None)
+    #: no usable key: read in one consistent transaction (.consistent_table), at this position
+    #: once read; the binlog's changes from there on are staged, those before it dropped
+    consistent: bool = False
+    read_from: Optional[tuple[str, int]] = None
 
 
 @dataclass
@@ -346,7 +359,10 @@ class _Follower:
         of the old key, or the insert of the new one); the rest is read later."""
         staged: list[tuple[int, str, Any]] = []  # (row index in the event, kind, row)
         current = _chunk_of(chunk, table)
-        for index, row in enumerate(event.rows):
+        if table.consistent:  # read at one position: its changes after it, every row
+            if table.read_from is not None and _at_or_after((file, at), table.read_from):
+                staged = [(index, event.kind, row) for index, row in enumerate(event.rows)]
+        for index, row in enumerate(() if table.consistent else event.rows):
             before, after = (row if event.kind == "update" else
                              (row, None) if event.kind == "delete" else (None, row))
             if current is not None:
@@ -482,7 +498,10 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
             tm = table_map_from_information_schema(conn, schema, table, flavor)
             if tm is None:
                 continue
-            key = chunk_key(conn, tm)
+            key = usable_key(conn, tm)
+            if key is None:  # read in one consistent transaction
+                state[(schema, table)] = _Table(tm, [], False, consistent=True)
+                continue
             # MariaDB UUID/INET keys: read as text, decoded from the binlog as bytes; neither
             # order is the server's, so such a table is read in one chunk
             forms = [TEXT_FORMS.get(tm.columns[i].data_type or "") for i in key]
@@ -516,6 +535,8 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
                                         f"snapshot to resume cannot go on: start it over")
                 t.done_upto = _decode_key(info["done_upto"])
                 t.finished, t.rows, t.chunks = info["finished"], info["rows"], info["chunks"]
+                read_from = info.get("read_from")
+                t.read_from = (read_from[0], int(read_from[1])) if read_from else None
             resumed_rows = sum(t.rows for t in state.values())
             log.info("watermark snapshot %s resumed at %s:%d, %d rows staged before", resume_key,
                      saved["follower"][0], saved["follower"][1], resumed_rows)
@@ -550,7 +571,8 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
                     "follower_txn_end": follower.txn_end,
                     "changes": follower.staged_changes,
                     "tables": {f"{k[0]}\x00{k[1]}": {"done_upto": _encode_key(t.done_upto), "finished": t.finished,
-                                                      "rows": t.rows, "chunks": t.chunks}
+                                                      "rows": t.rows, "chunks": t.chunks,
+                                                      "read_from": t.read_from}
                                for k, t in state.items()}})
 
         # several tables read into Arrow: a chunk of each of up to read_connections at once;
@@ -565,6 +587,9 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
                 if read_connections > 1 and len(in_arrow) > 1:
                     _read_round(conn, flavor, writer, follower, in_arrow[:read_connections],
                                 chunk_rows or ARROW_CHUNK_ROWS, taken_at, progress, seal, pool)
+                elif pending[0].consistent:
+                    _read_consistently(conn, flavor, writer, follower, pending[0], chunk_rows or CHUNK_ROWS,
+                                       taken_at, progress, seal)
                 else:
                     t = pending[0]
                     _read_table(conn, flavor, writer, follower, t,
@@ -863,6 +888,24 @@ def _read_table(conn, flavor: str, writer: StagingWriter, follower: _Follower, t
     log.info("watermark snapshot of %s: %d rows in %d chunks", name, t.rows, t.chunks)
 
 
+def _read_consistently(conn, flavor: str, writer: StagingWriter, follower: _Follower, t: _Table, chunk_rows: int,
+                       taken_at: dt.datetime, progress: Optional[Callable[[str, int, int], None]],
+                       seal: Callable[[], None]) -> None:
+    """Read a table without a usable key in one consistent transaction (.consistent_table)."""
+    name = f"{t.tm.schema}.{t.tm.table}"
+
+    def report(n: int) -> None:
+        t.rows += n
+        if progress is not None and n:
+            progress(name, n, t.rows)
+
+    t.rows = 0
+    t.read_from, _ = read_table_consistently(conn, flavor, writer, t.tm, chunk_rows=chunk_rows,
+                                             taken_at=taken_at, progress=report)
+    t.chunks, t.finished = 1, True
+    seal()
+
+
 def _fall_back(t: _Table, exc: Exception) -> None:
     log.warning("watermark snapshot of %s.%s: %s; this chunk and the next ones are read with pymysql",
                 t.tm.schema, t.tm.table, exc)
@@ -909,4 +952,4 @@ def _read_round(conn, flavor: str, writer: StagingWriter, follower: _Follower, t
                      t.chunks)
 
 
-__all__ = ["chunk_key", "take_watermark_snapshot"]
+__all__ = ["chunk_key", "take_watermark_snapshot", "usable_key"]

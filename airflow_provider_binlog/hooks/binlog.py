@@ -315,23 +315,24 @@ class BinlogHook(BaseHook):
     def snapshot(self, staging_dir, tables: Optional[Iterable[str]] = None,
                  exclude: Optional[Iterable[str]] = None, *, chunk_rows: Optional[int] = None,
                  progress: Optional[Callable[[str, int, int], None]] = None,
-                 masking: Optional[Any] = None, method: str = "consistent",
+                 masking: Optional[Any] = None, method: str = "watermark",
                  resume_key: Optional[str] = None, reader: str = "auto", read_connections: int = 1,
                  estimates: Optional[Callable[[dict], None]] = None,
                  staging_conn_id: Optional[str] = None) -> dict:
-        """Take an initial snapshot of the selected tables into ``staging_dir``: a consistent
-        read with the binlog coordinates of that point (see
-        :func:`~airflow_provider_binlog.capture.snapshot.take_snapshot`). Returns the result like
+        """Take an initial snapshot of the selected tables into ``staging_dir``. Returns the result like
         :meth:`dump` (manifest path, dump id, start and end checkpoints, which are equal,
         and row counts) with ``"mode": "snapshot"``. The merge applies it as an overwrite of
         each table and sets the stored checkpoint to its end; it never moves it here.
 
-        The user needs SELECT on the tables (and RELOAD on MySQL, for the short
-        ``FLUSH TABLES WITH READ LOCK`` that pins the position).
-
-        ``method="watermark"`` reads the tables by key chunks between binlog watermarks instead
-        (:mod:`~airflow_provider_binlog.capture.watermark_snapshot`): no lock, no RELOAD, no
-        transaction longer than one chunk; the batch runs from the first watermark to the last.
+        ``method="watermark"`` (the default) reads the tables by key chunks between binlog
+        watermarks (:mod:`~airflow_provider_binlog.capture.watermark_snapshot`): no lock, no
+        RELOAD, no transaction longer than one chunk; the batch runs from the first watermark to
+        the last. A table without a usable key (no primary key, no unique key of NOT NULL
+        columns) is read in one consistent transaction at a position inside the batch instead.
+        ``method="consistent"`` reads every table in one consistent transaction with the binlog
+        coordinates of its start (:func:`~airflow_provider_binlog.capture.snapshot.take_snapshot`);
+        the user needs RELOAD on MySQL, for the short ``FLUSH TABLES WITH READ LOCK`` that pins
+        the position.
         With ``resume_key`` it is sealed after every chunk, and a snapshot of the same key whose
         process died is continued there. ``reader`` and ``read_connections`` choose how its
         chunks are read (see :func:`~airflow_provider_binlog.capture.watermark_snapshot.take_watermark_snapshot`:

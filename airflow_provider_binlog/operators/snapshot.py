@@ -76,9 +76,11 @@ class BinlogSnapshotOperator(BaseOperator):
     :param chunk_rows: rows read per query (tables with a primary key are read in key order,
         in chunks of this size; by default 10,000, and 50,000 for a watermark snapshot's table
         read straight into Arrow).
-    :param snapshot_method: ``consistent`` (one transaction over every table; on MySQL a short
-        ``FLUSH TABLES WITH READ LOCK``) or ``watermark`` (key chunks between binlog watermarks:
-        no lock, no long transaction; docs/snapshots.md).
+    :param snapshot_method: ``watermark`` (the default: key chunks between binlog watermarks,
+        no lock, no long transaction; a table without a usable key is read in one consistent
+        transaction, with a log line saying so) or ``consistent`` (one transaction over every
+        table; on MySQL a short ``FLUSH TABLES WITH READ LOCK``, which managed servers refuse;
+        docs/snapshots.md).
     :param snapshot_reader: how the watermark method reads its chunks: ``auto`` (straight into
         Arrow with connectorx where it can, else with pymysql), ``arrow`` or ``pymysql``.
     :param read_connections: the watermark method's connection budget: a chunk of a table keyed
@@ -95,7 +97,7 @@ class BinlogSnapshotOperator(BaseOperator):
     def __init__(self, *, staging_dir: str, binlog_conn_id: str = BinlogHook.default_conn_name,
                  tables: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None,
                  chunk_rows: Optional[int] = None, masking: Any = None,
-                 masking_secret_conn_id: Optional[str] = None, snapshot_method: str = "consistent",
+                 masking_secret_conn_id: Optional[str] = None, snapshot_method: str = "watermark",
                  snapshot_reader: str = "auto", read_connections: int = 1,
                  staging_conn_id: Optional[str] = None, **kwargs) -> None:
         super().__init__(**kwargs)

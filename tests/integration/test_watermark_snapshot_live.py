@@ -1,7 +1,8 @@
 """The watermark snapshot against a live MariaDB while writers insert, update, delete and change
 primary keys inside the chunk ranges: replaying its batch (then an incremental dump from its end)
 gives the source tables exactly, in Python and through the merge into Iceberg; no transaction is
-held; tables without a usable key and schema changes during the snapshot are refused."""
+held; a table without a usable key is read in one consistent transaction; schema changes
+during the snapshot are refused."""
 from __future__ import annotations
 
 import os
@@ -173,6 +174,16 @@ def test_a_watermark_snapshot_under_concurrent_writers_equals_the_source(mariadb
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
 
     namespace = f"wsnap_{reader}"
+    # the snapshot alone first: committed directly (no Spark job), the changes made while it ran
+    # folded in, equal to the staged rows replayed, and readable by PyIceberg
+    loaded = apply_manifests(spark, [snap.directory], "lake", namespace)["batches"][0]["tables"]
+    assert {(t["source"], t.get("direct"), t["status"]) for t in loaded} == {
+        (f"{DB}.{name}", True, "committed") for name in ("items", "pairs", "coded")}
+    got = {r[0]: tuple(r) for r in spark.sql(f"SELECT id, v, s FROM lake.{namespace}.wsnap__items").collect()}
+    assert got == replay([snap], "items", lambda r: r["id"], ("id", "v", "s"))
+    from airflow_provider_binlog.local.pyiceberg_check import read_rows
+
+    assert {r[0]: tuple(r) for r in read_rows(spark_warehouse, namespace, "wsnap__items", ["id", "v", "s"])} == got
     apply_manifests(spark, [snap.directory, inc.manifest.directory], "lake", namespace)
     got = {r[0]: tuple(r) for r in spark.sql(f"SELECT id, v, s FROM lake.{namespace}.wsnap__items").collect()}
     assert got == source(mariadb, "items", 1, ("id", "v", "s"))
@@ -180,16 +191,59 @@ def test_a_watermark_snapshot_under_concurrent_writers_equals_the_source(mariadb
     assert got == source(mariadb, "pairs", 2, ("a", "b", "n"))
 
 
-def test_a_table_without_a_usable_key_is_refused_by_name(mariadb, tmp_path):
+def test_a_table_without_a_usable_key_is_read_consistently_and_its_later_changes_staged(mariadb, tmp_path,
+                                                                                       caplog):
+    import collections
+    import logging
+
     mariadb.execute("DROP DATABASE IF EXISTS wsnap_nokey")
     mariadb.execute("CREATE DATABASE wsnap_nokey")
-    mariadb.execute("CREATE TABLE wsnap_nokey.loose (x INT, y INT NULL, UNIQUE KEY u (y))")  # a nullable unique key
-    with pytest.raises(SnapshotError, match="wsnap_nokey.loose has neither a primary key nor a unique key of "
-                                            "NOT NULL columns.*snapshot_mode='consistent'"):
-        take_watermark_snapshot(lambda: mariadb.connect(), replica_factory(mariadb), staging_dir=tmp_path / "s",
-                                tables=TableFilter(["wsnap_nokey.*"]), flavor="mariadb",
-                                server={"server_id": mariadb.server_id})
-    assert not (tmp_path / "s").exists() or [p for p in (tmp_path / "s").iterdir()] == []
+    mariadb.execute("CREATE TABLE wsnap_nokey.z_loose (x INT, y INT NULL, UNIQUE KEY u (y))")  # a nullable unique key
+    mariadb.execute("CREATE TABLE wsnap_nokey.a_keyed (id INT PRIMARY KEY, v INT)")
+    mariadb.execute("INSERT INTO wsnap_nokey.z_loose VALUES " + ", ".join(f"({i % 7}, {i})" for i in range(1, 301)))
+    mariadb.execute("INSERT INTO wsnap_nokey.z_loose VALUES (1, NULL), (1, NULL)")  # the same row twice
+    mariadb.execute("INSERT INTO wsnap_nokey.a_keyed VALUES " + ", ".join(f"({i}, {i})" for i in range(1, 101)))
+    writes = {
+        # during the keyed table's chunks, before the keyless table's read (which holds them)
+        "a_keyed": ["INSERT INTO wsnap_nokey.z_loose VALUES (9, 1000), (1, NULL)",
+                    "DELETE FROM wsnap_nokey.z_loose WHERE y = 5",
+                    "UPDATE wsnap_nokey.a_keyed SET v = -v WHERE id = 3",
+                    "UPDATE wsnap_nokey.z_loose SET x = 41 WHERE y = 7"],
+        # during the keyless table's read, after its position: staged as changes
+        "z_loose": ["UPDATE wsnap_nokey.z_loose SET x = 42 WHERE y = 6",
+                    "DELETE FROM wsnap_nokey.z_loose WHERE y IS NULL LIMIT 1",
+                    "INSERT INTO wsnap_nokey.z_loose VALUES (8, NULL)"],
+    }
+
+    def progress(table, new_rows, rows_read):
+        pending = writes[table.split(".")[1]]
+        if pending:
+            mariadb.execute(pending.pop(0))
+
+    with caplog.at_level(logging.INFO, logger="airflow_provider_binlog"):
+        snap = take_watermark_snapshot(lambda: mariadb.connect(), replica_factory(mariadb),
+                                       staging_dir=tmp_path / "s", tables=TableFilter(["wsnap_nokey.*"]),
+                                       flavor="mariadb", server={"server_id": mariadb.server_id}, chunk_rows=20,
+                                       reader="pymysql", progress=progress)
+    assert writes == {"a_keyed": [], "z_loose": []}  # every write ran when meant to
+    assert "wsnap_nokey.z_loose has no usable key" in caplog.text
+    assert "read in one consistent transaction" in caplog.text
+    entry = next(e for e in snap.tables if e["table"] == "z_loose")
+    assert entry["primary_key"] == []
+    staged = sorted((r for path in snap.files(entry) for r in pq.read_table(path).to_pylist()),
+                    key=lambda r: (r["_binlog_seq"], r["_binlog_pos"], r["_row"]))
+    model: collections.Counter = collections.Counter()
+    for r in staged:  # replayed as a multiset: a keyless table may hold a row twice
+        if r["_op"] in ("update", "delete"):
+            model[(r["_before"]["x"], r["_before"]["y"])] -= 1
+        if r["_op"] in ("insert", "update"):
+            model[(r["_after"]["x"], r["_after"]["y"])] += 1
+    assert +model == collections.Counter(tuple(r) for r in mariadb.query("SELECT x, y FROM wsnap_nokey.z_loose"))
+    assert model[(1, None)] == 2 and model[(8, None)] == 1 and model[(42, 6)] == 1 and model[(41, 7)] == 1
+    assert (5, 5) not in +model
+    assert any(r["_op"] == "delete" for r in staged) and sum(r["_txn"].startswith("snapshot:") for r in staged) >= 302
+    assert replay([snap], "a_keyed", lambda r: r["id"], ("id", "v")) == \
+        {r[0]: tuple(r) for r in mariadb.query("SELECT id, v FROM wsnap_nokey.a_keyed")}
 
 
 def test_a_schema_change_during_the_snapshot_stops_it(mariadb, tmp_path):

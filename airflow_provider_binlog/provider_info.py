@@ -99,6 +99,8 @@ def get_provider_info() -> dict:
                        "MERGE.",
         "versions": [__version__],
         "config": provider_config(),
+        "extra-links": ["airflow_provider_binlog.operators.links.BinlogCdcViewLink",
+                        "airflow_provider_binlog.operators.links.SparkApplicationLink"],
         "integrations": [
             {"integration-name": INTEGRATION, "tags": ["software"]},
         ],

@@ -18,6 +18,9 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "ui_stall_seconds": ("3600", "After how many seconds without an advanced checkpoint the view shows a "
                                  "source as stalled, unless the source sets its own."),
     "ui_task_runs": ("True", "Whether the view reads the dump and merge task instances of the factory's DAGs."),
+    "spark_history_url": ("", "The Spark history server's URL (e.g. http://spark-history:18080): the merge "
+                              "tasks' 'Spark application' link goes there; empty: to a standalone master's "
+                              "web UI, and none with a local master."),
     "dump_workers": ("", "Staging processes of each dump; empty: 2 where there are two cores or more, else 0 "
                          "(the dump stages in its own process)."),
 }

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -111,6 +112,22 @@ def checksum_iceberg(spark, name: str) -> tuple[int, int]:
     row = spark.sql(f"SELECT count(*) AS n, coalesce(sum(crc32(cast({ROW_TEXT['spark']} AS binary))), 0) AS s "
                     f"FROM {name}").collect()[0]
     return int(row["n"]), int(row["s"])
+
+
+_PEAKS = {"snapshot task": re.compile(r"peak RSS of this process ([0-9.]+) MiB"),
+          "merge driver (Python)": re.compile(r"peak RSS of the merge driver's Python process: ([0-9.]+) MiB")}
+
+
+def peaks(log_path: pathlib.Path, offset: int) -> tuple[dict[str, float], int]:
+    """The peak RSS the snapshot task and the merge driver logged after ``offset`` of the log,
+    and the log's size now."""
+    text = log_path.read_bytes()
+    found = {}
+    for label, pattern in _PEAKS.items():
+        values = [float(v) for v in pattern.findall(text[offset:].decode(errors="replace"))]
+        if values:
+            found[label] = max(values)
+    return found, len(text)
 
 
 def cores() -> int:
@@ -217,8 +234,11 @@ def run(args, sizes: list[int], dump: str, workdir: pathlib.Path, log_path: path
                     f"checksum {lake[1]}: " + ("equal" if source == lake else "DIFFER"))
                 return source == lake
 
+            log_at = log_path.stat().st_size
             dag_run, seconds, state = db.run_timed(load, backfill_dag_id(SOURCE_ID), {"mode": "snapshot"})
             tasks = db.describe_run(say, f"initial load ({args.snapshot_method} snapshot + merge)", dag_run, seconds)
+            memory, log_at = peaks(log_path, log_at)
+            say("    peak RSS: " + (", ".join(f"{k} {v:,.0f} MiB" for k, v in memory.items()) or "not logged"))
             if state != "success":
                 return fail(1, f"the backfill ended {state}: {qs.task_states(dag_run)}")
             durations = {t[0]: t[2] or 0.0 for t in tasks}
@@ -234,6 +254,8 @@ def run(args, sizes: list[int], dump: str, workdir: pathlib.Path, log_path: path
                 say(f"changes: {made} in {time.perf_counter() - t0:.1f}s")
                 dag_run, seconds, state = db.run_timed(load, incremental_dag_id(SOURCE_ID))
                 tasks = db.describe_run(say, f"CDC batch of {size:,} changes", dag_run, seconds)
+                memory, log_at = peaks(log_path, log_at)
+                say("    peak RSS: " + (", ".join(f"{k} {v:,.0f} MiB" for k, v in memory.items()) or "not logged"))
                 if state != "success":
                     return fail(1, f"the incremental run ended {state}: {qs.task_states(dag_run)}")
                 durations = {t[0]: t[2] or 0.0 for t in tasks}

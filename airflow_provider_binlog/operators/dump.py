@@ -8,6 +8,7 @@ from typing import Any, Optional, Sequence
 from airflow.sdk import BaseOperator
 
 from ..hooks.binlog import BinlogHook
+from .links import BinlogCdcViewLink
 from ..hooks.masking import check_masking, load_masking
 from ..metrics import record_dump
 
@@ -40,6 +41,7 @@ class BinlogDumpOperator(BaseOperator):
         default: the environment's credential chain.
     """
 
+    operator_extra_links = (BinlogCdcViewLink(),)
     template_fields: Sequence[str] = ("binlog_conn_id", "staging_dir", "start", "stop", "tables", "exclude",
                                       "checkpoint_key", "checkpoint_store_uri", "staging_conn_id")
     ui_color = "#d6e4f0"

@@ -16,6 +16,8 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
 from airflow_provider_binlog.staging.storage import SECRET_ENV, delete_file, read_bytes
+from airflow_provider_binlog.operators.links import BinlogCdcViewLink, SparkApplicationLink, spark_application_url
+from airflow_provider_binlog.settings import setting
 
 try:  # Airflow 3.x
     from airflow.sdk.exceptions import AirflowException
@@ -215,6 +217,7 @@ class BinlogMergeOperator(BaseOperator):
     end checkpoint (see :func:`asset_extra`).
     """
 
+    operator_extra_links = (BinlogCdcViewLink(), SparkApplicationLink())
     template_fields: Sequence[str] = ("manifests", "catalog", "namespace", "checkpoint_store_uri",
                                       "checkpoint_key", "warehouse", "conf", "binlog_conn_id", "stream",
                                       "catalog_conn_id", "advance_checkpoint", "staging_conn_id", "env_vars",
@@ -302,6 +305,8 @@ class BinlogMergeOperator(BaseOperator):
         self.env_vars = env_vars or {}
         self.application = application
         self._hook: Optional[SparkSubmitHook] = None
+        #: where the Spark application of the last run can be seen (the "Spark application" link)
+        self.spark_application_url = ""
 
     def iceberg_catalog(self):
         """The :class:`~airflow_provider_binlog.spark.catalogs.IcebergCatalog` this merge writes
@@ -465,6 +470,7 @@ class BinlogMergeOperator(BaseOperator):
                     delete_file(output, staging)
         if result.get("error"):
             raise AirflowException(f"the merge job failed: {result['error']}")
+        self.spark_application_url = spark_application_url(result, master, setting("spark_history_url"))
         summary = summarize(result, paths, staging)
         try:  # a metric must not fail a committed merge
             from airflow_provider_binlog.metrics import record_merge

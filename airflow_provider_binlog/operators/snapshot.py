@@ -10,6 +10,8 @@ from airflow.sdk import BaseOperator
 from ..hooks.binlog import BinlogHook
 from ..hooks.masking import check_masking, load_masking
 from ..metrics import record_snapshot, record_snapshot_progress
+from ..process_memory import current_rss_mib, peak_rss_mib
+from .links import BinlogCdcViewLink
 
 #: the XCom key of a running snapshot's progress, which the Binlog CDC view shows
 PROGRESS_KEY = "snapshot_progress"
@@ -91,6 +93,7 @@ class BinlogSnapshotOperator(BaseOperator):
         ``staging_dir`` on S3, GCS or Azure (default: the environment's credential chain).
     """
 
+    operator_extra_links = (BinlogCdcViewLink(),)
     template_fields: Sequence[str] = ("binlog_conn_id", "staging_dir", "tables", "exclude", "staging_conn_id")
     ui_color = "#c9dcef"
 
@@ -122,6 +125,7 @@ class BinlogSnapshotOperator(BaseOperator):
     def execute(self, context) -> dict:
         hook = BinlogHook(self.binlog_conn_id)
         began = time.monotonic()
+        rss_before = current_rss_mib()
         report = SnapshotProgress(self.binlog_conn_id, self.snapshot_method,
                                   context.get("ti") if hasattr(context, "get") else None, self.log)
         try:
@@ -138,6 +142,8 @@ class BinlogSnapshotOperator(BaseOperator):
         except Exception:
             self.log.warning("the snapshot's metrics could not be sent", exc_info=True)
         self._manifest = result["manifest"]
+        self.log.info("snapshot taken in %.1f s; peak RSS of this process %.1f MiB (%s MiB when the task started)",
+                      time.monotonic() - began, peak_rss_mib(), "?" if rss_before is None else f"{rss_before:.1f}")
         return result
 
     @staticmethod

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from typing import Any, Mapping, Optional
+from urllib.parse import quote
 
 from .charts import MERGE_COLOUR, OP_COLOURS, esc, human_bytes, human_count, lag_chart, legend, rows_chart
 from .status import OPS, RED_STATES, human_age
@@ -319,8 +320,10 @@ def render_source(source: Mapping, now: dt.datetime) -> str:
     # one connection may serve several sources (checkpoint keys): each has its own section
     ident = conn_id if key in (None, conn_id) else f"{conn_id}--{key}"
     title = esc(conn_id) + ("" if ident == conn_id else f' <span class="checkpoint-key">{esc(key)}</span>')
+    # the tasks' "Binlog CDC" link lands at #checkpoint-<checkpoint key> (operators/links.py)
     return (f'<section class="source state-{esc(state)}" id="source-{esc(ident)}" '
             f'data-conn-id="{esc(conn_id)}" data-checkpoint-key="{esc(key)}" data-state="{esc(state)}">'
+            f'<a id="checkpoint-{esc(quote(str(key or conn_id), safe=""))}"></a>'
             f'<h2><span class="conn-id">{title}</span>'
             f'<span class="badge state-{esc(state)}">{esc(STATE_LABELS.get(state, state))}</span></h2>'
             + _problems(source)

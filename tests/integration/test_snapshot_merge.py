@@ -30,6 +30,8 @@ def test_snapshot_overwrites_then_dumps_continue(mariadb, spark, spark_warehouse
             "--checkpoint-store", str(store_dir), "--checkpoint-key", "snap",
             "--output-json", str(tmp_path / "out.json")]
     assert merge_job.main(argv + ["--manifest", str(snap.path)]) == 0
+    out = json.loads((tmp_path / "out.json").read_text())  # what the task's link and the benchmark read
+    assert out["spark_application_id"] == spark.sparkContext.applicationId and out["driver_peak_rss_mib"] > 50
     target = "lake.snap_ns.dumpdb__snapped"
     got = {r[0]: tuple(r) for r in spark.sql(f"SELECT {', '.join(COLUMNS)} FROM {target}").collect()}
     assert got and len(got) == len(mariadb.query("SELECT id FROM dumpdb.snapped"))

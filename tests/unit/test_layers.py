@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "airflow_provider_binlog"
 
 #: Bottom to top. A module belongs to the layer of the longest prefix its dotted name starts with.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("errors", "atomic_file", "codec", "checkpoints", "tables")),
+    ("foundation", ("errors", "atomic_file", "process_memory", "codec", "checkpoints", "tables")),
     ("replica", ("replica",)),
     ("staging", ("staging", "schema_history")),
     ("capture", ("capture",)),

@@ -12,6 +12,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from ...checkpoints import open_checkpoint_store
+from ...process_memory import peak_rss_mib
 from ...spark.catalogs import CatalogConfigError, secret_conf_from_env
 from ...spark.runtime import local_spark_session
 from ...staging.manifest import ManifestError
@@ -133,6 +134,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                  maintenance=args.maintenance,
                                  expire_older_than_days=args.expire_older_than_days,
                                  retain_last=args.retain_last)
+        result["spark_application_id"] = spark.sparkContext.applicationId  # for the task's link
     except (MergeJobError, ManifestError, ValueError) as exc:
         print(f"merge_cdc: error: {exc}", file=sys.stderr)
         _write_json(args.output_json, {"error": str(exc), "error_type": type(exc).__name__})
@@ -143,6 +145,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         if stop:
             spark.stop()
+    result["driver_peak_rss_mib"] = round(peak_rss_mib(), 1)
+    logging.getLogger(__name__).info("peak RSS of the merge driver's Python process: %.1f MiB",
+                                     result["driver_peak_rss_mib"])
     _write_json(args.output_json, result)
     print(json.dumps({"checkpoint": result["checkpoint"],
                       "batches": [(b["batch_id"], b["status"]) for b in result["batches"]]}))

@@ -113,3 +113,13 @@ def test_codec_replica_staging_and_dump_import_no_airflow():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_airflow_providers_links_lists_the_operators_links(tmp_path):
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "airflow", "providers", "links", "--output", "json"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    links = {link["extra_link_class_name"] for link in json.loads(out.stdout[out.stdout.index("["):])}
+    assert {"airflow_provider_binlog.operators.links.BinlogCdcViewLink",
+            "airflow_provider_binlog.operators.links.SparkApplicationLink"} <= links

@@ -32,7 +32,7 @@ from ..codec.events import (
     XaPrepareEvent,
     XidEvent,
 )
-from ..codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from ..codec.gtid import empty_gtid_state, parse_gtid_state
 from ..codec.positions import position_key
 from ..errors import ProviderError
 from ..replica import ReplicaConnection, ReplicationConnectionLost
@@ -136,7 +136,7 @@ class BoundedDump:
         self.writer = StagingWriter(staging_dir, workers=workers, masking=masking, storage_options=storage_options)
         self.flavor = replica.info.flavor
         self.gtid_state = start.gtid if start.gtid is not None else (
-            MariadbGtidPosition() if self.flavor == "mariadb" else MysqlGtidSet())
+            empty_gtid_state(self.flavor))
         self.boundary = start
         self.txn: Optional[_Transaction] = None
         self.transactions = 0
@@ -467,8 +467,7 @@ def run_dump(replica: ReplicaConnection, *, staging_dir, start: Optional[Checkpo
             file, pos, gtid_text = replica.master_status()
             gtid = None
             if gtid_text:
-                gtid = (MariadbGtidPosition.parse(gtid_text) if info.flavor == "mariadb"
-                        else MysqlGtidSet.parse(gtid_text))
+                gtid = parse_gtid_state(info.flavor, gtid_text)
             stop = Checkpoint(file=file, position=pos, gtid=gtid, flavor=info.flavor)
     if not start.has_coordinates and start.gtid is None:
         raise DumpError(f"start checkpoint {start} has neither coordinates nor GTIDs")
@@ -477,8 +476,7 @@ def run_dump(replica: ReplicaConnection, *, staging_dir, start: Optional[Checkpo
     resume = resume_point(start, info.server_id, info.server_uuid)
     if resume is not start:
         gtid_text = replica.master_status()[2]
-        require_not_behind(resume, (MariadbGtidPosition.parse(gtid_text) if info.flavor == "mariadb"
-                                    else MysqlGtidSet.parse(gtid_text)) if gtid_text else None)
+        require_not_behind(resume, parse_gtid_state(info.flavor, gtid_text) if gtid_text else None)
     table_filter = tables or TableFilter()
     if history is None and store is not None and key is not None:
         stored = store.load_schema_history(key)

@@ -20,7 +20,7 @@ import pymysql
 from ..checkpoints import Checkpoint
 from ..codec import constants as C
 from ..codec.events import Column, TableMap
-from ..codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from ..codec.gtid import parse_gtid_state
 from ..errors import ProviderError
 from ..schema_history import seed_history
 from ..staging import Manifest, StagingWriter
@@ -239,7 +239,7 @@ def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, ser
         taken_at = dt.datetime.now(UTC)
         gtid = None
         if gtid_text:
-            gtid = MariadbGtidPosition.parse(gtid_text) if flavor == "mariadb" else MysqlGtidSet.parse(gtid_text)
+            gtid = parse_gtid_state(flavor, gtid_text)
         checkpoint = Checkpoint(file=file, position=pos, gtid=gtid, flavor=flavor,
                                 server_id=server.get("server_id"), server_uuid=server.get("server_uuid"))
         for (schema, table), tm in maps.items():

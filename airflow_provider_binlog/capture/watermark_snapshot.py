@@ -52,7 +52,7 @@ from ..codec.events import (
     TransactionPayloadEvent,
     XidEvent,
 )
-from ..codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from ..codec.gtid import MariadbGtidPosition, parse_gtid_state
 from ..codec.mariadb_text import TEXT_FORMS
 from ..codec.positions import position_key
 from ..schema_history import SchemaHistory, seed_history
@@ -604,7 +604,7 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
         def checkpoint(file: str, pos: int, gtid_text: Optional[str]) -> Checkpoint:
             gtid = None
             if gtid_text:
-                gtid = MariadbGtidPosition.parse(gtid_text) if flavor == "mariadb" else MysqlGtidSet.parse(gtid_text)
+                gtid = parse_gtid_state(flavor, gtid_text)
             return Checkpoint(file=file, position=pos, gtid=gtid, flavor=flavor,
                               server_id=server.get("server_id"), server_uuid=server.get("server_uuid"))
 

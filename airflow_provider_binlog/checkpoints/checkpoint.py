@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from airflow_provider_binlog.codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from airflow_provider_binlog.codec.gtid import MariadbGtidPosition, MysqlGtidSet, parse_gtid_state
 from airflow_provider_binlog.codec.positions import position_key, split_binlog_file_name
 
 from .errors import CheckpointOrderError
@@ -224,12 +224,9 @@ def _flavor_of(gtid: object) -> str | None:
 
 
 def _parse_gtid_state(text: str, flavor: str | None) -> MysqlGtidSet | MariadbGtidPosition:
-    if flavor == FLAVOR_MYSQL:
-        return MysqlGtidSet(text)
-    if flavor == FLAVOR_MARIADB:
-        return MariadbGtidPosition(text)
+    """The GTID state of a checkpoint's text, in its flavor; without one, told by its form."""
     if flavor is not None:
-        raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, got {flavor!r}")
+        return parse_gtid_state(flavor, text)
     if not text.strip():
         raise ValueError("an empty 'gtid' needs 'flavor' (mysql or mariadb)")
     if _MARIADB_POS_RE.fullmatch(text.strip()):

@@ -9,12 +9,14 @@ are few. So the changes are read first (:meth:`SnapshotFold.plan`), and then the
 rows stream through (:meth:`SnapshotFold.rows`): a row of an untouched key goes out as it is,
 the rows of touched keys are held back and folded with the changes at the end, by the rule
 of :func:`..direct_changes.fold_changes` (each key's last change wins). Memory holds the
-changes, the held-back rows, one chunk and the key column(s) of the rows that went out (to
-check that the snapshot gave each key once: a snapshot that did not is left to Spark, which
-folds it whole).
+changes, the held-back rows, one chunk and what shows that the snapshot gave each key once
+(:class:`UniqueKeys`: the key ranges of the chunks for an integer key, else a copy of the key
+columns); a snapshot that did not, or where that cannot be shown, is left to Spark, which folds
+it whole.
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from typing import Any, Iterator, Optional, Sequence
 
@@ -47,6 +49,23 @@ def _open(location: str) -> Any:
         return pq.ParquetFile(local_path(location))
     fs, path = filesystem(location)
     return pq.ParquetFile(fs.open_input_file(path))
+
+
+def _may_hold_changes(location: str) -> bool:
+    """Whether a staged file may hold rows other than the snapshot's, by the statistics of its
+    ``_txn`` column (kept for the envelope columns): a row group whose least and greatest
+    ``_txn`` both start with :data:`SNAPSHOT_TXN_PREFIX` holds only such values."""
+    metadata = _open(location).metadata
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        column = next((row_group.column(i) for i in range(row_group.num_columns)
+                       if row_group.column(i).path_in_schema == "_txn"), None)
+        stats = None if column is None else column.statistics
+        if stats is None or not stats.has_min_max:
+            return True
+        if not (str(stats.min).startswith(SNAPSHOT_TXN_PREFIX) and str(stats.max).startswith(SNAPSHOT_TXN_PREFIX)):
+            return True
+    return False
 
 
 @dataclasses.dataclass
@@ -83,6 +102,8 @@ class SnapshotFold:
                 return None
         parts, with_changes, size = [], set(), 0
         for location in files:
+            if not _may_hold_changes(location):
+                continue
             changed = pc.invert(_is_snapshot(read_parquet(location, columns=["_txn"]).column("_txn")))
             if not pc.any(changed).as_py():
                 continue
@@ -127,13 +148,14 @@ class SnapshotFold:
         import pyarrow.compute as pc
 
         held: list[Any] = []
-        sent_keys: list[Any] = []
+        sent = UniqueKeys(self.primary_key)
         read = ["_txn", "_op", "_binlog_seq", "_binlog_pos", "_row", "_after"]
         self.streamed = self.folded = 0
         self.unique = None
         for location in self.files:
             parquet = _open(location)
-            for batch in parquet.iter_batches(batch_size=CHUNK_ROWS, columns=read):
+            columns = read if self.changes is not None else ["_after"]  # no change: the rows alone
+            for batch in parquet.iter_batches(batch_size=CHUNK_ROWS, columns=columns):
                 if location in self.files_with_changes:
                     batch = batch.filter(_is_snapshot(batch.column("_txn")))
                 if not batch.num_rows:
@@ -145,10 +167,10 @@ class SnapshotFold:
                     held.append(self._as_changes(batch.filter(touched)))
                     flat = flat.filter(pc.invert(touched))
                 if flat.num_rows:
-                    sent_keys.append(flat.select(self.primary_key))
+                    sent.add(flat)
                     self.streamed += flat.num_rows
                     yield flat
-        self.unique = _distinct(sent_keys, self.primary_key) == self.streamed
+        self.unique = sent.distinct()
         if self.changes is None:
             return
         staged = pa.concat_tables([self.changes, *held]) if held else self.changes
@@ -217,14 +239,61 @@ def _cast_struct(array: Any, target: Any) -> Any:
     return array.cast(target)
 
 
-def _distinct(parts: list[Any], primary_key: Sequence[str]) -> int:
-    """How many distinct keys the key tables ``parts`` hold together."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+class UniqueKeys:
+    """Whether the keys of the rows streamed are distinct, holding little: keys of one integer
+    column are checked as ranges (each chunk sorted on its own; a snapshot reads a table in key
+    order, so the ranges of its chunks follow one another and merge), any other key is kept as
+    a copy of its columns and counted at the end. A chunk whose range overlaps one seen before
+    cannot be checked that way: the answer is then "not shown distinct" (False)."""
 
-    if not parts:
-        return 0
-    keys = pa.concat_tables(parts)
-    if len(primary_key) == 1:
-        return int(pc.count_distinct(keys.column(0), mode="all").as_py())
-    return keys.group_by(list(primary_key)).aggregate([]).num_rows
+    def __init__(self, primary_key: Sequence[str]) -> None:
+        self.primary_key = list(primary_key)
+        self.count = 0
+        self.ranges: list[list[int]] = []   # disjoint [low, high], sorted
+        self.kept: list[Any] = []
+        self.overlap = False
+
+    def add(self, rows: Any) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not rows.num_rows:
+            return
+        self.count += rows.num_rows
+        if len(self.primary_key) != 1 or not pa.types.is_integer(rows.schema.field(self.primary_key[0]).type):
+            keys = rows.select(self.primary_key)
+            self.kept.append(keys.take(pa.array(range(keys.num_rows))))  # a copy: not the chunk's buffers
+            return
+        keys = pc.sort_indices(rows.column(self.primary_key[0]))
+        column = rows.column(self.primary_key[0]).take(keys)
+        n = len(column)
+        if n > 1 and not pc.all(pc.greater(column.slice(1), column.slice(0, n - 1))).as_py():
+            self.overlap = True  # a key twice in the chunk itself
+            return
+        low, high = column[0].as_py(), column[n - 1].as_py()
+        at = bisect.bisect_left(self.ranges, [low, low])
+        before = self.ranges[at - 1] if at else None
+        after = self.ranges[at] if at < len(self.ranges) else None
+        if (before is not None and before[1] >= low) or (after is not None and after[0] <= high):
+            self.overlap = True
+            return
+        if before is not None and before[1] + 1 == low:
+            before[1] = high
+            if after is not None and after[0] == high + 1:
+                before[1] = after[1]
+                del self.ranges[at]
+        elif after is not None and after[0] == high + 1:
+            after[0] = low
+        else:
+            self.ranges.insert(at, [low, high])
+
+    def distinct(self) -> bool:
+        """Whether every key added was distinct (False too when it could not be shown)."""
+        import pyarrow as pa
+
+        if self.overlap:
+            return False
+        if not self.kept:
+            return True
+        keys = pa.concat_tables(self.kept)
+        return keys.group_by(self.primary_key).aggregate([]).num_rows == keys.num_rows

@@ -15,7 +15,7 @@ import pymysql
 from ..checkpoints import Checkpoint
 from ..codec.positions import split_binlog_file_name
 from ..codec.events import GtidEvent, MariadbGtidEvent, QueryEvent
-from ..codec.gtid import MariadbGtidPosition, MysqlGtidSet
+from ..codec.gtid import MariadbGtidPosition, MysqlGtidSet, parse_gtid_state
 from .client import ReplicaConnection
 from .errors import BinlogPurgedError, ReplicaError
 from .identity import require_not_behind, resume_point
@@ -102,7 +102,7 @@ def read_server_state(replica: ReplicaConnection) -> ServerState:
     file, pos, gtid_text = replica.master_status()
     gtid = None
     if gtid_text:
-        gtid = MariadbGtidPosition(gtid_text) if info.flavor == "mariadb" else MysqlGtidSet(gtid_text)
+        gtid = parse_gtid_state(info.flavor, gtid_text)
     target = Checkpoint(file=file, position=pos, gtid=gtid, flavor=info.flavor,
                         server_id=info.server_id, server_uuid=info.server_uuid)
     try:

@@ -15,12 +15,10 @@ from airflow_provider_binlog.codec.gtid import (
     MariadbGtidPosition,
     MysqlGtid,
     MysqlGtidSet,
-    _read_varlen_int,
-    _read_varlen_uint,
-    _write_varlen_uint,
     decode_gtid_list,
     decode_gtid_tagged_event_body,
 )
+from airflow_provider_binlog.codec.gtid_mysql import _read_varlen_int, _read_varlen_uint, _write_varlen_uint
 
 from tests.corpus import CORPUS
 RUST = CORPUS / "blackbeam__rust_mysql_common/test-data/binlogs"
@@ -444,3 +442,15 @@ def test_real_gtid_list_events(path, crc, expected):
     lst = decode_gtid_list(body)
     assert lst.flags == 0
     assert str(lst.to_position()) == expected
+
+
+def test_one_parser_reads_either_flavors_state_and_an_unknown_flavor_is_refused_by_name():
+    from airflow_provider_binlog.codec.gtid import Flavor, empty_gtid_state, parse_gtid_state
+
+    assert parse_gtid_state("mariadb", "0-1-100,1-2-5") == MariadbGtidPosition("0-1-100,1-2-5")
+    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    assert parse_gtid_state(Flavor.MYSQL, f"{uuid}:1-5") == MysqlGtidSet(f"{uuid}:1-5")
+    assert empty_gtid_state("mariadb") == MariadbGtidPosition() and empty_gtid_state("mysql") == MysqlGtidSet()
+    assert Flavor.MARIADB == "mariadb" and str(Flavor.MYSQL) == "mysql"
+    with pytest.raises(ValueError, match="flavor must be one of mysql, mariadb, not 'oracle'"):
+        parse_gtid_state("oracle", "1")

@@ -118,3 +118,37 @@ def test_changes_that_are_not_simple_or_too_big_are_left_to_spark(tmp_path):
     assert SnapshotFold.plan(many, ["id"], COLUMNS, max_change_bytes=100) is None
     assert SnapshotFold.plan(many, ["id"], COLUMNS, max_change_bytes=1 << 20) is not None
     assert SnapshotFold.plan(many, ["id"], COLUMNS + ["added_later"], max_change_bytes=1 << 20) is None
+
+
+def test_integer_keys_are_shown_distinct_by_their_ranges_and_a_repeat_or_an_overlap_is_not():
+    import pyarrow as pa
+
+    from airflow_provider_binlog.merge.snapshot_fold import UniqueKeys
+
+    def chunk(*keys):
+        return pa.table({"id": pa.array(keys, pa.int64())})
+
+    ordered = UniqueKeys(["id"])
+    for keys in ((1, 2, 3), (7, 9), (4, 6, 5), (10,), (20, 21)):  # ranges that meet or not, a chunk unsorted
+        ordered.add(chunk(*keys))
+    assert ordered.distinct() and ordered.ranges == [[1, 10], [20, 21]] and ordered.count == 11
+    twice = UniqueKeys(["id"])
+    twice.add(chunk(1, 2, 2))
+    assert not twice.distinct()
+    overlapping = UniqueKeys(["id"])
+    overlapping.add(chunk(1, 5))
+    overlapping.add(chunk(3))  # distinct, but not shown so without the keys: left to Spark
+    assert not overlapping.distinct()
+
+
+def test_other_keys_are_kept_as_copies_and_counted():
+    import pyarrow as pa
+
+    from airflow_provider_binlog.merge.snapshot_fold import UniqueKeys
+
+    keys = UniqueKeys(["a", "b"])
+    keys.add(pa.table({"a": [1, 1], "b": ["x", "y"], "v": [0, 0]}))
+    keys.add(pa.table({"a": [2], "b": ["x"], "v": [0]}))
+    assert keys.distinct() and keys.kept[0].column_names == ["a", "b"]
+    keys.add(pa.table({"a": [1], "b": ["y"], "v": [0]}))
+    assert not keys.distinct()

@@ -99,6 +99,12 @@ def get_provider_info() -> dict:
                        "MERGE.",
         "versions": [__version__],
         "config": provider_config(),
+        "asset-uris": [
+            {"schemes": ["iceberg"], "handler": "airflow_provider_binlog.assets.sanitize_uri",
+             "factory": "airflow_provider_binlog.assets.create_asset",
+             "to_openlineage_converter": "airflow_provider_binlog.assets.convert_asset_to_openlineage"},
+            {"schemes": ["binlog"], "handler": "airflow_provider_binlog.assets.sanitize_source_uri"},
+        ],
         "extra-links": ["airflow_provider_binlog.operators.links.BinlogCdcViewLink",
                         "airflow_provider_binlog.operators.links.SparkApplicationLink"],
         "integrations": [

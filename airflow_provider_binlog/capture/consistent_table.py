@@ -15,21 +15,20 @@ import datetime as dt
 import logging
 from typing import Any, Callable, Optional
 
-import pymysql
-
 from ..codec.events import TableMap
 from ..staging import StagingWriter
-from .snapshot import _convert_rows, _converter, quote_identifier, select_list, snapshot_position
+from .snapshot import _copy_table, snapshot_position
 
 log = logging.getLogger(__name__)
 
 
 def read_table_consistently(conn: Any, flavor: str, writer: StagingWriter, tm: TableMap, *, chunk_rows: int,
                             taken_at: dt.datetime,
-                            progress: Optional[Callable[[int], None]] = None) -> tuple[tuple[str, int], int]:
+                            progress: Optional[Callable[[str, int, int], None]] = None) -> tuple[tuple[str, int], int]:
     """Stage every row of ``tm``'s table as read in one consistent transaction on ``conn`` (an
-    autocommit connection, whose transaction is ended here). Returns the binlog position the
-    read is at and the rows staged; ``progress(rows_just_staged)`` after each chunk."""
+    autocommit connection, whose transaction is ended here), as the consistent snapshot copies
+    a table (:func:`.snapshot._copy_table`). Returns the binlog position the read is at and the
+    rows staged; ``progress(table, rows_just_staged, rows_staged)`` after each chunk."""
     name = f"{tm.schema}.{tm.table}"
     log.info("watermark snapshot: %s has no usable key (no primary key, no unique key of NOT NULL columns): "
              "read in one consistent transaction instead%s", name,
@@ -37,20 +36,8 @@ def read_table_consistently(conn: Any, flavor: str, writer: StagingWriter, tm: T
     with conn.cursor() as cur:
         cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
     file, pos, gtid = snapshot_position(conn, flavor)
-    converters = [_converter(c) for c in tm.columns]
-    staged = 0
     try:
-        with conn.cursor(pymysql.cursors.SSCursor) as cur:
-            cur.execute(f"SELECT {select_list(tm)} FROM {quote_identifier(tm.schema)}.{quote_identifier(tm.table)}")
-            while True:
-                rows = cur.fetchmany(chunk_rows)
-                if not rows:
-                    break
-                n = writer.add_snapshot_rows(tm, _convert_rows(rows, converters), binlog_file=file, position=pos,
-                                             gtid=gtid or None, taken_at=taken_at, first_index=staged)
-                staged += n
-                if progress is not None:
-                    progress(n)
+        staged = _copy_table(conn, writer, tm, file, pos, gtid or None, taken_at, chunk_rows, progress)
     finally:
         conn.rollback()
     log.info("watermark snapshot of %s: %d rows read consistently at %s:%d", name, staged, file, pos)

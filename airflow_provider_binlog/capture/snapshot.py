@@ -261,7 +261,10 @@ def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, ser
 
 def _copy_table(conn, writer: StagingWriter, tm: TableMap, file: str, pos: int,
                 gtid: Optional[str], taken_at: dt.datetime, chunk_rows: int,
-                progress: Optional[Callable[[str, int, int], None]] = None) -> None:
+                progress: Optional[Callable[[str, int, int], None]] = None) -> int:
+    """Stage every row of ``tm``'s table as read on ``conn`` (in key order when it has a primary
+    key) as the snapshot's rows at ``file:pos``; an empty table is staged too, so the merge
+    empties it. Returns the rows staged."""
     name = f"{tm.schema}.{tm.table}"
 
     def report(n: int) -> None:
@@ -310,3 +313,4 @@ def _copy_table(conn, writer: StagingWriter, tm: TableMap, file: str, pos: int,
         writer.add_snapshot_rows(tm, [], binlog_file=file, position=pos, gtid=gtid,
                                  taken_at=taken_at, first_index=0)
     log.info("snapshot of %s.%s: %d rows", tm.schema, tm.table, written)
+    return written

@@ -892,16 +892,8 @@ def _read_consistently(conn, flavor: str, writer: StagingWriter, follower: _Foll
                        taken_at: dt.datetime, progress: Optional[Callable[[str, int, int], None]],
                        seal: Callable[[], None]) -> None:
     """Read a table without a usable key in one consistent transaction (.consistent_table)."""
-    name = f"{t.tm.schema}.{t.tm.table}"
-
-    def report(n: int) -> None:
-        t.rows += n
-        if progress is not None and n:
-            progress(name, n, t.rows)
-
-    t.rows = 0
-    t.read_from, _ = read_table_consistently(conn, flavor, writer, t.tm, chunk_rows=chunk_rows,
-                                             taken_at=taken_at, progress=report)
+    t.read_from, t.rows = read_table_consistently(conn, flavor, writer, t.tm, chunk_rows=chunk_rows,
+                                                  taken_at=taken_at, progress=progress)
     t.chunks, t.finished = 1, True
     seal()
 

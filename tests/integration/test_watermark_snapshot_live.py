@@ -200,6 +200,7 @@ def test_a_table_without_a_usable_key_is_read_consistently_and_its_later_changes
     mariadb.execute("CREATE DATABASE wsnap_nokey")
     mariadb.execute("CREATE TABLE wsnap_nokey.z_loose (x INT, y INT NULL, UNIQUE KEY u (y))")  # a nullable unique key
     mariadb.execute("CREATE TABLE wsnap_nokey.a_keyed (id INT PRIMARY KEY, v INT)")
+    mariadb.execute("CREATE TABLE wsnap_nokey.m_empty (x INT)")  # keyless and empty: staged, so a reload empties it
     mariadb.execute("INSERT INTO wsnap_nokey.z_loose VALUES " + ", ".join(f"({i % 7}, {i})" for i in range(1, 301)))
     mariadb.execute("INSERT INTO wsnap_nokey.z_loose VALUES (1, NULL), (1, NULL)")  # the same row twice
     mariadb.execute("INSERT INTO wsnap_nokey.a_keyed VALUES " + ", ".join(f"({i}, {i})" for i in range(1, 101)))
@@ -210,6 +211,7 @@ def test_a_table_without_a_usable_key_is_read_consistently_and_its_later_changes
                     "UPDATE wsnap_nokey.a_keyed SET v = -v WHERE id = 3",
                     "UPDATE wsnap_nokey.z_loose SET x = 41 WHERE y = 7"],
         # during the keyless table's read, after its position: staged as changes
+        "m_empty": [],
         "z_loose": ["UPDATE wsnap_nokey.z_loose SET x = 42 WHERE y = 6",
                     "DELETE FROM wsnap_nokey.z_loose WHERE y IS NULL LIMIT 1",
                     "INSERT INTO wsnap_nokey.z_loose VALUES (8, NULL)"],
@@ -225,7 +227,9 @@ def test_a_table_without_a_usable_key_is_read_consistently_and_its_later_changes
                                        staging_dir=tmp_path / "s", tables=TableFilter(["wsnap_nokey.*"]),
                                        flavor="mariadb", server={"server_id": mariadb.server_id}, chunk_rows=20,
                                        reader="pymysql", progress=progress)
-    assert writes == {"a_keyed": [], "z_loose": []}  # every write ran when meant to
+    assert writes == {"a_keyed": [], "m_empty": [], "z_loose": []}  # every write ran when meant to
+    empty = next(e for e in snap.tables if e["table"] == "m_empty")
+    assert empty["primary_key"] == [] and sum(empty["rows"].values()) == 0
     assert "wsnap_nokey.z_loose has no usable key" in caplog.text
     assert "read in one consistent transaction" in caplog.text
     entry = next(e for e in snap.tables if e["table"] == "z_loose")

@@ -20,7 +20,7 @@ import bisect
 import dataclasses
 from typing import Any, Iterator, Optional, Sequence
 
-from ..staging.storage import read_parquet, read_parquet_schema
+from ..staging.storage import read_parquet
 from .direct_changes import CHANGE_COLUMNS, fold_changes
 
 #: The ``_txn`` of the rows a snapshot read (the rest of a snapshot batch are binlog changes).
@@ -51,11 +51,11 @@ def _open(location: str) -> Any:
     return pq.ParquetFile(fs.open_input_file(path))
 
 
-def _may_hold_changes(location: str) -> bool:
-    """Whether a staged file may hold rows other than the snapshot's, by the statistics of its
-    ``_txn`` column (kept for the envelope columns): a row group whose least and greatest
-    ``_txn`` both start with :data:`SNAPSHOT_TXN_PREFIX` holds only such values."""
-    metadata = _open(location).metadata
+def _may_hold_changes(metadata: Any) -> bool:
+    """Whether a staged file (its footer's ``metadata``) may hold rows other than the snapshot's,
+    by the statistics of its ``_txn`` column (kept for the envelope columns): a row group whose
+    least and greatest ``_txn`` both start with :data:`SNAPSHOT_TXN_PREFIX` holds only such
+    values."""
     for group in range(metadata.num_row_groups):
         row_group = metadata.row_group(group)
         column = next((row_group.column(i) for i in range(row_group.num_columns)
@@ -96,13 +96,16 @@ class SnapshotFold:
 
         if not primary_key or not files or not set(primary_key) <= set(columns):
             return None
-        for location in files:
-            image = read_parquet_schema(location).field("_after").type
+        footers = {}
+        for location in files:  # each file's footer, read once
+            parquet = _open(location)
+            image = parquet.schema_arrow.field("_after").type
             if not set(columns) <= {image.field(i).name for i in range(image.num_fields)}:
                 return None
+            footers[location] = parquet.metadata
         parts, with_changes, size = [], set(), 0
         for location in files:
-            if not _may_hold_changes(location):
+            if not _may_hold_changes(footers[location]):
                 continue
             changed = pc.invert(_is_snapshot(read_parquet(location, columns=["_txn"]).column("_txn")))
             if not pc.any(changed).as_py():

@@ -30,6 +30,7 @@ from tests.integration.test_direct_commit import (  # noqa: E402
 )
 from tests.integration.test_merge_job import Binlog  # noqa: E402
 from tests.pyiceberg_reader import PyIcebergReader  # noqa: E402
+from tests.s3_server import s3_env, s3_server  # noqa: E402,F401
 
 UTC = dt.timezone.utc
 
@@ -55,10 +56,10 @@ class Snapshot(Binlog):
         return manifest
 
 
-def snapshot_with_changes(root: Path, rng: random.Random, *, keys: int = 300, index: int = 1):
+def snapshot_with_changes(root: Path, rng: random.Random, *, keys: int = 300, index: int = 1, staging=None):
     """A snapshot of ``s.wide`` and ``s.pair`` in chunks, with changes (updates, deletes,
     inserts, key changes) to rows already read between them; the model of the end state."""
-    log = Snapshot(root, index=index).begin()
+    log = Snapshot(root, index=index, staging=staging).begin()
     wide = {k: wide_row(rng, k) for k in range(1, keys + 1)}
     pairs = {(a, b): a for a in range(1, 6) for b in ("x", "y")}
     read: list[int] = []
@@ -177,3 +178,13 @@ def test_large_snapshots_roll_data_files_at_the_tables_target_size(spark, tmp_pa
     assert wide_state(spark, "lake.dsnap_roll.s__wide") == expected_wide(wide)
     bounds = spark.sql("SELECT lower_bounds, upper_bounds FROM lake.dsnap_roll.s__wide.files").collect()
     assert all(b[0] and b[1] for b in bounds)  # metrics from the footers
+
+
+def test_a_snapshot_staged_on_s3_is_committed_directly_and_read_back_by_pyiceberg(spark, spark_warehouse, tmp_path,
+                                                                                 s3_env):  # noqa: F811
+    manifest, wide, pairs = snapshot_with_changes(tmp_path, random.Random(8), keys=150, staging=f"s3://{s3_env}/stage")
+    assert manifest.ref.startswith(f"s3://{s3_env}/stage/")
+    tables = apply_manifests(spark, [manifest.ref], "lake", "dsnap_s3")["batches"][0]["tables"]
+    assert {(t["source"], t.get("direct")) for t in tables} == {("s.wide", True), ("s.pair", True)}
+    assert pyiceberg_wide(PyIcebergReader(warehouse=spark_warehouse), "dsnap_s3") == expected_wide(wide)
+    assert pair_state(spark, "lake.dsnap_s3.s__pair") == {(a, b): v for (a, b), v in pairs.items()}

@@ -19,7 +19,7 @@ from airflow_provider_binlog.codec.errors import BinlogError
 from airflow_provider_binlog.codec.events import (ABSENT, GtidEvent, JsonDiffs, MariadbGtidEvent, RowsEvent,
                                                   TransactionPayloadEvent)
 from airflow_provider_binlog.codec.json_text import to_json_compatible
-from airflow_provider_binlog.cli.render import RowRenderer
+from airflow_provider_binlog.cli.values_json import RowRenderer
 from tests.corpus import CORPUS, manifest
 
 if not CORPUS.exists():

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from airflow_provider_binlog.codec import constants as C
 from airflow_provider_binlog.codec.events import Column
-from airflow_provider_binlog.cli.render import json_encoder
+from airflow_provider_binlog.cli.values_json import json_encoder
 
 
 def enc(type_code, value, meta=0, **kw):
@@ -49,7 +49,8 @@ import pytest  # noqa: E402
 
 from airflow_provider_binlog.codec.errors import CorruptEventError  # noqa: E402
 from airflow_provider_binlog.codec.events import TableMap  # noqa: E402
-from airflow_provider_binlog.cli.render import JsonlRenderer, RowRenderer  # noqa: E402
+from airflow_provider_binlog.cli.render import JsonlRenderer  # noqa: E402
+from airflow_provider_binlog.cli.values_json import RowRenderer  # noqa: E402
 from airflow_provider_binlog.codec.rows import (DECODE_ERRORS, DeferredRows, compile_rows_decoder,  # noqa: E402
                                                 row_data_error, rows_end_mismatch)
 

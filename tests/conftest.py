@@ -31,7 +31,8 @@ atexit.register(shutil.rmtree, _airflow_home, ignore_errors=True)
 os.environ["AIRFLOW_HOME"] = _airflow_home
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 
-from airflow_provider_binlog.local.mariadb import MariaDBServer, mariadb_binaries, normalize_options
+from airflow_provider_binlog.local.mariadb import MariaDBServer
+from airflow_provider_binlog.local.mariadb_command import mariadb_binaries, normalize_options
 
 #: The configuration of the ``mariadb`` fixture; ``mariadb_factory(**opts)``
 #: applies ``opts`` on top of it.

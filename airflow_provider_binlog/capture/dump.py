@@ -46,7 +46,8 @@ from ..schema_history import (
     check_table_map,
 )
 from ..schema_history.apply import statement_ops
-from ..schema_history.ddl import named_tables, parse_ddl, statement_kind, tokenize
+from ..schema_history.ddl import named_tables, parse_ddl, statement_kind
+from ..schema_history.ddl_tokens import tokenize
 from ..staging import Manifest, StagingWriter
 from ..staging.masking import Masking
 from ..staging.storage import StorageOptions

@@ -8,12 +8,11 @@ decoders) and performs no I/O. Framing — cutting a file or a stream into event
 from __future__ import annotations
 
 import re
-import uuid as _uuid
 import zlib
 from typing import Any, Callable, Optional
 
 from . import constants as C
-from ._bytes import F64, HEADER, I64, U16, U32, U64, Buffer, read_packed
+from ._bytes import F64, HEADER, U16, U32, U64, Buffer, read_packed
 from .binary_decimal import decode_binary_decimal as decode_decimal
 from .errors import (
     BinlogError,
@@ -33,17 +32,13 @@ from .events import (
     EventHeader,
     ExecuteLoadQueryEvent,
     FormatDescriptionEvent,
-    GtidEvent,
     HeartbeatEvent,
     IncidentEvent,
     IntvarEvent,
     JsonDiffs,
-    LoadDataBlockEvent,
-    MariadbGtidEvent,
-    MariadbGtidListEvent,
-    PreviousGtidsEvent,
-    QueryEvent,
     QueryStatus,
+    LoadDataBlockEvent,
+    QueryEvent,
     RandEvent,
     RawEvent,
     RotateEvent,
@@ -58,6 +53,9 @@ from .events import (
     XaPrepareEvent,
     XidEvent,
 )
+from .gtid_events import (decode_gtid_event, decode_gtid_tagged_event, decode_mariadb_gtid_event,
+                          decode_mariadb_gtid_list_event, decode_previous_gtids_event)
+from .query_status import decode_query_status
 from .rows import (
     DECODE_ERRORS,
     DeferredRows,
@@ -168,17 +166,17 @@ class EventDecoder:
             C.HEARTBEAT_LOG_EVENT: self._heartbeat,
             C.HEARTBEAT_LOG_EVENT_V2: self._heartbeat_v2,
             C.ROWS_QUERY_LOG_EVENT: self._rows_query,
-            C.GTID_LOG_EVENT: self._gtid,
-            C.ANONYMOUS_GTID_LOG_EVENT: self._gtid,
-            C.GTID_TAGGED_LOG_EVENT: self._gtid_tagged,
-            C.PREVIOUS_GTIDS_LOG_EVENT: self._previous_gtids,
+            C.GTID_LOG_EVENT: decode_gtid_event,
+            C.ANONYMOUS_GTID_LOG_EVENT: decode_gtid_event,
+            C.GTID_TAGGED_LOG_EVENT: decode_gtid_tagged_event,
+            C.PREVIOUS_GTIDS_LOG_EVENT: decode_previous_gtids_event,
             C.TABLE_MAP_EVENT: self._table_map,
             C.TRANSACTION_PAYLOAD_EVENT: self._transaction_payload,
             C.XA_PREPARE_LOG_EVENT: self._xa_prepare,
             C.MARIA_ANNOTATE_ROWS_EVENT: self._annotate_rows,
             C.MARIA_BINLOG_CHECKPOINT_EVENT: self._binlog_checkpoint,
-            C.MARIA_GTID_EVENT: self._mariadb_gtid,
-            C.MARIA_GTID_LIST_EVENT: self._mariadb_gtid_list,
+            C.MARIA_GTID_EVENT: decode_mariadb_gtid_event,
+            C.MARIA_GTID_LIST_EVENT: decode_mariadb_gtid_list_event,
             C.MARIA_START_ENCRYPTION_EVENT: self._start_encryption,
             C.APPEND_BLOCK_EVENT: self._load_block,
             C.BEGIN_LOAD_QUERY_EVENT: self._load_block,
@@ -370,74 +368,6 @@ class EventDecoder:
         return fields
 
     # ------------------------------------------------------------------ statements
-    def _query_status(self, raw: bytes) -> QueryStatus:
-        kw: dict[str, Any] = {}
-        p, n = 0, len(raw)
-        while p < n:
-            code = raw[p]
-            p += 1
-            if code == 0:
-                kw["flags2"] = U32(raw, p)[0]; p += 4
-            elif code == 1:
-                kw["sql_mode"] = U64(raw, p)[0]; p += 8
-            elif code == 2:
-                ln = raw[p]; kw["catalog"] = raw[p + 1:p + 1 + ln].decode("utf-8", "replace"); p += 2 + ln
-            elif code == 3:
-                kw["auto_increment_increment"] = U16(raw, p)[0]
-                kw["auto_increment_offset"] = U16(raw, p + 2)[0]; p += 4
-            elif code == 4:
-                kw["charset_client"] = U16(raw, p)[0]
-                kw["collation_connection"] = U16(raw, p + 2)[0]
-                kw["collation_server"] = U16(raw, p + 4)[0]; p += 6
-            elif code == 5:
-                ln = raw[p]; kw["time_zone"] = raw[p + 1:p + 1 + ln].decode("utf-8", "replace"); p += 1 + ln
-            elif code == 6:
-                ln = raw[p]; kw["catalog"] = raw[p + 1:p + 1 + ln].decode("utf-8", "replace"); p += 1 + ln
-            elif code == 7:
-                kw["lc_time_names"] = U16(raw, p)[0]; p += 2
-            elif code == 8:
-                kw["collation_database"] = U16(raw, p)[0]; p += 2
-            elif code == 9:
-                kw["table_map_for_update"] = U64(raw, p)[0]; p += 8
-            elif code == 10:
-                p += 4
-            elif code == 11:
-                ln = raw[p]; kw["invoker_user"] = raw[p + 1:p + 1 + ln].decode("utf-8", "replace"); p += 1 + ln
-                ln = raw[p]; kw["invoker_host"] = raw[p + 1:p + 1 + ln].decode("utf-8", "replace"); p += 1 + ln
-            elif code == 12:
-                count = raw[p]; p += 1
-                names = []
-                if count != 254:
-                    for _ in range(count):
-                        z = raw.index(b"\x00", p)
-                        names.append(raw[p:z].decode("utf-8", "replace"))
-                        p = z + 1
-                kw["updated_db_names"] = tuple(names)
-            elif code == 13:
-                kw["microseconds"] = int.from_bytes(raw[p:p + 3], "little"); p += 3
-            elif code == 16:
-                kw["explicit_defaults_for_timestamp"] = raw[p]; p += 1
-            elif code == 17:
-                kw["ddl_xid"] = U64(raw, p)[0]; p += 8
-            elif code == 18:
-                kw["default_collation_for_utf8mb4"] = U16(raw, p)[0]; p += 2
-            elif code == 19:
-                kw["sql_require_primary_key"] = raw[p]; p += 1
-            elif code == 20:
-                kw["default_table_encryption"] = raw[p]; p += 1
-            elif code == 128:
-                kw["hrnow"] = int.from_bytes(raw[p:p + 3], "little"); p += 3
-            elif code == 129:
-                kw["xid"] = U64(raw, p)[0]; p += 8
-            else:
-                # Unknown variable: its length is unknown, keep the rest undecoded. The SQL text
-                # does not depend on it (the status block has an explicit length).
-                kw["unparsed"] = bytes(raw[p - 1:])
-                break
-            if p > n:
-                raise ValueError("QUERY status variables overrun their block")
-        return QueryStatus(**kw)
-
     def _query_common(self, h: EventHeader, data: Buffer, p: int, end: int,
                       post_len: int) -> tuple[int, int, str, int, QueryStatus, int]:
         thread_id = U32(data, p)[0]
@@ -446,7 +376,7 @@ class EventDecoder:
         error_code = U16(data, p + 9)[0]
         status_len = U16(data, p + 11)[0] if post_len >= 13 else 0
         q = p + post_len
-        status = self._query_status(bytes(data[q:q + status_len]))
+        status = decode_query_status(bytes(data[q:q + status_len]))
         q += status_len
         schema = bytes(data[q:q + db_len]).decode("utf-8", "replace")
         q += db_len + 1
@@ -488,82 +418,7 @@ class EventDecoder:
         q = p + 13
         return XaPrepareEvent(h, pos, one_phase, fmt, bytes(data[q:q + gl]), bytes(data[q + gl:q + gl + bl]))
 
-    # ------------------------------------------------------------------ GTIDs
-    def _gtid(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
-        commit_flag = data[p]
-        sid = bytes(data[p + 1:p + 17])
-        gno = I64(data, p + 17)[0]
-        p += 25
-        kw: dict[str, Any] = {}
-        if p < end and data[p] == 2:
-            kw["last_committed"] = I64(data, p + 1)[0]
-            kw["sequence_number"] = I64(data, p + 9)[0]
-            p += 17
-        if p + 7 <= end:
-            ict = int.from_bytes(data[p:p + 7], "little")
-            p += 7
-            if ict & (1 << 55):
-                ict &= ~(1 << 55)
-                oct_ = int.from_bytes(data[p:p + 7], "little")
-                p += 7
-            else:
-                oct_ = ict
-            kw["immediate_commit_timestamp"] = ict
-            kw["original_commit_timestamp"] = oct_
-        if p < end:
-            kw["transaction_length"], p = read_packed(data, p)
-        if p + 4 <= end:
-            isv = U32(data, p)[0]
-            p += 4
-            if isv & (1 << 31):
-                isv &= ~(1 << 31)
-                osv = U32(data, p)[0]
-                p += 4
-            else:
-                osv = isv
-            kw["immediate_server_version"] = isv
-            kw["original_server_version"] = osv
-        if p + 8 <= end:
-            kw["commit_group_ticket"] = U64(data, p)[0]
-        anonymous = h.type_code == C.ANONYMOUS_GTID_LOG_EVENT
-        return GtidEvent(h, pos, str(_uuid.UUID(bytes=sid)), gno, None, anonymous, commit_flag, **kw)
-
-    def _gtid_tagged(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
-        from .gtid import decode_gtid_tagged_event_body
-        f = decode_gtid_tagged_event_body(bytes(data[p:end]))
-        return GtidEvent(
-            h, pos, f["uuid"], f["gno"], f.get("tag") or None, False, f.get("commit_flag", 0),
-            last_committed=f.get("last_committed"), sequence_number=f.get("sequence_number"),
-            immediate_commit_timestamp=f.get("immediate_commit_timestamp"),
-            original_commit_timestamp=f.get("original_commit_timestamp"),
-            transaction_length=f.get("transaction_length"),
-            immediate_server_version=f.get("immediate_server_version"),
-            original_server_version=f.get("original_server_version"),
-            commit_group_ticket=f.get("commit_group_ticket"))
-
-    def _previous_gtids(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
-        from .gtid import MysqlGtidSet
-        return PreviousGtidsEvent(h, pos, MysqlGtidSet.decode(bytes(data[p:end])))
-
-    def _mariadb_gtid(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
-        seq_no = U64(data, p)[0]
-        domain_id = U32(data, p + 8)[0]
-        flags = data[p + 12]
-        q = p + 13
-        commit_id = xid = None
-        if flags & C.MARIA_FL_GROUP_COMMIT_ID:
-            commit_id = U64(data, q)[0]
-            q += 8
-        elif flags & (C.MARIA_FL_PREPARED_XA | C.MARIA_FL_COMPLETED_XA):
-            gl, bl = data[q + 4], data[q + 5]
-            xid = bytes(data[q:q + 6 + gl + bl])
-        return MariadbGtidEvent(h, pos, domain_id, seq_no, flags, commit_id, xid)
-
-    def _mariadb_gtid_list(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
-        from .gtid import decode_gtid_list
-        decoded = decode_gtid_list(bytes(data[p:end]))
-        return MariadbGtidListEvent(h, pos, decoded.gtids, decoded.flags)
-
+    # ------------------------------------------------------------------ MariaDB control events
     def _binlog_checkpoint(self, h: EventHeader, pos: int, data: Buffer, p: int, end: int) -> Event:
         n = U32(data, p)[0]
         return BinlogCheckpointEvent(h, pos, bytes(data[p + 4:p + 4 + n]).decode("utf-8", "replace"))

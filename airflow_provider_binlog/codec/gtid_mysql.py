@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from airflow_provider_binlog.codec.errors import CorruptEventError
+from airflow_provider_binlog.codec.gtid_intervals import (Interval, contains_gno, intersect_intervals,
+                                                           merge_intervals, subtract_intervals)
 
 MAX_GNO = (1 << 63) - 1
 _U32_MAX = (1 << 32) - 1
@@ -22,8 +24,6 @@ _UUID_PLAIN_RE = re.compile(r"[0-9a-f]{32}")
 _TAG_RE = re.compile(r"[a-z_][a-z0-9_]{0,31}")
 _INTERVAL_RE = re.compile(r"(\d+)(?:\s*-\s*(\d+))?")
 
-# (first, last): an inclusive range of GNOs, as in the text form.
-Interval = tuple[int, int]
 # (uuid, tag) with tag "" for untagged GTIDs: identifies one GNO sequence.
 _Tsid = tuple[str, str]
 
@@ -94,69 +94,6 @@ class MysqlGtid:
 
 
 # --------------------------------------------------------------------------
-# Interval arithmetic on sorted lists of inclusive (first, last) ranges
-# --------------------------------------------------------------------------
-
-def _merge(intervals: Iterable[Interval]) -> tuple[Interval, ...]:
-    """Sort and coalesce overlapping or adjacent ranges (1-5 and 6-8 give 1-8)."""
-    out: list[list[int]] = []
-    for first, last in sorted(intervals):
-        if out and first <= out[-1][1] + 1:
-            if last > out[-1][1]:
-                out[-1][1] = last
-        else:
-            out.append([first, last])
-    return tuple((a, b) for a, b in out)
-
-
-def _intersect(a: tuple[Interval, ...], b: tuple[Interval, ...]) -> tuple[Interval, ...]:
-    out: list[Interval] = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        lo = max(a[i][0], b[j][0])
-        hi = min(a[i][1], b[j][1])
-        if lo <= hi:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return tuple(out)
-
-
-def _subtract(a: tuple[Interval, ...], b: tuple[Interval, ...]) -> tuple[Interval, ...]:
-    out: list[Interval] = []
-    j = 0
-    for first, last in a:
-        while j < len(b) and b[j][1] < first:
-            j += 1
-        k = j
-        cur = first
-        while k < len(b) and b[k][0] <= last:
-            if b[k][0] > cur:
-                out.append((cur, b[k][0] - 1))
-            cur = max(cur, b[k][1] + 1)
-            k += 1
-        if cur <= last:
-            out.append((cur, last))
-    return tuple(out)
-
-
-def _contains_gno(intervals: tuple[Interval, ...], gno: int) -> bool:
-    lo, hi = 0, len(intervals)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        first, last = intervals[mid]
-        if gno < first:
-            hi = mid
-        elif gno > last:
-            lo = mid + 1
-        else:
-            return True
-    return False
-
-
-# --------------------------------------------------------------------------
 # MySQL serialization library varints (tagged formats, MySQL 8.3+)
 # --------------------------------------------------------------------------
 
@@ -179,6 +116,20 @@ def _read_varlen_uint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
 def _read_varlen_int(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     raw, pos = _read_varlen_uint(buf, pos, end)
     return (-(raw >> 1) - 1 if raw & 1 else raw >> 1), pos
+
+
+def _read_tag(buf: bytes, pos: int, end: int, what: str) -> tuple[str, int]:
+    """Decode a varint-length ASCII GTID tag at ``pos`` in stored form ("" when empty); return it
+    and the offset after it. ``what`` names the enclosing structure in error messages."""
+    length, pos = _read_varlen_uint(buf, pos, end)
+    if pos + length > end:
+        raise CorruptEventError(f"{what} ends inside a GTID tag")
+    raw_tag = buf[pos:pos + length]
+    try:
+        tag = normalize_tag(raw_tag.decode("ascii")) or ""
+    except (UnicodeDecodeError, ValueError):
+        raise CorruptEventError(f"invalid GTID tag {raw_tag!r} in {what}") from None
+    return tag, pos + length
 
 
 def _write_varlen_uint(value: int) -> bytes:
@@ -223,7 +174,7 @@ class MysqlGtidSet:
     def _set_from(self, mapping: dict[_Tsid, Iterable[Interval]]) -> None:
         sids = []
         for tsid in sorted(mapping):
-            merged = _merge(mapping[tsid])
+            merged = merge_intervals(mapping[tsid])
             if merged:
                 sids.append((tsid, merged))
         self._sids = tuple(sids)
@@ -297,12 +248,12 @@ class MysqlGtidSet:
 
     def intersection(self, other: "MysqlGtidSet") -> "MysqlGtidSet":
         theirs = _coerce_set(other)._as_dict()
-        return self._from_mapping({tsid: _intersect(ivs, theirs[tsid])
+        return self._from_mapping({tsid: intersect_intervals(ivs, theirs[tsid])
                                    for tsid, ivs in self._sids if tsid in theirs})
 
     def subtract(self, other: "MysqlGtidSet") -> "MysqlGtidSet":
         theirs = _coerce_set(other)._as_dict()
-        return self._from_mapping({tsid: _subtract(ivs, theirs.get(tsid, ()))
+        return self._from_mapping({tsid: subtract_intervals(ivs, theirs.get(tsid, ()))
                                    for tsid, ivs in self._sids})
 
     __or__ = union
@@ -325,7 +276,7 @@ class MysqlGtidSet:
         A string is read as a GTID set (a single GTID is a valid set)."""
         if isinstance(item, MysqlGtid):
             ivs = self._as_dict().get((item.uuid, item.tag or ""))
-            return ivs is not None and _contains_gno(ivs, item.gno)
+            return ivs is not None and contains_gno(ivs, item.gno)
         return _coerce_set(item).issubset(self)
 
     def __contains__(self, item: object) -> bool:
@@ -430,15 +381,7 @@ class MysqlGtidSet:
             uuid = f"{raw_uuid[:8]}-{raw_uuid[8:12]}-{raw_uuid[12:16]}-{raw_uuid[16:20]}-{raw_uuid[20:]}"
             tag = ""
             if tagged:
-                tag_len, pos = _read_varlen_uint(buf, pos, end)
-                if pos + tag_len > end:
-                    raise CorruptEventError("GTID set encoding ends inside a tag")
-                raw_tag = buf[pos:pos + tag_len]
-                pos += tag_len
-                try:
-                    tag = normalize_tag(raw_tag.decode("ascii")) or ""
-                except (UnicodeDecodeError, ValueError):
-                    raise CorruptEventError(f"invalid GTID tag {raw_tag!r} in GTID set encoding") from None
+                tag, pos = _read_tag(buf, pos, end, "GTID set encoding")
             if pos + 8 > end:
                 raise CorruptEventError("GTID set encoding ends before an interval count")
             (n_intervals,) = struct.unpack_from("<Q", buf, pos)
@@ -562,15 +505,7 @@ def decode_gtid_tagged_event_body(buf: bytes) -> dict[str, Any]:
                 raw.append(byte)
             values["uuid"] = normalize_uuid(raw.hex())
         elif field_id == _F_TAG:
-            length, pos = _read_varlen_uint(buf, pos, end)
-            if pos + length > end:
-                raise CorruptEventError("GTID_TAGGED_LOG_EVENT ends inside the tag")
-            raw_tag = buf[pos:pos + length]
-            pos += length
-            try:
-                values["tag"] = normalize_tag(raw_tag.decode("ascii"))
-            except (UnicodeDecodeError, ValueError):
-                raise CorruptEventError(f"invalid GTID tag {raw_tag!r} in GTID_TAGGED_LOG_EVENT") from None
+            values["tag"], pos = _read_tag(buf, pos, end, "GTID_TAGGED_LOG_EVENT")
         elif field_id <= last_non_ignorable:
             raise CorruptEventError(f"GTID_TAGGED_LOG_EVENT has unknown mandatory field {field_id}",
                                     hint="the server is newer than this decoder; upgrade airflow-provider-binlog")

@@ -2,7 +2,7 @@
 
 * :mod:`.mariadb`: :class:`~airflow_provider_binlog.local.mariadb.MariaDBServer`, a private,
   throw-away ``mariadbd`` (its own data directory, port and binlog) for the tests, the
-  benchmarks and the quickstart;
+  benchmarks and the quickstart, with :mod:`.mariadb_command` (its executables and options);
 * :mod:`.watchdog`: the process that stops such a server and removes its directory when the
   Python process that started it dies without stopping it;
 * :mod:`.quickstart`: ``python -m airflow_provider_binlog quickstart``, the load end to end

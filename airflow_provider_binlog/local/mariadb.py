@@ -15,8 +15,8 @@ Example::
 Server options are given as a dict; ``{"binlog_row_image": "MINIMAL"}``
 becomes ``--binlog-row-image=MINIMAL``.  ``True``/``False`` become ``ON``/
 ``OFF`` and ``None`` gives a bare flag (``{"skip_slave_start": None}``).
-They are applied after :data:`BASE_OPTIONS` (small memory settings for a
-fast start) and override them.
+They are applied after :data:`.mariadb_command.BASE_OPTIONS` (small memory
+settings for a fast start) and override them.
 
 The root user has an empty password over TCP.  A user ``repl`` (password
 ``replpass``) can read the binlog over the replication protocol and SELECT
@@ -36,7 +36,7 @@ port and binlogs (a clean shutdown, or a crash with ``crash=True``);
 
 Binaries are looked up on ``PATH`` and in ``/usr/sbin`` and ``/usr/bin``;
 the environment variables ``MARIADBD`` and ``MARIADB_INSTALL_DB`` override
-them.
+them (:mod:`.mariadb_command`).
 """
 
 from __future__ import annotations
@@ -58,38 +58,17 @@ from typing import Any, Mapping, Sequence
 import pymysql
 
 from ..errors import ProviderError
+from .mariadb_command import BASE_OPTIONS, mariadb_binaries, normalize_options, option_args
 
 __all__ = [
-    "BASE_OPTIONS",
     "MariaDBServer",
     "MariaDBServerError",
-    "find_binary",
-    "mariadb_binaries",
-    "normalize_options",
     "stop_all",
 ]
-
-#: Options every server gets unless the caller overrides them: small
-#: memory, no fsync, utf8mb4 as on a Debian-configured server.
-BASE_OPTIONS: dict[str, str] = {
-    "innodb_buffer_pool_size": "32M",
-    "innodb_log_file_size": "8M",
-    "innodb_log_buffer_size": "4M",
-    "innodb_flush_log_at_trx_commit": "2",
-    "innodb_doublewrite": "OFF",
-    "innodb_use_native_aio": "OFF",
-    "sync_binlog": "0",
-    "performance_schema": "OFF",
-    "skip_name_resolve": "ON",
-    "character_set_server": "utf8mb4",
-    "collation_server": "utf8mb4_general_ci",
-    "max_connections": "200",
-}
 
 REPL_USER = "repl"
 REPL_PASSWORD = "replpass"
 
-_SEARCH_DIRS = ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin")
 _server_ids = itertools.count(101)
 _live: set["MariaDBServer"] = set()
 _live_lock = threading.Lock()
@@ -98,55 +77,6 @@ _atexit_registered = False
 
 class MariaDBServerError(ProviderError, RuntimeError):
     """The server could not be initialised, started or stopped."""
-
-
-def find_binary(name: str, env_var: str | None = None) -> str | None:
-    """Return the path of executable ``name``, or None if it is absent."""
-    if env_var and os.environ.get(env_var):
-        path = os.environ[env_var]
-        return path if os.access(path, os.X_OK) else None
-    found = shutil.which(name)
-    if found:
-        return found
-    for d in _SEARCH_DIRS:
-        path = os.path.join(d, name)
-        if os.access(path, os.X_OK):
-            return path
-    return None
-
-
-def mariadb_binaries() -> tuple[str | None, str | None]:
-    """``(mariadbd, mariadb-install-db)`` paths; None for a missing one."""
-    return (
-        find_binary("mariadbd", "MARIADBD"),
-        find_binary("mariadb-install-db", "MARIADB_INSTALL_DB"),
-    )
-
-
-def normalize_options(options: Mapping[str, Any] | None) -> dict[str, str | None]:
-    """Server options as :class:`MariaDBServer` keeps them in ``options``: names in
-    lower case with underscores and no leading dashes (``--Binlog-Checksum`` becomes
-    ``binlog_checksum``), values as strings, ``True``/``False`` as ``ON``/``OFF``,
-    ``None`` (a bare flag) kept.  Equal dicts start equally configured servers."""
-    out: dict[str, str | None] = {}
-    for key, value in (options or {}).items():
-        name = key.strip().lstrip("-").replace("-", "_").lower()
-        if value is True:
-            value = "ON"
-        elif value is False:
-            value = "OFF"
-        elif value is not None:
-            value = str(value)
-        out[name] = value
-    return out
-
-
-def _option_args(options: Mapping[str, str | None]) -> list[str]:
-    args = []
-    for name, value in options.items():
-        flag = "--" + name.replace("_", "-")
-        args.append(flag if value is None else f"{flag}={value}")
-    return args
 
 
 def _free_port() -> int:
@@ -255,7 +185,7 @@ class MariaDBServer:
         if os.geteuid() == 0:
             args.insert(2, "--user=root")
         merged = {**BASE_OPTIONS, **self.options}
-        return args + _option_args(merged)
+        return args + option_args(merged)
 
     def start(self) -> "MariaDBServer":
         """Start the server: in a new temporary directory, or after :meth:`halt` again on
@@ -346,7 +276,7 @@ class MariaDBServer:
         ]
         # bootstrap with the InnoDB sizes the server will run with
         merged = {**BASE_OPTIONS, **self.options}
-        cmd += _option_args(
+        cmd += option_args(
             {k: merged[k] for k in ("innodb_buffer_pool_size", "innodb_log_file_size")}
         )
         if os.geteuid() == 0:

@@ -407,7 +407,8 @@ def run(workdir: Path, rows: int, rounds: int, seed: int) -> int:
         path.mkdir()
 
     from ..spark import SparkRuntimeError, find_java17_home, iceberg_runtime_jars
-    from .mariadb import MariaDBServer, mariadb_binaries
+    from .mariadb import MariaDBServer
+    from .mariadb_command import mariadb_binaries
 
     mariadbd, install_db = mariadb_binaries()
     if not (mariadbd and install_db):

@@ -1,7 +1,9 @@
 """The schema of every captured table at every binlog position: seeded from
 information_schema at a consistent point, then following the DDL in the binlog.
 
-Modules: :mod:`.model` (the history and its JSON form), :mod:`.ddl` (the DDL parser),
+Modules: :mod:`.model` (the history and its JSON form), :mod:`.ddl` (the DDL parser, with
+:mod:`.ddl_model` its statements, :mod:`.ddl_tokens` its tokenizer, :mod:`.ddl_columns`
+column definitions),
 :mod:`.apply` (applying statements, and what they mean for the Iceberg tables),
 :mod:`.check` (TABLE_MAP events against the history), :mod:`.seed` (reading
 information_schema), :mod:`.errors`.

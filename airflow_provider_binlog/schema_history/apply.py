@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional
 
-from . import ddl
+from . import ddl, ddl_model
 from .errors import DdlSyntaxError
 from .model import ColumnDef, SchemaHistory, TableDef
 
@@ -49,7 +49,7 @@ def charset_of_collation(collation: Optional[str]) -> Optional[str]:
     return None if head in ("uca1400",) else head
 
 
-def column_def(spec: ddl.ColumnSpec, *, table_charset: tuple, flavor: str,
+def column_def(spec: ddl_model.ColumnSpec, *, table_charset: tuple, flavor: str,
                primary_key: bool = False) -> ColumnDef:
     """The :class:`ColumnDef` of a column as written in a statement, its character set
     resolved from the column, the table's default or the database's default."""
@@ -123,41 +123,41 @@ class HistoryFollower:
         self.followed = followed
 
     # -- entry point -------------------------------------------------------------------------
-    def statement(self, sql: str) -> Optional[ddl.Statement]:
+    def statement(self, sql: str) -> Optional[ddl_model.Statement]:
         return ddl.parse_ddl(sql)
 
-    def names(self, stmt: ddl.Statement, default_schema: str) -> list[tuple]:
-        if isinstance(stmt, (ddl.CreateDatabase, ddl.DropDatabase)):
+    def names(self, stmt: ddl_model.Statement, default_schema: str) -> list[tuple]:
+        if isinstance(stmt, (ddl_model.CreateDatabase, ddl_model.DropDatabase)):
             return []
-        if isinstance(stmt, ddl.CreateTrigger):
+        if isinstance(stmt, ddl_model.CreateTrigger):
             return [r.resolve(default_schema) for r in [stmt.table, *stmt.targets]]
         return [ref.resolve(default_schema) for ref in ddl.named_tables(stmt)]
 
-    def concerns_us(self, stmt: ddl.Statement, default_schema: str) -> bool:
-        if isinstance(stmt, (ddl.CreateDatabase, ddl.DropDatabase)):
+    def concerns_us(self, stmt: ddl_model.Statement, default_schema: str) -> bool:
+        if isinstance(stmt, (ddl_model.CreateDatabase, ddl_model.DropDatabase)):
             return self.followed(stmt.name)
-        if isinstance(stmt, ddl.AlterDatabase):
+        if isinstance(stmt, ddl_model.AlterDatabase):
             return self.followed(stmt.name or default_schema or "")
         return any(self.followed(s) for s, _ in self.names(stmt, default_schema))
 
-    def apply(self, stmt: ddl.Statement, default_schema: str) -> list[dict]:
+    def apply(self, stmt: ddl_model.Statement, default_schema: str) -> list[dict]:
         """Apply a parsed statement; return the operations on captured tables."""
         handler = getattr(self, "_" + type(stmt).__name__)
         return handler(stmt, default_schema or "")
 
     # -- databases ---------------------------------------------------------------------------
-    def _CreateDatabase(self, stmt: ddl.CreateDatabase, default_schema: str) -> list[dict]:
+    def _CreateDatabase(self, stmt: ddl_model.CreateDatabase, default_schema: str) -> list[dict]:
         h = self.history
         ops = []
         if stmt.replace:
-            ops = self._DropDatabase(ddl.DropDatabase(stmt.name), default_schema)
+            ops = self._DropDatabase(ddl_model.DropDatabase(stmt.name), default_schema)
         elif stmt.if_not_exists and h.db_key(stmt.name) in h.databases:
             return []
         charset = stmt.charset or charset_of_collation(stmt.collation) or h.server_charset
         h.databases[h.db_key(stmt.name)] = (charset, stmt.collation)
         return ops
 
-    def _AlterDatabase(self, stmt: ddl.AlterDatabase, default_schema: str) -> list[dict]:
+    def _AlterDatabase(self, stmt: ddl_model.AlterDatabase, default_schema: str) -> list[dict]:
         h = self.history
         name = stmt.name or default_schema
         old = h.database_charset(name)
@@ -165,7 +165,7 @@ class HistoryFollower:
         h.databases[h.db_key(name)] = (charset, stmt.collation or (old[1] if charset == old[0] else None))
         return []
 
-    def _DropDatabase(self, stmt: ddl.DropDatabase, default_schema: str) -> list[dict]:
+    def _DropDatabase(self, stmt: ddl_model.DropDatabase, default_schema: str) -> list[dict]:
         h = self.history
         ops = []
         key = h.db_key(stmt.name)
@@ -177,7 +177,7 @@ class HistoryFollower:
         h.databases.pop(key, None)
         return ops
 
-    def _CreateTrigger(self, stmt: ddl.CreateTrigger, default_schema: str) -> list[dict]:
+    def _CreateTrigger(self, stmt: ddl_model.CreateTrigger, default_schema: str) -> list[dict]:
         """A trigger on ``t`` writing into another table of the history makes that table a
         copy kept in step with ``t`` (pt-online-schema-change's shadow)."""
         h = self.history
@@ -198,7 +198,7 @@ class HistoryFollower:
                                  f"is not followed, or dropped)")
         return found
 
-    def _CreateTable(self, stmt: ddl.CreateTable, default_schema: str) -> list[dict]:
+    def _CreateTable(self, stmt: ddl_model.CreateTable, default_schema: str) -> list[dict]:
         h = self.history
         schema, table = stmt.table.resolve(default_schema)
         if not self.followed(schema):
@@ -231,7 +231,7 @@ class HistoryFollower:
             return [{"op": "reset", "table": [schema, table]}]
         return []
 
-    def _DropTables(self, stmt: ddl.DropTables, default_schema: str) -> list[dict]:
+    def _DropTables(self, stmt: ddl_model.DropTables, default_schema: str) -> list[dict]:
         ops = []
         for ref in stmt.tables:
             schema, table = ref.resolve(default_schema)
@@ -240,11 +240,11 @@ class HistoryFollower:
                     ops.append({"op": "reset", "table": [schema, table]})
         return ops
 
-    def _TruncateTable(self, stmt: ddl.TruncateTable, default_schema: str) -> list[dict]:
+    def _TruncateTable(self, stmt: ddl_model.TruncateTable, default_schema: str) -> list[dict]:
         schema, table = stmt.table.resolve(default_schema)
         return [{"op": "reset", "table": [schema, table]}] if self.captured(schema, table) else []
 
-    def _RenameTables(self, stmt: ddl.RenameTables, default_schema: str) -> list[dict]:
+    def _RenameTables(self, stmt: ddl_model.RenameTables, default_schema: str) -> list[dict]:
         pairs = [(a.resolve(default_schema), b.resolve(default_schema)) for a, b in stmt.pairs]
         return self._renames(pairs, "RENAME TABLE")
 
@@ -309,11 +309,11 @@ class HistoryFollower:
             op["swap_from"] = list(swap_from)
         return op
 
-    def _AlterTable(self, stmt: ddl.AlterTable, default_schema: str) -> list[dict]:
+    def _AlterTable(self, stmt: ddl_model.AlterTable, default_schema: str) -> list[dict]:
         h = self.history
         schema, table = stmt.table.resolve(default_schema)
         if not self.followed(schema) and not any(
-                isinstance(a, ddl.RenameTo) and self.followed(a.table.resolve(schema)[0]) for a in stmt.actions):
+                isinstance(a, ddl_model.RenameTo) and self.followed(a.table.resolve(schema)[0]) for a in stmt.actions):
             return []
         where = f"ALTER TABLE {schema}.{table}"
         old = self._require(schema, table, "ALTER TABLE")
@@ -323,7 +323,7 @@ class HistoryFollower:
         renamed: list = []
         rename_to = None
         for action in stmt.actions:
-            if isinstance(action, ddl.AddColumn):
+            if isinstance(action, ddl_model.AddColumn):
                 if _find(columns, action.column.name) >= 0:
                     if action.if_not_exists:
                         continue
@@ -332,13 +332,13 @@ class HistoryFollower:
                                            primary_key=action.column.primary_key), action.position, where)
                 if action.column.primary_key:
                     keys = [action.column.name]
-            elif isinstance(action, ddl.DropColumn):
+            elif isinstance(action, ddl_model.DropColumn):
                 i = _existing(columns, action.name, action.if_exists, f"{where} drops")
                 if i is None:
                     continue
                 columns.pop(i)
                 keys = [k for k in keys if k.lower() != action.name.lower()]
-            elif isinstance(action, ddl.ChangeColumn):
+            elif isinstance(action, ddl_model.ChangeColumn):
                 i = _existing(columns, action.old_name, action.if_exists, f"{where} changes")
                 if i is None:
                     continue
@@ -353,16 +353,16 @@ class HistoryFollower:
                 if action.old_name.lower() != column.name.lower():
                     renamed.append([action.old_name, column.name])
                     keys = [column.name if k.lower() == action.old_name.lower() else k for k in keys]
-            elif isinstance(action, ddl.RenameColumn):
+            elif isinstance(action, ddl_model.RenameColumn):
                 i = _existing(columns, action.old_name, False, f"{where} renames")
                 columns[i] = dataclasses.replace(columns[i], name=action.new_name)
                 renamed.append([action.old_name, action.new_name])
                 keys = [action.new_name if k.lower() == action.old_name.lower() else k for k in keys]
-            elif isinstance(action, ddl.SetDefault):
+            elif isinstance(action, ddl_model.SetDefault):
                 i = _existing(columns, action.name, False, f"{where} sets the default of")
                 columns[i] = dataclasses.replace(columns[i], default_kind=action.default_kind,
                                                  default=action.default)
-            elif isinstance(action, ddl.SetPrimaryKey):
+            elif isinstance(action, ddl_model.SetPrimaryKey):
                 keys = list(action.columns or [])
                 if action.columns:
                     for k in action.columns:
@@ -370,14 +370,14 @@ class HistoryFollower:
                         if i < 0:
                             raise DdlSyntaxError(f"{where} makes {k!r} a primary key column, which it does not have")
                         columns[i] = dataclasses.replace(columns[i], nullable=False)
-            elif isinstance(action, ddl.ConvertCharset):
+            elif isinstance(action, ddl_model.ConvertCharset):
                 new = action.charset or charset_of_collation(action.collation) or h.database_charset(schema)[0]
                 charset = (new, action.collation)
                 columns = [self._convert(c, new, action.collation) for c in columns]
-            elif isinstance(action, ddl.TableCharset):
+            elif isinstance(action, ddl_model.TableCharset):
                 charset = (action.charset or charset_of_collation(action.collation) or charset[0],
                            action.collation)
-            elif isinstance(action, ddl.RenameTo):
+            elif isinstance(action, ddl_model.RenameTo):
                 rename_to = action.table.resolve(schema)
         new_def = TableDef(schema, table, tuple(columns), tuple(keys), charset[0], charset[1], old.like)
         h.put(new_def)
@@ -401,34 +401,34 @@ class HistoryFollower:
 __all__ = ["HistoryFollower", "charset_of_collation", "column_def"]
 
 
-def statement_ops(stmt: ddl.Statement, default_schema: str, captured: Captured) -> list[dict]:
+def statement_ops(stmt: ddl_model.Statement, default_schema: str, captured: Captured) -> list[dict]:
     """The operations of a statement read without a history (a dump given no schema history):
     what follows from the names alone — resets, moves between captured tables, refusals.
     Column changes are then seen in the staged files only."""
-    if isinstance(stmt, ddl.DropTables):
+    if isinstance(stmt, ddl_model.DropTables):
         refs = [r.resolve(default_schema) for r in stmt.tables]
         return [{"op": "reset", "table": list(r)} for r in refs if captured(*r)]
-    if isinstance(stmt, ddl.TruncateTable) or (isinstance(stmt, ddl.CreateTable) and stmt.replace):
+    if isinstance(stmt, ddl_model.TruncateTable) or (isinstance(stmt, ddl_model.CreateTable) and stmt.replace):
         ref = stmt.table.resolve(default_schema)
         return [{"op": "reset", "table": list(ref)}] if captured(*ref) else []
     pairs = []
-    if isinstance(stmt, ddl.AlterTable):
+    if isinstance(stmt, ddl_model.AlterTable):
         table = stmt.table.resolve(default_schema)
-        added = [a.column for a in stmt.actions if isinstance(a, ddl.AddColumn)]
-        dropped = [a.name for a in stmt.actions if isinstance(a, ddl.DropColumn)]
+        added = [a.column for a in stmt.actions if isinstance(a, ddl_model.AddColumn)]
+        dropped = [a.name for a in stmt.actions if isinstance(a, ddl_model.DropColumn)]
         if captured(*table) and (added or dropped):
             defs = [column_def(c, table_charset=(None, None), flavor="mysql") for c in added]
             return [{"op": "alter", "table": list(table), "dropped": dropped, "renamed": [],
                      "added": [{"name": d.name, "column": d.to_json(),
                                 "value": d.value_for_existing_rows()} for d in defs]}] + \
-                statement_ops(ddl.AlterTable(stmt.table, [a for a in stmt.actions
-                                                          if isinstance(a, ddl.RenameTo)]),
+                statement_ops(ddl_model.AlterTable(stmt.table, [a for a in stmt.actions
+                                                          if isinstance(a, ddl_model.RenameTo)]),
                               default_schema, captured)
-    if isinstance(stmt, ddl.RenameTables):
+    if isinstance(stmt, ddl_model.RenameTables):
         pairs = [(a.resolve(default_schema), b.resolve(default_schema)) for a, b in stmt.pairs]
-    elif isinstance(stmt, ddl.AlterTable):
+    elif isinstance(stmt, ddl_model.AlterTable):
         old = stmt.table.resolve(default_schema)
-        pairs = [(old, a.table.resolve(old[0])) for a in stmt.actions if isinstance(a, ddl.RenameTo)]
+        pairs = [(old, a.table.resolve(old[0])) for a in stmt.actions if isinstance(a, ddl_model.RenameTo)]
     ops = []
     origin: dict = {}
     for old, new in pairs:

@@ -10,7 +10,7 @@ _SYSTEM = ("mysql", "sys", "performance_schema", "information_schema")
 
 def _labels(column_type: str) -> tuple:
     """``enum('a','it''s')`` -> ``('a', "it's")`` (information_schema doubles quotes)."""
-    from .ddl import tokenize
+    from .ddl_tokens import tokenize
     inner = column_type[column_type.index("("):]
     return tuple(t.text for t in tokenize("SELECT " + inner) if t.kind == "string")
 

@@ -157,7 +157,7 @@ def test_halt_and_start_again_keep_data_and_port() -> None:
 
 
 def test_normalize_options() -> None:
-    from airflow_provider_binlog.local.mariadb import normalize_options
+    from airflow_provider_binlog.local.mariadb_command import normalize_options
 
     assert normalize_options({"--Binlog-Checksum": "NONE", "log_bin_compress": True,
                               "skip-slave-start": None, "max_connections": 20}) == {

@@ -10,7 +10,7 @@ The script starts a private MariaDB server, creates ``bench.big`` (5 columns: IN
 BIGINT, DECIMAL(12,2), DATETIME(6), VARCHAR(40)) with ``--rows`` rows (MariaDB's sequence
 engine), then, for each size, times
 
-* ``watermark``: :func:`airflow_provider_binlog.capture.watermark_snapshot.take_watermark_snapshot`
+* ``watermark``: :func:`airflow_provider_binlog.capture.watermark.snapshot.take_watermark_snapshot`
   (key chunks between binlog watermarks, staged as zstd Parquet with a manifest), each chunk
   read straight into Arrow with connectorx over ``--connections`` connections;
 * ``watermark-pymysql``: the same, each chunk read row by row with pymysql;
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.capture.snapshot import take_snapshot
     from airflow_provider_binlog.tables import TableFilter
-    from airflow_provider_binlog.capture.watermark_snapshot import take_watermark_snapshot
+    from airflow_provider_binlog.capture.watermark.snapshot import take_watermark_snapshot
 
     try:
         srv = MariaDBServer(SERVER_OPTIONS)

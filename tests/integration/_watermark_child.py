@@ -17,13 +17,14 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     import pymysql
 
-    from airflow_provider_binlog.capture import watermark_snapshot as ws
+    from airflow_provider_binlog.capture.watermark import reads
+    from airflow_provider_binlog.capture.watermark.snapshot import take_watermark_snapshot
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.staging.writer import StagingWriter
     from airflow_provider_binlog.tables import TableFilter
 
     log = open(spec["log"], "a", buffering=1)
-    real_convert, real_seal = ws._convert_rows, StagingWriter.seal
+    real_convert, real_seal = reads._convert_rows, StagingWriter.seal
     seals = [0]
 
     def convert(rows, converters):
@@ -39,10 +40,10 @@ def main() -> None:
         real_seal(self, progress)
         log.write("seal\n")
 
-    ws._convert_rows = convert
+    reads._convert_rows = convert  # the name read_chunk calls, in its module
     StagingWriter.seal = seal
     conn = dict(host=spec["host"], port=spec["port"], user=spec["user"], password=spec["password"])
-    manifest = ws.take_watermark_snapshot(
+    manifest = take_watermark_snapshot(
         lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **conn),
         lambda: ReplicaConnection(spec["host"], spec["port"], spec["user"], spec["password"], server_id=4646),
         staging_dir=spec["staging"], tables=TableFilter(spec["tables"]), flavor="mariadb",

@@ -12,7 +12,7 @@ from airflow_provider_binlog.replica import ReplicaConnection
 from airflow_provider_binlog.capture.snapshot import SnapshotError
 from airflow_provider_binlog.staging.masking import Masking
 from airflow_provider_binlog.tables import TableFilter
-from airflow_provider_binlog.capture.watermark_snapshot import take_watermark_snapshot
+from airflow_provider_binlog.capture.watermark.snapshot import take_watermark_snapshot
 
 DB = "arrowread"
 COLUMNS = {

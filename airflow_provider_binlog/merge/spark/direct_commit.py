@@ -40,11 +40,11 @@ _WRITE_CHUNK = 4 * 1024 * 1024
 log = logging.getLogger(__name__)
 
 
-class _Iceberg:
-    """The Iceberg Java classes used here, looked up once per JVM (each lookup through py4j is
-    a round trip)."""
+class IcebergJava:
+    """The Iceberg Java classes a direct commit uses (here and in :mod:`.direct_snapshot`),
+    looked up once per JVM (each lookup through py4j is a round trip)."""
 
-    _last: Optional[tuple[Any, "_Iceberg"]] = None  # (the JVM view, its classes)
+    _last: Optional[tuple[Any, "IcebergJava"]] = None  # (the JVM view, its classes)
 
     def __init__(self, jvm: Any) -> None:
         iceberg = jvm.org.apache.iceberg
@@ -58,7 +58,7 @@ class _Iceberg:
         self.schema_json = iceberg.SchemaParser.toJson
 
     @classmethod
-    def of(cls, spark: SparkSession) -> "_Iceberg":
+    def of(cls, spark: SparkSession) -> "IcebergJava":
         jvm = spark.sparkContext._jvm
         last = cls._last
         if last is None or last[0] is not jvm:  # a new session's JVM
@@ -68,18 +68,19 @@ class _Iceberg:
 
 def _schema_fields(spark: SparkSession, table: Any) -> list[dict]:
     """The fields of ``table``'s current schema (its JSON form, read in one call)."""
-    return json.loads(_Iceberg.of(spark).schema_json(table.schema()))["fields"]
+    return json.loads(IcebergJava.of(spark).schema_json(table.schema()))["fields"]
 
 
-class _Written(list):
-    """Paths of the files a commit writes, as a context: when the commit fails they are
-    deleted again (unless Iceberg cannot tell whether the commit went through)."""
+class WrittenFiles(list):
+    """Paths of the files a direct commit writes (here and in :mod:`.direct_snapshot`), as a
+    context: when the commit fails they are deleted again (unless Iceberg cannot tell whether
+    the commit went through)."""
 
     def __init__(self, table: Any) -> None:
         super().__init__()
         self.table = table
 
-    def __enter__(self) -> "_Written":
+    def __enter__(self) -> "WrittenFiles":
         return self
 
     def __exit__(self, kind: Any, exc: Optional[BaseException], tb: Any) -> None:
@@ -103,7 +104,7 @@ def _write(spark: SparkSession, table: Any, data: Any, kind: str, written: list,
     configuration unless ``metrics_config`` is given)."""
     import pyarrow.parquet as pq
 
-    java = _Iceberg.of(spark)
+    java = IcebergJava.of(spark)
     buffer = io.BytesIO()
     pq.write_table(data, buffer, compression="zstd")
     payload = buffer.getvalue()
@@ -121,7 +122,7 @@ def _write(spark: SparkSession, table: Any, data: Any, kind: str, written: list,
 
 
 def _data_file(spark: SparkSession, table: Any, spec: Any, data: Any, written: list) -> Any:
-    java = _Iceberg.of(spark)
+    java = IcebergJava.of(spark)
     path, size, metrics = _write(spark, table, data, "data", written)
     return (java.data_files.builder(spec).withPath(path).withFormat(java.parquet)
             .withFileSizeInBytes(size).withMetrics(metrics).build())
@@ -129,7 +130,7 @@ def _data_file(spark: SparkSession, table: Any, spec: Any, data: Any, written: l
 
 def _equality_delete_file(spark: SparkSession, table: Any, spec: Any, keys: Any, field_ids: Sequence[int],
                           written: list) -> Any:
-    java = _Iceberg.of(spark)
+    java = IcebergJava.of(spark)
     path, size, metrics = _write(spark, table, keys, "eq-deletes", written)
     ids = spark.sparkContext._gateway.new_array(spark.sparkContext._jvm.int, len(field_ids))
     for i, field_id in enumerate(field_ids):
@@ -139,7 +140,7 @@ def _equality_delete_file(spark: SparkSession, table: Any, spec: Any, keys: Any,
 
 
 def _position_delete_file(spark: SparkSession, table: Any, spec: Any, deletes: Any, written: list) -> Any:
-    java = _Iceberg.of(spark)
+    java = IcebergJava.of(spark)
     # full bounds of file_path: readers match a delete file to the data files it names by them
     path, size, metrics = _write(spark, table, deletes, "pos-deletes", written,
                                  java.position_delete_metrics(table))
@@ -185,9 +186,10 @@ def _writable(table: Any, spec: Any, deletes: bool = False) -> bool:
 _NOT_WRITTEN = -1
 
 
-def _writable_table(spark: SparkSession, name: str, deletes: bool) -> Optional[tuple[Any, Any, list[dict]]]:
+def writable_table(spark: SparkSession, name: str, deletes: bool) -> Optional[tuple[Any, Any, list[dict]]]:
     """Iceberg table ``name`` as last committed, its partition spec and its schema's fields,
-    when this module writes it (see :func:`_writable`); else None."""
+    when a direct commit (here or in :mod:`.direct_snapshot`) can write it (see
+    :func:`_writable`); else None, and Spark writes it."""
     table = catalog.iceberg_table(spark, name)
     if table is None:
         return None
@@ -207,7 +209,7 @@ def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, prima
     Returns the table's snapshot id after it (the planned one when there was nothing to
     change), or ``_NOT_WRITTEN`` (nothing written) when the table is not one this module
     writes; then Spark does."""
-    found = _writable_table(spark, name, deletes=not replace)
+    found = writable_table(spark, name, deletes=not replace)
     if found is None:
         return _NOT_WRITTEN
     table, spec, fields = found
@@ -231,8 +233,8 @@ def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, prima
             return _NOT_WRITTEN
         if not rows.num_rows and not located.num_rows:
             return planned_head  # deletes of keys the table does not hold
-    always = _Iceberg.of(spark).always_true
-    with _Written(table) as written:
+    always = IcebergJava.of(spark).always_true
+    with WrittenFiles(table) as written:
         if replace:
             update = table.newOverwrite().overwriteByRowFilter(always)
             if rows.num_rows:
@@ -264,7 +266,7 @@ def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, prima
 def append_rows(spark: SparkSession, name: str, rows: Any, props: Mapping[str, str]) -> bool:
     """Append ``rows`` (a pyarrow table with the table's column names) to Iceberg table
     ``name`` in one commit; False (nothing written) when this module does not write it."""
-    found = _writable_table(spark, name, deletes=False)
+    found = writable_table(spark, name, deletes=False)
     if found is None:
         return False
     table, spec, fields = found
@@ -274,7 +276,7 @@ def append_rows(spark: SparkSession, name: str, rows: Any, props: Mapping[str, s
     data = conform(rows, schema)
     if data is None:
         return False
-    with _Written(table) as written:
+    with WrittenFiles(table) as written:
         runtime.commit_update(table.newAppend().appendFile(_data_file(spark, table, spec, data, written)), props)
     return True
 

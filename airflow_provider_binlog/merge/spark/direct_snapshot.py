@@ -36,7 +36,7 @@ from ..iceberg_arrow import arrow_schema, conform
 from ..iceberg_contract import MODE_MERGE
 from ..snapshot_fold import SnapshotFold
 from .apply import commit_properties
-from .direct_commit import _Iceberg, _writable_table, _Written
+from .direct_commit import IcebergJava, writable_table, WrittenFiles
 from .table_work import TableWork
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class _DataFiles:
                 self._upload(temp, location)
             finally:
                 os.unlink(temp)
-        java = _Iceberg.of(self.spark)
+        java = IcebergJava.of(self.spark)
         metrics = java.file_metrics(self.table.io().newInputFile(location), java.metrics_config.forTable(self.table))
         self.files.append(java.data_files.builder(self.spec).withPath(location).withFormat(java.parquet)
                           .withFileSizeInBytes(size).withMetrics(metrics).build())
@@ -229,7 +229,7 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
         spark.sql(sql)
     work.statements = []
     work.statements_run = ran
-    found = _writable_table(spark, work.name, deletes=False)
+    found = writable_table(spark, work.name, deletes=False)
     if found is None:
         return _through_spark(work, "partitioned, or not an Iceberg table this writes")
     table, spec, fields = found
@@ -243,9 +243,9 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
     planned_head = None if head is None else int(head.snapshotId())
     if work.state.head is not None and planned_head != work.state.head:
         return _through_spark(work, "another commit since the plan")  # whose validation reports it
-    always = _Iceberg.of(spark).always_true
+    always = IcebergJava.of(spark).always_true
     try:
-        with _Written(table) as written:
+        with WrittenFiles(table) as written:
             data_files = _DataFiles(spark, table, spec, schema, written)
             try:
                 _write(data_files, fold.rows(), schema)

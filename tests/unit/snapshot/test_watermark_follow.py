@@ -8,7 +8,8 @@ import pytest
 from airflow_provider_binlog.codec import constants as C
 from airflow_provider_binlog.codec.events import ABSENT, Column, EventHeader, RowsEvent, TableMap
 from airflow_provider_binlog.capture.snapshot import SnapshotError
-from airflow_provider_binlog.capture.watermark_snapshot import _Chunk, _Follower, _Table
+from airflow_provider_binlog.capture.watermark.chunks import Chunk, Table
+from airflow_provider_binlog.capture.watermark.follower import Follower
 
 TM = TableMap(1, "s", "t", (Column(0, "id", C.MYSQL_TYPE_LONG, 0, primary_key=True),
                             Column(1, "v", C.MYSQL_TYPE_LONG, 0)), primary_key=(0,))
@@ -23,10 +24,10 @@ class Writer:
 
 
 def setup(done_upto=None, chunk=(None, None)):
-    table = _Table(TM, [0], True, done_upto=done_upto)
+    table = Table(TM, [0], True, done_upto=done_upto)
     writer = Writer()
-    follower = _Follower(lambda: None, {("s", "t"): table}, None, None, writer, ("b.000001", 4))
-    current = _Chunk(table, chunk[0], chunk[1], {})
+    follower = Follower(lambda: None, {("s", "t"): table}, None, None, writer, ("b.000001", 4))
+    current = Chunk(table, chunk[0], chunk[1], {})
     return table, writer, follower, current
 
 
@@ -74,10 +75,10 @@ def test_partial_images_complete_the_chunk_row_and_refuse_what_cannot_be_known()
 def test_with_chunks_of_several_tables_open_a_change_is_replayed_on_its_own_tables_chunk():
     other_tm = TableMap(2, "s", "u", TM.columns, primary_key=(0,))
     table, writer, _, chunk = setup(chunk=(None, (20,)))
-    other = _Table(other_tm, [0], True)
-    follower = _Follower(lambda: None, {("s", "t"): table, ("s", "u"): other}, None, None, writer,
+    other = Table(other_tm, [0], True)
+    follower = Follower(lambda: None, {("s", "t"): table, ("s", "u"): other}, None, None, writer,
                          ("b.000001", 4))
-    other_chunk = _Chunk(other, None, (20,), {(3,): (3, 0)})
+    other_chunk = Chunk(other, None, (20,), {(3,): (3, 0)})
     chunk.rows = {(3,): (3, 0)}
     event = RowsEvent(EventHeader(1_700_000_000, 30, 1, 100, 600, 0), 500, "update", 2, other_tm, 0,
                       (((3, 0), (3, 7)),))
@@ -91,12 +92,12 @@ def test_a_uuid_key_decoded_from_the_binlog_as_bytes_finds_its_row_read_as_text(
 
     tm = TableMap(3, "s", "u", (Column(0, "id", C.MYSQL_TYPE_STRING, 0, primary_key=True, data_type="uuid"),
                                 Column(1, "v", C.MYSQL_TYPE_LONG, 0)), primary_key=(0,))
-    table = _Table(tm, [0], False, key_forms=[TEXT_FORMS["uuid"]])
+    table = Table(tm, [0], False, key_forms=[TEXT_FORMS["uuid"]])
     writer = Writer()
-    follower = _Follower(lambda: None, {("s", "u"): table}, None, None, writer, ("b.000001", 4))
+    follower = Follower(lambda: None, {("s", "u"): table}, None, None, writer, ("b.000001", 4))
     raw = bytes(range(16))
     text = TEXT_FORMS["uuid"](raw)
-    chunk = _Chunk(table, None, None, {(text,): (text, 1)})
+    chunk = Chunk(table, None, None, {(text,): (text, 1)})
     event = RowsEvent(EventHeader(1_700_000_000, 30, 1, 100, 600, 0), 500, "delete", 3, tm, 0, ((raw, 1),))
     follower._rows("b.000001", 500, event, table, chunk)
     assert chunk.rows == {}  # the row deleted while its chunk was read is not staged

@@ -10,7 +10,8 @@ import pytest
 from airflow_provider_binlog.codec import read_binlog_file
 from airflow_provider_binlog.codec.events import RowsEvent
 from airflow_provider_binlog.capture.snapshot import SnapshotError
-from airflow_provider_binlog.capture.watermark_snapshot import _Chunk, _Follower, _Table
+from airflow_provider_binlog.capture.watermark.chunks import Chunk, Table
+from airflow_provider_binlog.capture.watermark.follower import Follower
 from tests.corpus import CORPUS
 
 FILE = CORPUS / "blackbeam__rust_mysql_common/test-data/binlogs/mysql-enum-string-set.000001"
@@ -31,10 +32,10 @@ class Writer:
 def follow(table_state: dict, from_pos: int = 0, chunk: bool = False):
     events = [e for e in read_binlog_file(FILE) if e.pos >= from_pos]
     tm = next(e.table_map for e in events if isinstance(e, RowsEvent))
-    table = _Table(tm, [0], True, **table_state)
+    table = Table(tm, [0], True, **table_state)
     writer = Writer()
-    follower = _Follower(lambda: None, {("mysql", "t"): table}, None, None, writer, ("binlog.000001", 4))
-    current = _Chunk(table, None, None, {}) if chunk else None
+    follower = Follower(lambda: None, {("mysql", "t"): table}, None, None, writer, ("binlog.000001", 4))
+    current = Chunk(table, None, None, {}) if chunk else None
     for event in events:
         follower._handle("binlog.000001", event.pos, event, current)
     return writer.staged, current
@@ -90,11 +91,11 @@ class FakeConn:
 
 @pytest.mark.parametrize("new_syntax", [True, False])
 def test_the_watermark_on_mysql_is_the_binary_log_status_with_its_executed_gtid_set(new_syntax):
-    from airflow_provider_binlog.capture.watermark_snapshot import _binlog_status
+    from airflow_provider_binlog.capture.watermark.positions import binlog_status
 
     conn = FakeConn(new_syntax)
-    assert _binlog_status(conn, "mysql") == ("binlog.000007", 1234, f"{UUID}:1-42")
-    assert _binlog_status(conn, "mysql", gtid=False) == ("binlog.000007", 1234, None)
+    assert binlog_status(conn, "mysql") == ("binlog.000007", 1234, f"{UUID}:1-42")
+    assert binlog_status(conn, "mysql", gtid=False) == ("binlog.000007", 1234, None)
     if new_syntax:
         assert conn.sql == ["SHOW BINARY LOG STATUS"] * 2
     else:
@@ -125,10 +126,10 @@ class CuttingReplica:
 def test_a_stream_ended_inside_a_transaction_is_read_again_from_its_start_and_staged_once():
     events = list(read_binlog_file(FILE))
     tm = next(e.table_map for e in events if isinstance(e, RowsEvent))
-    table = _Table(tm, [0], True, finished=True)
+    table = Table(tm, [0], True, finished=True)
     writer = Writer()
     CuttingReplica.calls = []
-    follower = _Follower(lambda: CuttingReplica(events, cut=4), {("mysql", "t"): table}, None, None, writer,
+    follower = Follower(lambda: CuttingReplica(events, cut=4), {("mysql", "t"): table}, None, None, writer,
                          ("binlog.000001", 791))
     follower.follow_to("binlog.000001", 3331, None)
     assert CuttingReplica.calls == [791, 791]  # the cut transaction (its rows read, not its XID) from its start
@@ -145,8 +146,8 @@ def test_a_stream_that_ends_without_progress_before_the_watermark_stops_the_snap
         def close(self):
             pass
 
-    table = _Table(next(e.table_map for e in read_binlog_file(FILE) if isinstance(e, RowsEvent)), [0], True)
-    follower = _Follower(Empty, {("mysql", "t"): table}, None, None, Writer(), ("binlog.000001", 791))
+    table = Table(next(e.table_map for e in read_binlog_file(FILE) if isinstance(e, RowsEvent)), [0], True)
+    follower = Follower(Empty, {("mysql", "t"): table}, None, None, Writer(), ("binlog.000001", 791))
     with pytest.raises(SnapshotError, match="the binlog stream ended at binlog.000001:791, before the "
                                             "watermark binlog.000001:3331 the server reported, 5 times"):
         follower.follow_to("binlog.000001", 3331, None)

@@ -15,7 +15,7 @@ from airflow_provider_binlog.codec.events import Column, TableMap
 from airflow_provider_binlog.staging import StagingWriter
 from airflow_provider_binlog.staging.manifest import ManifestError, load_manifest
 from airflow_provider_binlog.staging.writer import remove_stale_work_dirs
-from airflow_provider_binlog.capture.watermark_snapshot import _decode_key, _encode_key
+from airflow_provider_binlog.capture.watermark.resume import decode_key, encode_key
 
 TM = TableMap(0, "s", "t", (Column(0, "id", C.MYSQL_TYPE_LONG, 0, primary_key=True),
                             Column(1, "v", C.MYSQL_TYPE_LONG, 0)), primary_key=(0,))
@@ -71,5 +71,5 @@ def test_a_table_whose_columns_changed_is_refused(tmp_path):
 def test_chunk_keys_round_trip_through_json():
     key = (7, Decimal("1.50"), dt.date(2024, 2, 29), dt.datetime(2024, 1, 1, 12, 0, 0, 5), dt.timedelta(hours=-3),
            b"\x00\xff", "text")
-    assert _decode_key(_encode_key(key)) == key
-    assert _decode_key(_encode_key(None)) is None
+    assert decode_key(encode_key(key)) == key
+    assert decode_key(encode_key(None)) is None

@@ -4,7 +4,9 @@ checks them when an :class:`~airflow.sdk.Asset` is made and OpenLineage names th
 - ``iceberg://<catalog>/<namespace>/<table>``: an Iceberg table the merge writes (one asset per
   table, see :mod:`.dags`); as OpenLineage: namespace ``iceberg://<catalog>``, name
   ``<namespace>.<table>`` (as :mod:`.lineage` names a table whose warehouse is not known);
-- ``binlog://<source_id>``: the tables of a source captured by patterns.
+- ``binlog://<source_id>``: the tables of a source captured by patterns;
+- ``binlog://<source_id>/changes``: the source's binlog, watched for new data by the
+  event-driven runs (:class:`~.dags.OnNewBinlogData`).
 """
 from __future__ import annotations
 
@@ -26,9 +28,11 @@ def sanitize_uri(uri: SplitResult) -> SplitResult:
 
 
 def sanitize_source_uri(uri: SplitResult) -> SplitResult:
-    """``binlog://<source_id>`` as given; a ValueError saying the form otherwise."""
-    if not uri.netloc or uri.path.strip("/") or uri.query or uri.fragment:
-        raise ValueError(f"{uri.geturl()!r} is not a binlog source's asset URI: binlog://<source_id>")
+    """``binlog://<source_id>`` or ``binlog://<source_id>/changes`` as given; a ValueError saying
+    the forms otherwise."""
+    if not uri.netloc or uri.path.strip("/") not in ("", "changes") or uri.query or uri.fragment:
+        raise ValueError(f"{uri.geturl()!r} is not a binlog source's asset URI: binlog://<source_id> "
+                         "or binlog://<source_id>/changes")
     return uri
 
 

@@ -45,9 +45,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from airflow.sdk import DAG, Asset, Param, TriggerRule, task
+from airflow.sdk import DAG, Asset, AssetWatcher, Param, TriggerRule, task
 
 from .checkpoints import Checkpoint
 from .errors import ProviderError
@@ -57,6 +58,7 @@ from .operators.merge import BinlogMergeOperator, iceberg_asset_uri
 from .operators.snapshot import BinlogSnapshotOperator
 from .sensors.position import BinlogPositionSensor
 from .tables import TableFilter, iceberg_table_name
+from .triggers.new_data import BinlogNewDataTrigger, WakeupGate
 
 BACKFILL_MODES = ("snapshot", "from_position", "from_gtid")
 DEFAULT_SCHEDULE = "*/15 * * * *"
@@ -67,6 +69,34 @@ _WILDCARDS = ("*", "?", "[")
 
 class BackfillParamsError(ProviderError, ValueError):
     """The parameters of a backfill run do not make a valid load; the message says why."""
+
+
+@dataclass(frozen=True)
+class OnNewBinlogData:
+    """``schedule=`` of :func:`make_cdc_dags` for event-driven runs: the incremental DAG starts
+    when the source's binlog has new data after the stored checkpoint, instead of on a cron.
+
+    A :class:`~.triggers.new_data.BinlogNewDataTrigger` watches the binlog in the triggerer
+    (every ``poke_interval`` seconds) through an :class:`~airflow.sdk.AssetWatcher` on the asset
+    ``binlog://<source_id>/changes``, with the factory's ``min_bytes``, ``min_transactions`` and
+    ``max_threshold_wait``. It fires once per checkpoint, at least ``min_interval`` seconds
+    apart, again after ``refire_after`` seconds when no run advanced the checkpoint. Needs a
+    running triggerer."""
+
+    poke_interval: float = 5.0
+    min_interval: float = 10.0
+    refire_after: float = 600.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.poke_interval, bool) or not isinstance(self.poke_interval, (int, float)) \
+                or self.poke_interval <= 0:
+            raise ValueError(f"poke_interval must be a number of seconds > 0, not {self.poke_interval!r}")
+        WakeupGate(min_interval=self.min_interval, refire_after=self.refire_after)  # checks them
+
+
+def changes_asset_uri(source_id: str) -> str:
+    """The asset whose watcher starts the event-driven runs of a source."""
+    return f"binlog://{source_id}/changes"
 
 
 def incremental_dag_id(source_id: str) -> str:
@@ -251,7 +281,8 @@ def make_cdc_dags(
         ``checkpoint_store_uri``.
     :param checkpoint_key: the key of this source's checkpoint in the store (default:
         ``source_id``).
-    :param schedule: of the incremental DAG (cron, timedelta, timetable or ``None``).
+    :param schedule: of the incremental DAG (cron, timedelta, timetable or ``None``), or
+        :class:`OnNewBinlogData` to start a run when the binlog has new data (event-driven).
     :param maintenance: compact and expire snapshots after each incremental merge; with
         ``maintenance_every`` (a timedelta or hours) only tables maintained longer ago, with
         ``expire_older_than_days`` and ``retain_last`` for the snapshots.
@@ -324,6 +355,23 @@ def make_cdc_dags(
               "masking_secret_conn_id": masking_secret_conn_id, "staging_conn_id": staging_conn_id}
     asset_text = ", ".join(f"`{a.uri}`" for a in assets)
 
+    sensor_thresholds: dict[str, Any] = {"min_bytes": min_bytes, "min_transactions": min_transactions,
+                                         "max_threshold_wait": max_threshold_wait}
+    if isinstance(schedule, OnNewBinlogData):
+        wait_seconds = max_threshold_wait.total_seconds() if isinstance(max_threshold_wait, dt.timedelta) \
+            else max_threshold_wait
+        watcher = AssetWatcher(name=f"binlog_new_data__{source_id}", trigger=BinlogNewDataTrigger(
+            binlog_conn_id, checkpoint_key=key, checkpoint_store_uri=checkpoint_store_uri,
+            min_bytes=min_bytes, min_transactions=min_transactions, max_threshold_wait=wait_seconds,
+            poke_interval=schedule.poke_interval, min_interval=schedule.min_interval,
+            refire_after=schedule.refire_after))
+        schedule = [Asset(name=f"binlog_changes__{source_id}", uri=changes_asset_uri(source_id),
+                          extra={"source_id": source_id}, watchers=[watcher])]
+        # the watcher applied the thresholds: the run loads whatever is there, and a run that
+        # finds nothing (its data loaded by the run before) is skipped within a minute
+        sensor_thresholds = {"min_bytes": None, "min_transactions": None, "max_threshold_wait": None}
+        poke_interval, sensor_timeout = watcher.trigger.poke_interval, min(sensor_timeout, 60.0)
+
     with DAG(
         dag_id=incremental_dag_id(source_id),
         schedule=schedule,
@@ -346,8 +394,7 @@ def make_cdc_dags(
             deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
         wait = BinlogPositionSensor(
             task_id="wait_for_changes", binlog_conn_id=binlog_conn_id, checkpoint_key=key,
-            checkpoint_store_uri=checkpoint_store_uri, min_bytes=min_bytes,
-            min_transactions=min_transactions, max_threshold_wait=max_threshold_wait,
+            checkpoint_store_uri=checkpoint_store_uri, **sensor_thresholds,
             poke_interval=poke_interval, timeout=sensor_timeout, mode=sensor_mode,
             deferrable=deferrable, skip_on_timeout=skip_when_idle, max_lag_seconds=max_lag_seconds,
             on_max_lag=on_max_lag, lag_notifier=lag_notifier)
@@ -430,5 +477,5 @@ def make_cdc_dags(
     return incremental, backfill
 
 
-__all__ = ["BACKFILL_MODES", "BackfillParamsError", "backfill_dag_id", "cdc_assets", "incremental_dag_id",
-           "is_explicit", "make_cdc_dags", "plan_backfill"]
+__all__ = ["BACKFILL_MODES", "BackfillParamsError", "OnNewBinlogData", "backfill_dag_id", "cdc_assets",
+           "changes_asset_uri", "incremental_dag_id", "is_explicit", "make_cdc_dags", "plan_backfill"]

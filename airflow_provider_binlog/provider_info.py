@@ -123,7 +123,8 @@ def get_provider_info() -> dict:
             {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.sensors.position"]},
         ],
         "triggers": [
-            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.triggers.position"]},
+            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.triggers.position",
+                                                             "airflow_provider_binlog.triggers.new_data"]},
         ],
         "connection-types": [
             {

@@ -46,6 +46,11 @@ _FALSE = ("0", "false", "no", "off", "n", "f", "")
 CheckpointLike = Union[Checkpoint, Mapping[str, Any], str]
 
 
+#: Why a position check is ready: the thresholds are met, or new data waited long enough.
+REASON_THRESHOLDS = "thresholds met"
+REASON_WAITED = "max_threshold_wait elapsed"
+
+
 class BinlogConnectionError(ProviderError, ValueError):
     """The Airflow connection is incomplete or has an invalid extra."""
 
@@ -259,6 +264,35 @@ class BinlogHook(BaseHook):
         with self.get_replica() as replica:
             return check_position(replica, begin, retention_margin_files=retention_margin_files)
 
+    def poll_position(self, *, start: Optional[CheckpointLike] = None, checkpoint_key: Optional[str] = None,
+                      min_bytes: Optional[int] = None, min_transactions: Optional[int] = None,
+                      thresholds_waived: bool = False, retention_margin_files: int = 1) -> dict:
+        """One check of the sensor and the triggers (blocking): the position check as JSON, with
+        ``ready`` (whether to stop waiting) and ``reason`` (:data:`REASON_THRESHOLDS`,
+        :data:`REASON_WAITED` or None). The lag is sent as metrics under ``checkpoint_key`` (or
+        the connection id). Raises ``BinlogPurgedError`` when the checkpoint's binlogs are gone."""
+        check = self.check_position(start=start, checkpoint_key=checkpoint_key,
+                                    retention_margin_files=retention_margin_files)
+        for warning in check.warnings:
+            self.log.warning("%s", warning)
+        if check.has_new_data and (min_transactions or 0) > 0 and check.lag.get("transactions") is None:
+            self.log.warning("the transactions behind [%s] cannot be counted (no GTIDs): "
+                             "min_transactions is not applied", check.start)
+        self.log.info("%s", check.describe())
+        try:  # a metric must not fail the check
+            from ..metrics import record_lag
+            record_lag(checkpoint_key or self.binlog_conn_id, check.lag)
+        except Exception:
+            self.log.debug("the lag metrics could not be sent", exc_info=True)
+        out = check.to_json()
+        if check.meets(min_bytes, min_transactions):
+            out.update(ready=True, reason=REASON_THRESHOLDS)
+        elif check.has_new_data and thresholds_waived:
+            out.update(ready=True, reason=REASON_WAITED)
+        else:
+            out.update(ready=False, reason=None)
+        return out
+
     # ------------------------------------------------------------------ dump
     def dump(self, *, staging_dir, start: Optional[CheckpointLike] = None,
              stop: Union[str, CheckpointLike] = "current", tables: Optional[Iterable[str]] = None,
@@ -325,7 +359,7 @@ class BinlogHook(BaseHook):
         each table and sets the stored checkpoint to its end; it never moves it here.
 
         ``method="watermark"`` (the default) reads the tables by key chunks between binlog
-        watermarks (:mod:`~airflow_provider_binlog.capture.watermark_snapshot`): no lock, no
+        watermarks (:mod:`~airflow_provider_binlog.capture.watermark`): no lock, no
         RELOAD, no transaction longer than one chunk; the batch runs from the first watermark to
         the last. A table without a usable key (no primary key, no unique key of NOT NULL
         columns) is read in one consistent transaction at a position inside the batch instead.
@@ -335,12 +369,12 @@ class BinlogHook(BaseHook):
         the position.
         With ``resume_key`` it is sealed after every chunk, and a snapshot of the same key whose
         process died is continued there. ``reader`` and ``read_connections`` choose how its
-        chunks are read (see :func:`~airflow_provider_binlog.capture.watermark_snapshot.take_watermark_snapshot`:
+        chunks are read (see :func:`~airflow_provider_binlog.capture.watermark.snapshot.take_watermark_snapshot`:
         straight into Arrow with connectorx where it can, over that many connections); a
         connection with TLS is read with pymysql."""
         from ..capture.arrow_reader import ArrowChunkReader
         from ..capture.snapshot import take_snapshot
-        from ..capture.watermark_snapshot import take_watermark_snapshot
+        from ..capture.watermark.snapshot import take_watermark_snapshot
 
         if method not in ("consistent", "watermark"):
             raise ValueError(f"snapshot method is 'consistent' or 'watermark', not {method!r}")

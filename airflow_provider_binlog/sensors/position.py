@@ -10,7 +10,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, A
 
 from ..hooks.binlog import BinlogHook
 from ..replica import BinlogPurgedError, ReplicaError
-from ..triggers.position import BinlogPositionTrigger, poll_position
+from ..triggers.position import BinlogPositionTrigger
 
 
 class BinlogPurgedFailure(BinlogPurgedError, AirflowFailException):
@@ -121,10 +121,11 @@ class BinlogPositionSensor(BaseSensorOperator):
     def _check(self, context) -> dict:
         deadline = self._deadline(context)
         try:
-            return poll_position(self._hook(), start=self.start, checkpoint_key=self.checkpoint_key,
-                                 min_bytes=self.min_bytes, min_transactions=self.min_transactions,
-                                 thresholds_waived=deadline is not None and time.time() >= deadline,
-                                 retention_margin_files=self.retention_margin_files)
+            return self._hook().poll_position(
+                start=self.start, checkpoint_key=self.checkpoint_key, min_bytes=self.min_bytes,
+                min_transactions=self.min_transactions,
+                thresholds_waived=deadline is not None and time.time() >= deadline,
+                retention_margin_files=self.retention_margin_files)
         except BinlogPurgedFailure:
             raise
         except BinlogPurgedError as exc:

@@ -9,39 +9,6 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..hooks.binlog import BinlogHook, as_checkpoint
 
-#: How the sensor and the trigger decide; the keys of a success payload besides ``status``.
-REASON_THRESHOLDS = "thresholds met"
-REASON_WAITED = "max_threshold_wait elapsed"
-
-
-def poll_position(hook: BinlogHook, *, start: Any = None, checkpoint_key: Optional[str] = None,
-                  min_bytes: Optional[int] = None, min_transactions: Optional[int] = None,
-                  thresholds_waived: bool = False, retention_margin_files: int = 1) -> dict:
-    """One check (blocking): the position check as JSON, with ``ready`` (whether to stop
-    waiting) and ``reason``. Raises ``BinlogPurgedError`` when the checkpoint's binlogs are
-    gone."""
-    check = hook.check_position(start=start, checkpoint_key=checkpoint_key,
-                                retention_margin_files=retention_margin_files)
-    for warning in check.warnings:
-        hook.log.warning("%s", warning)
-    if check.has_new_data and (min_transactions or 0) > 0 and check.lag.get("transactions") is None:
-        hook.log.warning("the transactions behind [%s] cannot be counted (no GTIDs): "
-                         "min_transactions is not applied", check.start)
-    hook.log.info("%s", check.describe())
-    try:  # a metric must not fail the check
-        from airflow_provider_binlog.metrics import record_lag
-        record_lag(checkpoint_key or hook.binlog_conn_id, check.lag)
-    except Exception:
-        hook.log.debug("the lag metrics could not be sent", exc_info=True)
-    out = check.to_json()
-    if check.meets(min_bytes, min_transactions):
-        out.update(ready=True, reason=REASON_THRESHOLDS)
-    elif check.has_new_data and thresholds_waived:
-        out.update(ready=True, reason=REASON_WAITED)
-    else:
-        out.update(ready=False, reason=None)
-    return out
-
 
 def error_payload(exc: BaseException) -> dict:
     """An error event's payload; the message of our errors never holds a password."""
@@ -108,7 +75,7 @@ class BinlogPositionTrigger(BaseTrigger):
             try:
                 # pymysql blocks: query in a thread, never in the triggerer's event loop
                 result = await asyncio.to_thread(
-                    poll_position, hook, start=self.start, checkpoint_key=self.checkpoint_key,
+                    hook.poll_position, start=self.start, checkpoint_key=self.checkpoint_key,
                     min_bytes=self.min_bytes, min_transactions=self.min_transactions,
                     thresholds_waived=self._waived(), retention_margin_files=self.retention_margin_files)
             except Exception as exc:  # BinlogPurgedError, a lost server, a bad checkpoint ...
@@ -120,4 +87,4 @@ class BinlogPositionTrigger(BaseTrigger):
             await asyncio.sleep(self.poke_interval)
 
 
-__all__ = ["BinlogPositionTrigger", "error_payload", "poll_position"]
+__all__ = ["BinlogPositionTrigger", "error_payload"]

@@ -376,3 +376,62 @@ def test_a_dag_with_the_sensor_and_the_dump_serialises():
     tasks = {t["__var"]["task_id"]: t["__var"] for t in data["dag"]["tasks"]}
     assert set(tasks) == {"wait", "dump"}
     assert tasks["dump"]["staging_dir"] == "/data/staging/{{ ds }}"
+
+
+# ---------------------------------------------------------------------- event-driven runs
+
+def test_event_trigger_fires_once_per_checkpoint_and_again_when_a_run_advanced_it(source):
+    """Without a run the trigger stays quiet after its event (no run storm); once the
+    checkpoint moves and new data follows, it fires again (no lost wakeup)."""
+    from airflow_provider_binlog.triggers.new_data import BinlogNewDataTrigger
+
+    server, conn_id, hook = source
+    trigger = BinlogNewDataTrigger(conn_id, poke_interval=0.1, min_interval=0)
+
+    async def scenario():
+        run = trigger.run()
+        first = asyncio.ensure_future(run.__anext__())
+        await asyncio.sleep(0.5)
+        assert not first.done()  # nothing new yet
+        await asyncio.to_thread(insert, server)
+        event = (await asyncio.wait_for(first, 20)).payload
+        second = asyncio.ensure_future(run.__anext__())
+        await asyncio.to_thread(insert, server, 2)  # more data, but no run has loaded the first
+        await asyncio.sleep(1.0)
+        assert not second.done()
+        # a run loads up to the target: the checkpoint advances, and the data after it wakes up again
+        hook.checkpoint_store().save(conn_id, Checkpoint.from_json(event["target"]))
+        await asyncio.to_thread(insert, server)
+        again = (await asyncio.wait_for(second, 20)).payload
+        await run.aclose()
+        return event, again
+
+    event, again = asyncio.run(scenario())
+    assert event["status"] == "new_data" and event["lag"]["transactions"] == 1
+    assert event["reason"] == "thresholds met"
+    assert again["start"] == event["target"] and again["lag"]["transactions"] == 3
+    json.dumps(event)
+
+
+def test_event_trigger_fires_an_error_event_for_purged_binlogs_and_survives_a_missing_connection(source):
+    from airflow_provider_binlog.triggers.new_data import BinlogNewDataTrigger
+
+    server, conn_id, hook = source
+    insert(server)
+    purge_to(server, server.flush_binary_logs())
+    trigger = BinlogNewDataTrigger(conn_id, poke_interval=0.1)
+    payload = asyncio.run(_first_event(trigger))
+    assert payload["status"] == "error" and payload["error_type"] == "BinlogPurgedError"
+    assert "new snapshot" in payload["message"]
+
+    async def quiet():
+        run = BinlogNewDataTrigger("no_such_binlog_conn", poke_interval=0.1).run()
+        task = asyncio.ensure_future(run.__anext__())
+        await asyncio.sleep(0.5)
+        assert not task.done()  # logged and polled again, not ended
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await run.aclose()
+
+    asyncio.run(quiet())

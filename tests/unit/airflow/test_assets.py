@@ -24,6 +24,7 @@ def test_an_iceberg_uri_names_catalog_namespace_and_table_or_is_refused_with_the
     assert sanitize_source_uri(urlsplit("binlog://shop")).netloc == "shop"
     with pytest.raises(ValueError, match="binlog://<source_id>"):
         sanitize_source_uri(urlsplit("binlog://shop/orders"))
+    assert sanitize_source_uri(urlsplit("binlog://shop/changes")).path == "/changes"
 
 
 def test_airflow_checks_the_schemes_through_the_provider_and_names_the_openlineage_dataset():

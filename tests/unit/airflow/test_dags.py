@@ -301,3 +301,35 @@ def test_merge_direct_max_bytes_and_parallel_tables_reach_both_merges():
         assert (merge.direct_max_bytes, merge.parallel_tables) == (0, 3)
     default, _ = make()
     assert default.get_task("merge").direct_max_bytes is None  # the job's default (16 MiB)
+
+
+def test_event_driven_schedule_watches_the_binlog_and_the_sensor_takes_what_is_there():
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    from airflow_provider_binlog.dags import OnNewBinlogData
+    from airflow_provider_binlog.triggers.new_data import BinlogNewDataTrigger
+
+    incremental, backfill = make(tables=["shop.*"], schedule=OnNewBinlogData(poke_interval=2, min_interval=15),
+                                 min_bytes=4096, max_threshold_wait=120, checkpoint_key="shop_key")
+    (watched,) = incremental.timetable.asset_condition.objects
+    assert watched.uri == "binlog://shop/changes" and watched.name == "binlog_changes__shop"
+    (watcher,) = watched.watchers
+    trigger = watcher.trigger
+    assert isinstance(trigger, BinlogNewDataTrigger)
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "airflow_provider_binlog.triggers.new_data.BinlogNewDataTrigger"
+    assert (kwargs["binlog_conn_id"], kwargs["checkpoint_key"], kwargs["min_bytes"], kwargs["max_threshold_wait"],
+            kwargs["poke_interval"], kwargs["min_interval"], kwargs["refire_after"]) == \
+        ("src_conn", "shop_key", 4096, 120, 2.0, 15, 600.0)
+    wait = incremental.get_task("wait_for_changes")
+    assert (wait.min_bytes, wait.min_transactions, wait.max_threshold_wait) == (None, None, None)
+    assert (wait.poke_interval, wait.timeout) == (2, 60)
+    # the merge's own asset is another one: its events do not start the DAG again
+    assert [a.uri.rstrip("/") for a in incremental.get_task("merge").outlets] == ["binlog://shop"]
+    assert type(backfill.timetable).__name__ == "NullTimetable"
+    serialized = DagSerialization.to_dict(incremental)
+    assert "BinlogNewDataTrigger" in json.dumps(serialized)
+    with pytest.raises(ValueError, match="poke_interval"):
+        OnNewBinlogData(poke_interval=0)
+    with pytest.raises(ValueError, match="refire_after"):
+        OnNewBinlogData(refire_after=-1)

@@ -19,9 +19,7 @@ from ..codec.errors import SchemaMismatchError
 from ..codec.events import (
     BinlogCheckpointEvent,
     FormatDescriptionEvent,
-    GtidEvent,
     IncidentEvent,
-    MariadbGtidEvent,
     MariadbGtidListEvent,
     PreviousGtidsEvent,
     QueryEvent,
@@ -29,8 +27,6 @@ from ..codec.events import (
     RowsEvent,
     StopEvent,
     TransactionPayloadEvent,
-    XaPrepareEvent,
-    XidEvent,
 )
 from ..codec.gtid import empty_gtid_state, parse_gtid_state
 from ..codec.positions import position_key
@@ -52,8 +48,13 @@ from ..staging import Manifest, StagingWriter
 from ..staging.masking import Masking
 from ..staging.storage import StorageOptions
 from ..tables import TableFilter
+from .transactions import Statement, Transaction, TransactionCommitted, TransactionTracker
 
 log = logging.getLogger(__name__)
+
+#: a binlog file's header events: a transaction boundary after them
+_FILE_HEADERS = (MariadbGtidListEvent, BinlogCheckpointEvent, PreviousGtidsEvent, StopEvent)
+
 
 class DumpError(ProviderError):
     """A dump that cannot run as asked; the message says what to change."""
@@ -84,16 +85,6 @@ def default_workers() -> int:
         return int(configured)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return 0 if cores < 2 else 2
-
-
-class _Transaction:
-    __slots__ = ("gtid", "start", "standalone", "begun")
-
-    def __init__(self, gtid: Optional[str], start: tuple, standalone: bool) -> None:
-        self.gtid = gtid
-        self.start = start
-        self.standalone = standalone
-        self.begun = False
 
 
 class BoundedDump:
@@ -139,13 +130,18 @@ class BoundedDump:
         self.gtid_state = start.gtid if start.gtid is not None else (
             empty_gtid_state(self.flavor))
         self.boundary = start
-        self.txn: Optional[_Transaction] = None
+        self.tracker = TransactionTracker()
         self.transactions = 0
         self.bytes_read = 0
         self.started = time.monotonic()
         self._last_log = self.started
         self._resume_at: Optional[tuple] = None   # events before it were staged already
         self._processed: Optional[tuple] = None   # end of the last event handled
+
+    @property
+    def txn(self) -> Optional[Transaction]:
+        """The transaction being read (None at a transaction boundary)."""
+        return self.tracker.current
 
     # ---------------------------------------------------------------- stop rules
     def _reached_stop(self, file: str, pos: int) -> bool:
@@ -170,54 +166,36 @@ class BoundedDump:
 
     # ---------------------------------------------------------------- event handling
     def _boundary(self, file: str, next_pos: int) -> None:
-        if self.txn is not None:
-            if self.txn.gtid:
-                self.gtid_state = self.gtid_state.add(self.txn.gtid)
-            self.transactions += 1
-        self.txn = None
         self.boundary = Checkpoint(file=file, position=next_pos, gtid=self.gtid_state,
                                    flavor=self.flavor, server_id=self.replica.info.server_id,
                                    server_uuid=self.replica.info.server_uuid)
 
-    def _txn_id(self, file: str, pos: int) -> str:
-        if self.txn is not None and self.txn.gtid:
-            return self.txn.gtid
-        start = self.txn.start if self.txn is not None else (file, pos)
-        return f"{start[0]}:{start[1]}"
+    def _committed(self, done: TransactionCommitted) -> None:
+        if done.transaction is not None:
+            if done.gtid:
+                self.gtid_state = self.gtid_state.add(done.gtid)
+            self.transactions += 1
+        self._boundary(done.file, done.end)
 
     def _handle(self, file: str, event, next_pos: int, pos: int) -> None:
         """Apply one event; ``pos``/``next_pos`` are those of the outer event."""
-        if isinstance(event, (GtidEvent, MariadbGtidEvent)):
-            standalone = isinstance(event, MariadbGtidEvent) and event.standalone
-            self.txn = _Transaction(event.gtid, (file, pos), standalone)
-        elif isinstance(event, RowsEvent):
-            if self.txn is None:
-                self.txn = _Transaction(None, (file, pos), False)
-            if event.skipped:
-                return
-            if self._resume_at is not None and position_key(file, pos) < self._resume_at:
-                return  # staged before the connection was lost
-            if self.history is not None and self._checked_maps.get(event.table_map.table_id) is not event.table_map:
-                self._check_table_map(event.table_map, file, pos)
-            gtid = self.txn.gtid
-            self.writer.add_rows(event, binlog_file=file, gtid=gtid, txn=self._txn_id(file, pos))
-        elif isinstance(event, (XidEvent, XaPrepareEvent)):
-            self._boundary(file, next_pos)
-        elif isinstance(event, QueryEvent):
-            query = event.query
-            if query == "BEGIN" or query.startswith("XA START"):
-                if self.txn is None:
-                    self.txn = _Transaction(None, (file, pos), False)
-                self.txn.begun = True
-            elif event.is_commit:
-                self._boundary(file, next_pos)
-            else:
-                self._record_ddl(file, pos, event)
-                if self.txn is None or not self.txn.begun:
-                    self._boundary(file, next_pos)  # DDL and other standalone statements
-        elif isinstance(event, TransactionPayloadEvent):
+        if isinstance(event, TransactionPayloadEvent):
             for inner in event.events:
                 self._handle(file, inner, next_pos, pos)
+            return
+        for result in self.tracker.feed(file, event, pos, next_pos):
+            if isinstance(result, Statement):
+                self._record_ddl(file, pos, result.event, result.gtid)
+            elif isinstance(result, TransactionCommitted):
+                self._committed(result)
+        txn = self.txn  # rows open a transaction when none is
+        if not isinstance(event, RowsEvent) or event.skipped or txn is None:
+            return
+        if self._resume_at is not None and position_key(file, pos) < self._resume_at:
+            return  # staged before the connection was lost
+        if self.history is not None and self._checked_maps.get(event.table_map.table_id) is not event.table_map:
+            self._check_table_map(event.table_map, file, pos)
+        self.writer.add_rows(event, binlog_file=file, gtid=txn.gtid, txn=txn.id)
 
     def _check_table_map(self, tm, file: str, pos: int) -> None:
         key = (tm.schema, tm.table)
@@ -250,7 +228,7 @@ class BoundedDump:
         except DdlSyntaxError:
             return True
 
-    def _record_ddl(self, file: str, pos: int, event: QueryEvent) -> None:
+    def _record_ddl(self, file: str, pos: int, event: QueryEvent, gtid: Optional[str]) -> None:
         if statement_kind(event.query) is None:
             return
         if self._resume_at is not None and position_key(file, pos) < self._resume_at:
@@ -282,7 +260,7 @@ class BoundedDump:
         kind = statement_kind(event.query).lower()
         if any(op["op"] == "move" for op in ops):
             self._cut = True  # the merge moves tables at the end of a batch
-        self.writer.add_ddl({"file": file, "pos": pos, "gtid": self.txn.gtid if self.txn else None,
+        self.writer.add_ddl({"file": file, "pos": pos, "gtid": gtid,
                              "schema": event.schema, "kind": kind,
                              # "schema.table" texts, and the names apart (either may hold dots)
                              "tables": [f"{s}.{t}" for s, t in captured or names],
@@ -361,19 +339,19 @@ class BoundedDump:
                                         position=f"{self._file}:{exc.offset}") from None
 
     def _stream_once(self) -> bool:
-        self.txn = None
+        self.tracker.reset()
         for file, event in self._stream_from(self.boundary):
             self._file = file
             if event.header.log_pos == 0 or isinstance(event, FormatDescriptionEvent):
                 continue  # artificial ROTATE/FDE the server sends first, or a file's header
             pos = event.pos
-            if self.txn is None and self._reached_stop(file, pos):
+            if not self.tracker.in_transaction and self._reached_stop(file, pos):
                 return True
             next_pos = event.header.log_pos
             self.bytes_read += max(0, next_pos - pos)
             if isinstance(event, RotateEvent):
                 # end of a file: the dump continues in the next one
-                if self.txn is None:
+                if not self.tracker.in_transaction:
                     self.boundary = Checkpoint(file=event.next_file, position=event.position,
                                                gtid=self.gtid_state, flavor=self.flavor,
                                                server_id=self.replica.info.server_id,
@@ -384,14 +362,14 @@ class BoundedDump:
                                 f"({event.message or event.incident}): "
                                 "the server lost changes there; take a new snapshot (backfill mode 'snapshot')")
             self._handle(file, event, next_pos, pos)
-            if self.txn is None and isinstance(event, (MariadbGtidListEvent, BinlogCheckpointEvent,
-                                                       PreviousGtidsEvent, StopEvent)):
+            idle = not self.tracker.in_transaction
+            if idle and isinstance(event, _FILE_HEADERS):
                 self._boundary(file, next_pos)  # a file's header events: no transaction in between
             self._processed = position_key(file, next_pos)
-            if self._exact_from is not None and self.txn is None and self._processed >= self._exact_from:
+            if self._exact_from is not None and idle and self._processed >= self._exact_from:
                 self._exact_from = self._ambiguous_from = None  # the history is exact from here
                 self.history.exact_from = None
-            if self.txn is None:
+            if idle:
                 if self._cut:
                     log.info("binlog dump stops at %s, after a rename between captured tables", self.boundary)
                     return True
@@ -402,9 +380,7 @@ class BoundedDump:
                     log.info("binlog dump stops at %s: %s reached", self.boundary, limit)
                     return True
             self._progress(file, pos)
-        if self.txn is not None:
-            raise ReplicationConnectionLost("the server ended the stream inside a transaction",
-                                            "resume from the last transaction boundary")
+        self.tracker.end_of_stream()
         return self._reached_stop(*self._boundary_key()) if self.boundary.has_coordinates else False
 
     def _boundary_key(self) -> tuple:

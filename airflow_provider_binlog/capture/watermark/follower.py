@@ -7,21 +7,14 @@ import datetime as dt
 import time
 from typing import Any, Callable, Optional
 
-from ...codec.events import (
-    GtidEvent,
-    MariadbGtidEvent,
-    QueryEvent,
-    RotateEvent,
-    RowsEvent,
-    TransactionPayloadEvent,
-    XidEvent,
-)
+from ...codec.events import QueryEvent, RotateEvent, RowsEvent, TransactionPayloadEvent
 from ...codec.gtid import MariadbGtidPosition
 from ...codec.positions import position_key
 from ...schema_history.ddl import DdlSyntaxError, named_tables, parse_ddl, statement_kind
 from ...staging import StagingWriter
 from ...tables import TableFilter
 from ..snapshot import SnapshotError
+from ..transactions import Statement, Transaction, TransactionCommitted, TransactionTracker
 from .chunks import OpenChunks, Table, apply_rows_event, chunk_of
 
 UTC = dt.timezone.utc
@@ -43,16 +36,13 @@ class Follower:
         #: where the last transaction read ends (the start: a consistent snapshot's position):
         #: a read must see every transaction up to it (None: not known, after an older resume)
         self.txn_end: Optional[tuple[str, int]] = (self.file, self.pos)
-        self.gtid: Optional[str] = None
         #: MariaDB: the GTID state at (file, pos), when the state at the start was known
         self.gtid_state: Optional[MariadbGtidPosition] = None
-        self.txn_start: Optional[tuple[str, int]] = None
         self.staged_changes = 0
         self.replayed = 0
         self.longest_read = 0.0  # seconds of the longest chunk read (one autocommit statement)
-        self.in_txn = False        # inside a transaction: its rows wait in pending for its commit
-        self.begun = False         # its BEGIN (or a first rows event) was read
-        self.pending: list[tuple] = []
+        self.tracker = TransactionTracker()
+        self.pending: list[tuple] = []  # the rows of the transaction being read, until its commit
 
     def follow_to(self, file: str, pos: int, chunks: OpenChunks) -> None:
         """Read the binlog from where it was left to ``(file, pos)`` (a transaction boundary).
@@ -76,9 +66,7 @@ class Follower:
                         self.file, self.pos = file, pos
                         break
                     self._handle(at_file, at, event, chunks)
-                    if not self.in_txn:  # a transaction boundary
-                        if isinstance(event, (XidEvent, QueryEvent, TransactionPayloadEvent)):
-                            self.txn_end = (at_file, event.header.log_pos)  # a transaction's end
+                    if not self.tracker.in_transaction:  # a transaction boundary
                         if isinstance(event, RotateEvent):
                             self.file, self.pos = event.next_file, event.position
                         else:
@@ -86,7 +74,7 @@ class Follower:
             finally:
                 replica.close()
                 self.pending.clear()  # a transaction the stream cut short: read again from its start
-                self.in_txn, self.begun, self.gtid, self.txn_start = False, False, None, None
+                self.tracker.reset()
             if position_key(self.file, self.pos) < stop and (self.file, self.pos) == before:
                 stalls += 1  # nothing complete came (a transaction not synced yet): a moment, again
                 if stalls >= _STALLS:
@@ -97,47 +85,35 @@ class Follower:
             else:
                 stalls = 0
 
-    def _handle(self, file: str, at: int, event: Any, chunks: OpenChunks) -> None:
-        if isinstance(event, (GtidEvent, MariadbGtidEvent)):
-            # a transaction (or a statement of its own, a DDL) opens: no boundary until it ends
-            self.gtid, self.txn_start, self.in_txn, self.begun = event.gtid, (file, at), True, False
-        elif isinstance(event, XidEvent):
-            self._commit(chunks)
-        elif isinstance(event, TransactionPayloadEvent):
+    def _handle(self, file: str, at: int, event: Any, chunks: OpenChunks, next_pos: Optional[int] = None) -> None:
+        """One event at ``file:at`` ending at ``next_pos`` (default: its own end); the events a
+        TRANSACTION_PAYLOAD holds, at the payload's positions."""
+        next_pos = event.header.log_pos if next_pos is None else next_pos
+        if isinstance(event, TransactionPayloadEvent):
             for inner in event.events:
-                self._handle(file, at, inner, chunks)
-        elif isinstance(event, QueryEvent):
-            self._check_query(file, at, event, chunks)
-        elif isinstance(event, RowsEvent) and not event.skipped and event.table_map is not None:
+                self._handle(file, at, inner, chunks, next_pos)
+            return
+        for result in self.tracker.feed(file, event, at, next_pos):
+            if isinstance(result, Statement) and result.standalone:
+                self._check_statement(file, at, result.event)  # SAVEPOINT and the like inside: nothing
+            elif isinstance(result, TransactionCommitted):
+                self._commit(result, chunks)
+        if isinstance(event, RowsEvent) and not event.skipped and event.table_map is not None:
             table = self.tables.get((event.table_map.schema, event.table_map.table))
-            self.in_txn = self.begun = True
             if table is not None:
-                self.pending.append((file, at, event, table, self.gtid, self.txn_start))
+                self.pending.append((file, at, event, table, self.tracker.current))
 
-    def _commit(self, chunks: OpenChunks) -> None:
+    def _commit(self, done: TransactionCommitted, chunks: OpenChunks) -> None:
         """The transaction's changes, in order, now that it committed."""
-        gtid = self.gtid
-        for file, at, event, table, txn_gtid, txn_start in self.pending:
-            self.gtid, self.txn_start = txn_gtid, txn_start
-            self._rows(file, at, event, table, chunks)
+        for file, at, event, table, txn in self.pending:
+            self._rows(file, at, event, table, chunks, txn)
         self.pending.clear()
-        self._count_gtid(gtid)
-        self.in_txn, self.begun, self.gtid, self.txn_start = False, False, None, None
+        self._count_gtid(done.gtid)
+        self.txn_end = (done.file, done.end)  # a transaction's end
 
-    def _check_query(self, file: str, at: int, event: QueryEvent, chunks: OpenChunks) -> None:
+    def _check_statement(self, file: str, at: int, event: QueryEvent) -> None:
+        """A statement of its own (DDL): a schema statement on a captured table stops the snapshot."""
         query = event.query
-        if query == "BEGIN":
-            self.txn_start = self.txn_start or (file, at)
-            self.in_txn = self.begun = True
-            return
-        if event.is_commit:
-            self._commit(chunks)
-            return
-        if self.begun:
-            return  # SAVEPOINT and the like, inside the transaction
-        # a statement of its own (DDL): it ends where it ends, a transaction boundary
-        self._count_gtid(self.gtid)
-        self.in_txn, self.gtid, self.txn_start = False, None, None
         if statement_kind(query) is None:
             return
         try:
@@ -154,16 +130,18 @@ class Follower:
 
     def _count_gtid(self, gtid: Optional[str]) -> None:
         if self.gtid_state is not None and gtid:
-            self.gtid_state = self.gtid_state.advance(gtid)
+            self.gtid_state = self.gtid_state.add(gtid)
 
-    def _rows(self, file: str, at: int, event: RowsEvent, table: Table, chunks: OpenChunks) -> None:
-        """Replay the committed event's rows on its table's chunk being read, and stage what
-        concerns keys read (see :func:`.chunks.apply_rows_event`)."""
+    def _rows(self, file: str, at: int, event: RowsEvent, table: Table, chunks: OpenChunks,
+              txn: Optional[Transaction] = None) -> None:
+        """Replay the committed event's rows (of ``txn``) on its table's chunk being read, and
+        stage what concerns keys read (see :func:`.chunks.apply_rows_event`)."""
         staged, replayed = apply_rows_event(table, chunk_of(chunks, table), event.kind, event.rows, (file, at))
         self.replayed += replayed
         if not staged:
             return
-        txn = self.gtid if self.gtid else "%s:%d" % (self.txn_start or (file, at))
+        gtid = txn.gtid if txn is not None else None
+        txn_id = txn.id if txn is not None else f"{file}:{at}"
         commit_ts = dt.datetime.fromtimestamp(event.header.timestamp, UTC)
         # runs of one kind and consecutive rows, each keeping its rows' indexes in the event;
         # staged with the table's layout of the chunks (the same columns): one part file
@@ -171,7 +149,7 @@ class Follower:
         for item in staged + [(-1, "", None)]:
             if run and (item[1] != run[-1][1] or item[0] != run[-1][0] + 1):
                 self.writer.add_decoded_rows(table.tm, run[0][1], [r for _, _, r in run], binlog_file=file,
-                                             position=at, gtid=self.gtid, txn=txn, commit_ts=commit_ts,
+                                             position=at, gtid=gtid, txn=txn_id, commit_ts=commit_ts,
                                              first_index=run[0][0])
                 run = []
             run.append(item)

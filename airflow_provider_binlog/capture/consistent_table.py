@@ -16,6 +16,7 @@ import logging
 from typing import Any, Callable, Optional
 
 from ..codec.events import TableMap
+from ..codec.gtid import Flavor
 from ..staging import StagingWriter
 from .snapshot import _copy_table, snapshot_position
 
@@ -32,7 +33,7 @@ def read_table_consistently(conn: Any, flavor: str, writer: StagingWriter, tm: T
     name = f"{tm.schema}.{tm.table}"
     log.info("watermark snapshot: %s has no usable key (no primary key, no unique key of NOT NULL columns): "
              "read in one consistent transaction instead%s", name,
-             "" if flavor == "mariadb" else " (a short FLUSH TABLES WITH READ LOCK to take its position)")
+             "" if flavor == Flavor.MARIADB else " (a short FLUSH TABLES WITH READ LOCK to take its position)")
     with conn.cursor() as cur:
         cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
     file, pos, gtid = snapshot_position(conn, flavor)

@@ -20,7 +20,7 @@ import pymysql
 from ..checkpoints import Checkpoint
 from ..codec import constants as C
 from ..codec.events import Column, TableMap
-from ..codec.gtid import parse_gtid_state
+from ..codec.gtid import Flavor, parse_gtid_state
 from ..errors import ProviderError
 from ..schema_history import seed_history
 from ..staging import Manifest, StagingWriter
@@ -90,7 +90,7 @@ def table_map_from_information_schema(conn, schema: str, table: str, flavor: str
             t = C.MYSQL_TYPE_BLOB
         elif data_type in _GEOMETRY:
             t = C.MYSQL_TYPE_GEOMETRY
-        elif data_type == "json" and flavor == "mariadb":
+        elif data_type == "json" and flavor == Flavor.MARIADB:
             t = C.MYSQL_TYPE_BLOB  # MariaDB JSON is LONGTEXT
         else:
             t = _TYPES.get(data_type)
@@ -180,7 +180,7 @@ def snapshot_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
     """Start a consistent-snapshot transaction on ``conn`` and return its binlog file, position
     and GTID state (MariaDB: no lock; MySQL: a short ``FLUSH TABLES WITH READ LOCK``)."""
     with conn.cursor() as cur:
-        if flavor == "mariadb":
+        if flavor == Flavor.MARIADB:
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
             file, pos = snapshot_binlog_position(cur)
             cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))

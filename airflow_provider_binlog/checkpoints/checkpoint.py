@@ -8,14 +8,16 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from airflow_provider_binlog.codec.gtid import MariadbGtidPosition, MysqlGtidSet, parse_gtid_state
+from airflow_provider_binlog.codec.gtid import Flavor, MariadbGtidPosition, MysqlGtidSet, parse_gtid_state
 from airflow_provider_binlog.codec.positions import position_key, split_binlog_file_name
 
 from .errors import CheckpointOrderError
 
-FLAVOR_MYSQL = "mysql"
-FLAVOR_MARIADB = "mariadb"
-FLAVORS = (FLAVOR_MYSQL, FLAVOR_MARIADB)
+#: the flavors, as :class:`~airflow_provider_binlog.codec.gtid.Flavor` names them (kept for callers of
+#: these names)
+FLAVOR_MYSQL = Flavor.MYSQL
+FLAVOR_MARIADB = Flavor.MARIADB
+FLAVORS = tuple(Flavor)
 
 MIN_POSITION = 4  # the first event follows the 4-byte magic
 
@@ -66,7 +68,7 @@ class Checkpoint:
             raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, got {self.flavor!r}")
         if implied is not None:
             if self.flavor not in (None, implied):
-                raise ValueError(f"flavor {self.flavor!r} does not match a {implied} GTID state")
+                raise ValueError(f"flavor {str(self.flavor)!r} does not match a {implied} GTID state")
             object.__setattr__(self, "flavor", implied)
         if self.server_id is not None and (isinstance(self.server_id, bool)
                                            or not isinstance(self.server_id, int)
@@ -215,11 +217,11 @@ class Checkpoint:
         raise ValueError(f"invalid checkpoint {text!r}; {ACCEPTED_FORMS}")
 
 
-def _flavor_of(gtid: object) -> str | None:
+def _flavor_of(gtid: object) -> Flavor | None:
     if isinstance(gtid, MysqlGtidSet):
-        return FLAVOR_MYSQL
+        return Flavor.MYSQL
     if isinstance(gtid, MariadbGtidPosition):
-        return FLAVOR_MARIADB
+        return Flavor.MARIADB
     return None
 
 
@@ -229,6 +231,10 @@ def _parse_gtid_state(text: str, flavor: str | None) -> MysqlGtidSet | MariadbGt
         return parse_gtid_state(flavor, text)
     if not text.strip():
         raise ValueError("an empty 'gtid' needs 'flavor' (mysql or mariadb)")
-    if _MARIADB_POS_RE.fullmatch(text.strip()):
-        return MariadbGtidPosition(text)
-    return MysqlGtidSet(text)
+    return parse_gtid_state(_flavor_of_text(text), text)
+
+
+def _flavor_of_text(text: str) -> Flavor:
+    """The flavor a GTID state's text has the form of: a MariaDB GTID position
+    (``0-1-100,1-2-5``), else a MySQL GTID set."""
+    return Flavor.MARIADB if _MARIADB_POS_RE.fullmatch(text.strip()) else Flavor.MYSQL

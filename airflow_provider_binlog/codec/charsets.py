@@ -64,6 +64,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import BinlogError
+from .gtid import Flavor
 
 __all__ = [
     "COLLATIONS",
@@ -78,7 +79,7 @@ __all__ = [
     "python_codec",
 ]
 
-FLAVORS = ("mysql", "mariadb")
+FLAVORS = (Flavor.MYSQL.value, Flavor.MARIADB.value)
 
 # --------------------------------------------------------------------------
 # Collation tables.  Every collation name starts with "<charset>_" (or is
@@ -266,7 +267,7 @@ def _check_flavor(flavor: str | None) -> str | None:
 def _lookup(collation_id: int, flavor: str | None) -> tuple[str, str]:
     f = _check_flavor(flavor)
     if f is not None:
-        own = MYSQL_COLLATIONS if f == "mysql" else MARIADB_COLLATIONS
+        own = MYSQL_COLLATIONS if f == Flavor.MYSQL else MARIADB_COLLATIONS
         entry = own.get(collation_id)
         if entry is not None:
             return entry

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 from . import constants as C
 from ._bytes import F64, HEADER, U16, U32, U64, Buffer, read_packed
 from .binary_decimal import decode_binary_decimal as decode_decimal
+from .gtid import Flavor
 from .errors import (
     BinlogError,
     ChecksumMismatchError,
@@ -91,7 +92,7 @@ def _server_supports_checksum(version: str) -> bool:
     if not m:
         return False
     v = tuple(int(x) for x in m.groups())
-    if "mariadb" in version.lower():
+    if Flavor.of_server_version(version) is Flavor.MARIADB:
         return v >= (5, 3, 0)
     return v >= (5, 6, 1)
 
@@ -145,7 +146,7 @@ class EventDecoder:
         self.schemas = schemas
         self.from_stream = from_stream
         self.fde: Optional[FormatDescriptionEvent] = None
-        self.flavor: Optional[str] = None
+        self.flavor: Optional[Flavor] = None
         self.table_maps: dict[int, TableMap] = {}
         self._excluded: set[int] = set()
         self._row_decoders: dict[Any, Callable[..., Any]] = {}
@@ -272,7 +273,7 @@ class EventDecoder:
             self._type_map = dict(_DROP_PERMUTATION)
             self._post_header.update({new: self._post_header.get(old, 0)
                                       for old, new in _DROP_PERMUTATION.items()})
-        self.flavor = "mariadb" if "mariadb" in server_version.lower() else "mysql"
+        self.flavor = Flavor.of_server_version(server_version)
         self.table_maps.clear()
         self._excluded.clear()
         self._row_decoders.clear()

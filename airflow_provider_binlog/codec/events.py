@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from .constants import COLUMN_TYPE_NAMES, ROWS_STMT_END_F, event_type_name
+from .gtid import Flavor
 
 if TYPE_CHECKING:
     from .gtid import MariadbGtid
@@ -85,7 +86,7 @@ class FormatDescriptionEvent(Event):
 
     @property
     def is_mariadb(self) -> bool:
-        return "mariadb" in self.server_version.lower()
+        return Flavor.of_server_version(self.server_version) is Flavor.MARIADB
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,9 +36,9 @@ class GtidState(Protocol):
     that callers never branch on the kind:
 
     - ``contains(other)``: every transaction of ``other`` (a state, one GTID, or its text) is in
-      this state;
+      this state (MariaDB: at or before it, per domain);
     - ``union(other)``: the state holding both;
-    - ``add(gtid)``: the state after one more transaction;
+    - ``add(gtid)``: the state after one more transaction (one GTID or its text);
     - ``is_empty()``; ``encode()``: the bytes a replica sends the server to start there.
     """
 
@@ -69,6 +69,12 @@ class Flavor(str, enum.Enum):
             return cls(value)
         except ValueError:
             raise ValueError(f"flavor must be one of {', '.join(f.value for f in cls)}, not {value!r}") from None
+
+    @classmethod
+    def of_server_version(cls, version: str) -> "Flavor":
+        """The flavor of a server from its version text (``SELECT VERSION()``, the binlog's
+        format description): MariaDB names itself there, MySQL does not."""
+        return cls.MARIADB if cls.MARIADB.value in version.lower() else cls.MYSQL
 
 
 AnyGtidState = Union[MysqlGtidSet, MariadbGtidPosition]

@@ -91,7 +91,9 @@ class MariadbGtidPosition:
     def is_empty(self) -> bool:
         return not self._gtids
 
-    def advance(self, gtid: MariadbGtid | str) -> "MariadbGtidPosition":
+    # the GtidState protocol: add, union, contains
+
+    def add(self, gtid: MariadbGtid | str) -> "MariadbGtidPosition":
         """Return the position after applying ``gtid`` (replaces its domain's entry)."""
         if isinstance(gtid, str):
             gtid = MariadbGtid.parse(gtid)
@@ -99,7 +101,7 @@ class MariadbGtidPosition:
         by_domain[gtid.domain_id] = gtid
         return self._of(by_domain)
 
-    def merge(self, other: "MariadbGtidPosition") -> "MariadbGtidPosition":
+    def union(self, other: "MariadbGtidPosition") -> "MariadbGtidPosition":
         """Per domain, keep the GTID with the higher sequence number (self on ties)."""
         by_domain = self._by_domain()
         for gtid in other._gtids:
@@ -108,35 +110,23 @@ class MariadbGtidPosition:
                 by_domain[gtid.domain_id] = gtid
         return self._of(by_domain)
 
-    __or__ = merge
-
-    # the GtidState protocol
-    union = merge
-    add = advance
+    __or__ = union
 
     def contains(self, item: "MariadbGtidPosition | MariadbGtid | str") -> bool:
-        """True if a GTID (or every GTID of a position; a string is read as a position) is at
-        or before this position in its domain."""
+        """True if a GTID is at or before this position in its domain, or, for a position (a
+        string is read as one), if in every domain of it this position has reached at least
+        the same sequence number."""
+        mine = self._by_domain()
         if isinstance(item, MariadbGtid):
-            return self.covers(item)
+            at = mine.get(item.domain_id)
+            return at is not None and at.seq_no >= item.seq_no
         if isinstance(item, str):
             item = MariadbGtidPosition(item)
-        return self.is_at_or_after(item)
+        return all(d in mine and mine[d].seq_no >= g.seq_no for d, g in item._by_domain().items())
 
     def encode(self) -> bytes:
         """The text a replica sends as ``@slave_connect_state``."""
         return str(self).encode("ascii")
-
-    def is_at_or_after(self, other: "MariadbGtidPosition") -> bool:
-        """True if, in every domain of ``other``, this position has reached at
-        least the same sequence number."""
-        mine = self._by_domain()
-        return all(d in mine and mine[d].seq_no >= g.seq_no for d, g in other._by_domain().items())
-
-    def covers(self, gtid: MariadbGtid) -> bool:
-        """True if ``gtid`` is at or before this position in its domain."""
-        mine = self._by_domain().get(gtid.domain_id)
-        return mine is not None and mine.seq_no >= gtid.seq_no
 
     def __iter__(self) -> Iterator[MariadbGtid]:
         return iter(self._gtids)

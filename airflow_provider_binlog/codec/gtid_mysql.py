@@ -268,9 +268,6 @@ class MysqlGtidSet:
     def issubset(self, other: "MysqlGtidSet") -> bool:
         return self.subtract(other).is_empty()
 
-    def issuperset(self, other: "MysqlGtidSet") -> bool:
-        return _coerce_set(other).issubset(self)
-
     def contains(self, item: "MysqlGtid | MysqlGtidSet | str") -> bool:
         """True if a GTID is in the set, or a whole set is a subset of it.
         A string is read as a GTID set (a single GTID is a valid set)."""

@@ -20,6 +20,7 @@ from ._bytes import F32, F64, I16, I32, I64, U16, U32, U64
 from .charsets import decode_text as _charset_decode_text
 from .errors import CorruptEventError, UnsupportedColumnTypeError
 from .events import ABSENT, Column, JsonDiffs, TableMap
+from .gtid import Flavor
 
 _INT_READERS = {
     (C.MYSQL_TYPE_SHORT, False): ("I16", 2), (C.MYSQL_TYPE_SHORT, True): ("U16", 2),
@@ -506,7 +507,7 @@ DECODE_ERRORS = (IndexError, struct.error, ValueError, UnicodeDecodeError, Overf
 def row_data_error(tm: TableMap, flavor: Optional[str], exc: Exception) -> CorruptEventError:
     """The error for row data that cannot be decoded with the table's TABLE_MAP."""
     legacy = [c.name for c in tm.columns if c.type in (7, 11, 12) and not c.hires_fsp]
-    if flavor == "mariadb" and legacy:
+    if flavor == Flavor.MARIADB and legacy:
         return CorruptEventError(
             f"row data of {tm.qualified_name} does not match its TABLE_MAP ({exc})",
             hint=f"columns {', '.join(legacy)} use the pre-10.1 MariaDB temporal format whose "

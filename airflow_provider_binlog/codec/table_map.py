@@ -7,6 +7,7 @@ from . import constants as C
 from ._bytes import U16, Buffer, read_packed
 from .errors import SchemaMismatchError
 from .events import Column, TableMap
+from .gtid import Flavor
 from .schema import SchemaSource, TableSchema, lookup_schema, type_compatible
 
 _ONE_BYTE_META = frozenset({
@@ -174,7 +175,7 @@ def parse_table_map(buf: Buffer, p: int, end: int, table_id_len: int, *, schemas
     # MariaDB counts GEOMETRY (a BLOB underneath, collation binary) in the charset lists.
     text_colls = _collations(real_types, fields, C.OPT_DEFAULT_CHARSET, C.OPT_COLUMN_CHARSET,
                              lambda t: t in _CHARACTER_TYPES
-                             or (flavor == "mariadb" and t == C.MYSQL_TYPE_GEOMETRY))
+                             or (flavor == Flavor.MARIADB and t == C.MYSQL_TYPE_GEOMETRY))
     enum_colls = _collations(real_types, fields, C.OPT_ENUM_AND_SET_DEFAULT_CHARSET,
                              C.OPT_ENUM_AND_SET_COLUMN_CHARSET,
                              lambda t: t in (C.MYSQL_TYPE_ENUM, C.MYSQL_TYPE_SET))

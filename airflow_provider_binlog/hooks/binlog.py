@@ -29,6 +29,7 @@ import pymysql
 from airflow.sdk import BaseHook
 
 from ..checkpoints import Checkpoint, CheckpointStore, open_checkpoint_store
+from ..codec.gtid import Flavor
 from ..capture.dump import run_dump
 from ..errors import ProviderError
 from ..replica.position import PositionCheck, check_position
@@ -39,7 +40,7 @@ from ..tables import TableFilter
 from .staging_storage import staging_storage_options
 
 DEFAULT_PORT = 3306
-FLAVORS = ("auto", "mysql", "mariadb")
+FLAVORS = ("auto", Flavor.MYSQL.value, Flavor.MARIADB.value)
 _TRUE = ("1", "true", "yes", "on", "y", "t")
 _FALSE = ("0", "false", "no", "off", "n", "f", "")
 

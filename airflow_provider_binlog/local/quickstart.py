@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Iterator, Optional, TextIO
 
 from ..errors import ProviderError
+from ..codec.gtid import Flavor
 from . import pyiceberg_check
 
 SOURCE_ID = "shop"
@@ -247,7 +248,7 @@ def connection_environment(server, checkpoints: Path, server_id: int) -> dict[st
         f"AIRFLOW_CONN_{CONN_ID.upper()}": json.dumps({
             "conn_type": "mysql_binlog", "host": server.host, "port": server.port,
             "login": server.repl_user, "password": server.repl_password,
-            "extra": {"server_id": server_id, "flavor": "mariadb", "checkpoint_store_uri": str(checkpoints)}}),
+            "extra": {"server_id": server_id, "flavor": Flavor.MARIADB, "checkpoint_store_uri": str(checkpoints)}}),
         f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}": json.dumps({"conn_type": "spark", "host": "local[2]"}),
     }
 

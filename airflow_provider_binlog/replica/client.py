@@ -14,6 +14,7 @@ import pymysql
 
 from ..codec import BinlogError, EventDecoder
 from ..codec.events import Event, RotateEvent
+from ..codec.gtid import Flavor
 from . import _pymysql, protocol
 from .errors import (
     BinlogAccessDeniedError,
@@ -40,7 +41,7 @@ MARIA_SLAVE_CAPABILITY_MINE = 4
 @dataclass(frozen=True)
 class ServerInfo:
     version: str
-    flavor: str            # "mysql" | "mariadb"
+    flavor: Flavor
     server_id: int
     server_uuid: Optional[str]
     binlog_checksum: str   # "CRC32" | "NONE"
@@ -56,7 +57,7 @@ class ReplicaConnection:
     def __init__(self, host: str = "127.0.0.1", port: int = 3306, user: str = "root",
                  password: str = "", *, server_id: int = 65001, flavor: str = "auto",
                  heartbeat_seconds: float = 30.0, **connect_kwargs) -> None:
-        if flavor not in ("auto", "mysql", "mariadb"):
+        if flavor not in ("auto", Flavor.MYSQL, Flavor.MARIADB):
             raise ValueError(f"flavor must be auto, mysql or mariadb, not {flavor!r}")
         self.host, self.port, self.user = host, port, user
         self._password = password
@@ -90,10 +91,9 @@ class ReplicaConnection:
             raise error(f"cannot connect to {self.host}:{self.port}: {exc.args[-1]}",
                         "check host, port, TLS options and that the server is up") from None
         version = self._scalar("SELECT VERSION()")
-        flavor = self.requested_flavor
-        if flavor == "auto":
-            flavor = "mariadb" if "mariadb" in version.lower() else "mysql"
-        server_uuid = self._scalar("SELECT @@server_uuid") if flavor == "mysql" else None
+        requested = self.requested_flavor
+        flavor = Flavor.of_server_version(version) if requested == "auto" else Flavor.of(requested)
+        server_uuid = self._scalar("SELECT @@server_uuid") if flavor is Flavor.MYSQL else None
         self.info = ServerInfo(version, flavor, int(self._scalar("SELECT @@server_id")),
                                server_uuid, str(self._scalar("SELECT @@global.binlog_checksum")).upper())
         return self.info
@@ -143,7 +143,7 @@ class ReplicaConnection:
             raise ReplicaError("the server has binary logging disabled",
                                "start it with log_bin (and binlog_format=ROW)")
         gtid = row[4] if len(row) > 4 else None
-        if self.info and self.info.flavor == "mariadb":
+        if self.info and self.info.flavor == Flavor.MARIADB:
             gtid = self._scalar("SELECT @@global.gtid_binlog_pos")
         return row[0], int(row[1]), gtid or ""
 
@@ -153,7 +153,7 @@ class ReplicaConnection:
             cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
             cur.execute("SET @source_binlog_checksum = @@global.binlog_checksum")
             cur.execute("SET @master_heartbeat_period = %s", (int(self.heartbeat_seconds * 1e9),))
-            if self.info.flavor == "mariadb":
+            if self.info.flavor == Flavor.MARIADB:
                 cur.execute("SET @mariadb_slave_capability = %s", (MARIA_SLAVE_CAPABILITY_MINE,))
                 if gtid is not None:
                     cur.execute("SET @slave_connect_state = %s", (_gtid_text(gtid),))
@@ -180,7 +180,7 @@ class ReplicaConnection:
                 _pymysql.send_command(self.conn, protocol.COM_REGISTER_SLAVE,
                                       protocol.register_slave_payload(self.server_id, socket.gethostname()))
                 _pymysql.read_packet(self.conn)
-            if gtid is not None and info.flavor == "mysql":
+            if gtid is not None and info.flavor == Flavor.MYSQL:
                 payload = protocol.binlog_dump_gtid_payload(gtid.encode(), server_id, non_block=non_block)
                 _pymysql.send_command(self.conn, protocol.COM_BINLOG_DUMP_GTID, payload)
             else:
@@ -189,7 +189,7 @@ class ReplicaConnection:
                 if file is None:
                     raise ValueError("give a binlog file (and position) or a GTID position")
                 payload = protocol.binlog_dump_payload(file, position, server_id, non_block=non_block,
-                                                       annotate_rows=info.flavor == "mariadb")
+                                                       annotate_rows=info.flavor == Flavor.MARIADB)
                 _pymysql.send_command(self.conn, protocol.COM_BINLOG_DUMP, payload)
         except pymysql.err.MySQLError as exc:
             raise self._translate(exc, file, gtid) from None

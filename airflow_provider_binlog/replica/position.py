@@ -15,7 +15,7 @@ import pymysql
 from ..checkpoints import Checkpoint
 from ..codec.positions import split_binlog_file_name
 from ..codec.events import GtidEvent, MariadbGtidEvent, QueryEvent
-from ..codec.gtid import MariadbGtidPosition, MysqlGtidSet, parse_gtid_state
+from ..codec.gtid import Flavor, MariadbGtidPosition, MysqlGtidSet, parse_gtid_state
 from .client import ReplicaConnection
 from .errors import BinlogPurgedError, ReplicaError
 from .identity import require_not_behind, resume_point
@@ -111,7 +111,7 @@ def read_server_state(replica: ReplicaConnection) -> ServerState:
         raise ReplicaError(f"{replica.user} may not list the binlogs: {exc.args[-1]}",
                            "GRANT REPLICATION CLIENT (MariaDB: BINLOG MONITOR) ON *.* to the user") from None
     purged = ""
-    if info.flavor == "mysql":
+    if info.flavor == Flavor.MYSQL:
         purged = str(_scalar(replica.conn, "SELECT @@global.gtid_purged") or "")
     return ServerState(target, binlogs, purged)
 
@@ -233,7 +233,7 @@ def check_position(replica: ReplicaConnection, start: Checkpoint, *, retention_m
         lag["files"] = target.file_index - start.file_index
         lag["bytes"] = _file_lag_bytes(state.binlogs, start, target)
 
-    if info.flavor == "mariadb":
+    if info.flavor == Flavor.MARIADB:
         now = target.gtid if isinstance(target.gtid, MariadbGtidPosition) else MariadbGtidPosition()
         at_start = None
         if start.has_coordinates:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional
 
+from ..codec.gtid import Flavor
 from . import ddl, ddl_model
 from .errors import DdlSyntaxError
 from .model import ColumnDef, SchemaHistory, TableDef
@@ -55,7 +56,7 @@ def column_def(spec: ddl_model.ColumnSpec, *, table_charset: tuple, flavor: str,
     resolved from the column, the table's default or the database's default."""
     data_type = spec.data_type
     charset = collation = None
-    if data_type == "json" and flavor == "mariadb":
+    if data_type == "json" and flavor == Flavor.MARIADB:
         data_type, charset, collation = "longtext", "utf8mb4", "utf8mb4_bin"  # MariaDB's JSON alias
     elif data_type in _TEXT:
         charset = spec.charset or charset_of_collation(spec.collation)
@@ -417,7 +418,7 @@ def statement_ops(stmt: ddl_model.Statement, default_schema: str, captured: Capt
         added = [a.column for a in stmt.actions if isinstance(a, ddl_model.AddColumn)]
         dropped = [a.name for a in stmt.actions if isinstance(a, ddl_model.DropColumn)]
         if captured(*table) and (added or dropped):
-            defs = [column_def(c, table_charset=(None, None), flavor="mysql") for c in added]
+            defs = [column_def(c, table_charset=(None, None), flavor=Flavor.MYSQL) for c in added]
             return [{"op": "alter", "table": list(table), "dropped": dropped, "renamed": [],
                      "added": [{"name": d.name, "column": d.to_json(),
                                 "value": d.value_for_existing_rows()} for d in defs]}] + \

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
 from ..codec.schema import ColumnSchema, TableSchema
+from ..codec.gtid import Flavor
 
 FORMAT = 1
 
@@ -177,7 +178,7 @@ class SchemaHistory:
     there on (see :class:`~.apply.HistoryFollower`).
     """
 
-    flavor: str = "mariadb"
+    flavor: str = Flavor.MARIADB
     server_charset: str = "utf8mb4"
     lower_case_table_names: int = 0
     databases: dict = field(default_factory=dict)     # schema -> (charset, collation)
@@ -245,7 +246,7 @@ class SchemaHistory:
     def from_json(cls, data: Mapping[str, Any]) -> "SchemaHistory":
         if not isinstance(data, Mapping) or data.get("format") != FORMAT:
             raise ValueError(f"not a format-{FORMAT} schema history")
-        history = cls(flavor=data.get("flavor") or "mariadb",
+        history = cls(flavor=data.get("flavor") or Flavor.MARIADB,
                       server_charset=data.get("server_charset") or "utf8mb4",
                       lower_case_table_names=int(data.get("lower_case_table_names") or 0),
                       databases={k: tuple(v) for k, v in (data.get("databases") or {}).items()},

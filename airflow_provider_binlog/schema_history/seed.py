@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ..codec.gtid import Flavor
 from .model import ColumnDef, SchemaHistory, TableDef
 
 _SYSTEM = ("mysql", "sys", "performance_schema", "information_schema")
@@ -19,7 +20,7 @@ def _default(raw, extra: str, nullable: bool, flavor: str) -> tuple[str, Optiona
     """(kind, text) of ``COLUMN_DEFAULT``, which MariaDB and MySQL write differently: MariaDB
     quotes string literals and writes ``NULL`` for DEFAULT NULL and expressions as SQL; MySQL
     writes literals bare and flags expressions with ``DEFAULT_GENERATED`` in ``EXTRA``."""
-    if flavor == "mariadb":
+    if flavor == Flavor.MARIADB:
         if raw is None:
             return "none", None
         if raw == "NULL":

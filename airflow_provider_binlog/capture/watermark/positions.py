@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Optional
 
+from ...codec.gtid import Flavor
 from ...codec.positions import position_key
 from ..snapshot import SnapshotError, binlog_status_row, snapshot_binlog_position
 
@@ -24,7 +25,7 @@ def binlog_status(conn, flavor: str, gtid: bool = True) -> tuple[str, int, Optio
         file, pos = row[0], int(row[1])
         if not gtid:
             return file, pos, None
-        if flavor == "mariadb":
+        if flavor == Flavor.MARIADB:
             cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
             state = cur.fetchone()[0]
         else:
@@ -42,7 +43,7 @@ def start_position(conn, flavor: str) -> tuple[str, int, Optional[str]]:
     equal to it (no transaction written meanwhile, none in flight); only on a server too busy
     for that, ``BINLOG_GTID_POS`` finds it by reading the binlog file from its start (seconds,
     on a large file)."""
-    if flavor != "mariadb":
+    if flavor != Flavor.MARIADB:
         return binlog_status(conn, flavor)
     with conn.cursor() as cur:
         for attempt in range(_QUIET_TRIES + 1):
@@ -88,7 +89,7 @@ def visibility_guard(conn, flavor: str, after: Optional[tuple[str, int]]) -> Non
     follower's position): every transaction the follower read is then committed in the engine
     and visible to any read that starts later. (A transaction is written to the binlog, where
     the follower may read it, before the engine commits it.)"""
-    if flavor != "mariadb" or after is None:
+    if flavor != Flavor.MARIADB or after is None:
         return
     with conn.cursor() as cur:
         for _ in range(VISIBLE_TRIES):

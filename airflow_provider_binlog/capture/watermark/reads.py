@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from .. import arrow_reader
 from ..snapshot import _convert_rows, quote_identifier, select_list, snapshot_binlog_position
+from ...codec.gtid import Flavor
 from ...staging.contract import arrow_type_for
 from .chunks import Chunk, Table
 from .positions import VISIBLE_TRIES, VISIBLE_WAIT, at_or_after, binlog_status, not_visible, visibility_guard
@@ -32,11 +33,11 @@ def read_chunk(conn, flavor: str, t: Table, cols: str, source: str, key_cols: st
     with conn.cursor() as cur:
         for attempt in range(VISIBLE_TRIES):
             began = time.monotonic()
-            if flavor == "mariadb":  # the read and its exact binlog position, in one short transaction
+            if flavor == Flavor.MARIADB:  # the read and its exact binlog position, in one short transaction
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
             cur.execute(sql, args)
             fetched = cur.fetchall()
-            if flavor != "mariadb":
+            if flavor != Flavor.MARIADB:
                 break
             hw_file, hw_pos = snapshot_binlog_position(cur)
             cur.execute("COMMIT")
@@ -47,7 +48,7 @@ def read_chunk(conn, flavor: str, t: Table, cols: str, source: str, key_cols: st
             raise not_visible(after)
         seconds = time.monotonic() - began
         rows = _convert_rows(fetched, converters)
-    if flavor != "mariadb":  # read after the chunk: what the read saw is before it
+    if flavor != Flavor.MARIADB:  # read after the chunk: what the read saw is before it
         hw_file, hw_pos, _ = binlog_status(conn, flavor, gtid=False)
     full = limit is not None and len(rows) == limit
     upto = tuple(rows[-1][i] for i in t.key) if full else None

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 
 from .. import arrow_reader
 from ...checkpoints import Checkpoint
-from ...codec.gtid import MariadbGtidPosition, parse_gtid_state
+from ...codec.gtid import Flavor, MariadbGtidPosition, parse_gtid_state
 from ...schema_history import SchemaHistory, seed_history
 from ...staging import Manifest, StagingWriter
 from ...staging.masking import Masking
@@ -118,7 +118,7 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
             history = seed_history(conn, tables.schemas_possibly_included, flavor)
             taken_at = dt.datetime.now(UTC)
             saved = {"follower": [start_file, start_pos], "replayed": 0, "changes": 0,
-                     "follower_gtid": (start_gtid or "") if flavor == "mariadb" else None}
+                     "follower_gtid": (start_gtid or "") if flavor == Flavor.MARIADB else None}
             resumed_rows = 0
         for (schema, table), t in state.items():
             tdef = history.get(schema, table)

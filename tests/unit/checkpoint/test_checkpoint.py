@@ -100,6 +100,9 @@ def test_to_json_has_stable_keys():
     assert Checkpoint(gtid=MariadbGtidPosition("1-2-5,0-1-100")).to_json() == {
         "file": None, "pos": None, "gtid": "0-1-100,1-2-5", "flavor": "mariadb",
         "server_id": None, "server_uuid": None}
+    # the flavor is written as the text it always was
+    assert json.dumps(Checkpoint(gtid=MariadbGtidPosition("0-1-5")).to_json()["flavor"]) == '"mariadb"'
+    assert json.dumps(c.to_json()["flavor"]) == '"mysql"'
 
 
 @pytest.mark.parametrize("checkpoint", [
@@ -131,7 +134,7 @@ def test_from_json_empty_gtid_needs_flavor():
     ('{"file": "mysql-bin.000003", "pos": 4}', Checkpoint(file="mysql-bin.000003", position=4)),
     ('{"file": "mysql-bin.000003", "position": "4"}', Checkpoint(file="mysql-bin.000003", position=4)),
     (f"{U1.upper()}:1-5,\n{U1}:7", Checkpoint(gtid=MysqlGtidSet(f"{U1}:1-5:7"))),
-    ("0-1-100,1-2-5", Checkpoint(gtid=MariadbGtidPosition([]).advance("0-1-100").advance("1-2-5"))),
+    ("0-1-100,1-2-5", Checkpoint(gtid=MariadbGtidPosition([]).add("0-1-100").add("1-2-5"))),
     ('{"gtid": "0-1-100", "flavor": "mariadb"}', Checkpoint(gtid=MariadbGtidPosition("0-1-100"))),
 ])
 def test_parse_accepts_user_forms(text, expected):

@@ -33,22 +33,26 @@ returns two DAGs:
 The merge task of both DAGs has the lakehouse tables as outlets: with an explicit table
 list, one :class:`~airflow.sdk.Asset` per table (``iceberg://<catalog>/<namespace>/<table>``,
 the table named like the merge job names it); with wildcard patterns, one asset for the
-source (``binlog://<source_id>``). Each run's asset events carry in ``extra`` the rows
+source (``binlog://<source_id>``) and an :class:`~airflow.sdk.AssetAlias`
+``binlog_tables__<source_id>`` through which each merged table gets an event on its own
+``iceberg://`` asset. Each run's asset events carry in ``extra`` the rows
 inserted/updated/deleted and the end checkpoint (see
 :func:`~.operators.merge.asset_extra`).
 
-The incremental and the backfill DAG of a source share the checkpoint (store and key):
-pause the incremental DAG while a backfill runs, otherwise one of the two merges is refused
-(compare-and-set) and has to be rerun.
+The incremental and the backfill DAG of a source share the checkpoint (store and key), so
+they take turns: the backfill's first task (``wait_for_incremental``) waits until no
+incremental run is dumping or merging, and while a backfill runs, the incremental runs skip
+their dump (``yield_to_dag_id``). Neither DAG needs pausing.
 """
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from airflow.sdk import DAG, Asset, AssetWatcher, Param, TriggerRule, task
+from airflow.sdk import DAG, Asset, AssetAlias, AssetWatcher, Param, PokeReturnValue, TriggerRule, task
 
 from .checkpoints import Checkpoint
 from .errors import ProviderError
@@ -94,6 +98,12 @@ class OnNewBinlogData:
         WakeupGate(min_interval=self.min_interval, refire_after=self.refire_after)  # checks them
 
 
+def tables_alias_name(source_id: str) -> str:
+    """The asset alias through which the merge of a source named by patterns emits one event
+    per Iceberg table."""
+    return f"binlog_tables__{source_id}"
+
+
 def changes_asset_uri(source_id: str) -> str:
     """The asset whose watcher starts the event-driven runs of a source."""
     return f"binlog://{source_id}/changes"
@@ -123,6 +133,20 @@ def cdc_assets(source_id: str, tables: Sequence[str], *, catalog: str, namespace
                                 extra={"source_id": source_id, "source_table": pattern}))
         return assets
     return [Asset(uri=f"binlog://{source_id}", extra={"source_id": source_id, "tables": list(tables)})]
+
+
+#: Task instance states of a run that has not finished with a task.
+UNFINISHED_STATES = ["scheduled", "queued", "running", "restarting", "up_for_retry", "up_for_reschedule",
+                     "deferred"]
+#: The incremental DAG's tasks that load: while one of them is unfinished, a backfill waits.
+LOADING_TASKS = ["dump", "merge"]
+
+
+def incremental_loading(ti: Any, source_id: str) -> int:
+    """How many task instances of the source's incremental DAG are loading (dump or merge not
+    finished); the backfill's guard waits for 0."""
+    return int(ti.get_ti_count(dag_id=incremental_dag_id(source_id), task_ids=LOADING_TASKS,
+                               states=UNFINISHED_STATES))
 
 
 def plan_backfill(params: Mapping[str, Any], *, source_tables: Sequence[str],
@@ -250,6 +274,8 @@ def make_cdc_dags(
     max_seconds: Optional[float] = None,
     default_args: Optional[Mapping[str, Any]] = None,
     tags: Optional[Sequence[str]] = None,
+    backfill_wait_poke_interval: float = 30.0,
+    backfill_wait_timeout: float = 6 * 3600.0,
 ) -> tuple[DAG, DAG]:
     """The incremental DAG ``binlog_cdc__<source_id>`` and the backfill DAG
     ``binlog_backfill__<source_id>`` of one source (see the module documentation).
@@ -322,6 +348,9 @@ def make_cdc_dags(
     :param max_rows: cap of one incremental dump (also ``max_bytes``, ``max_seconds``); the
         next run continues where it stopped.
     :param default_args: for the tasks of both DAGs (``retries``, ...).
+    :param backfill_wait_poke_interval: the backfill's first task, ``wait_for_incremental``,
+        waits until no incremental run is loading (checking every so many seconds, for at most
+        ``backfill_wait_timeout``); while the backfill runs, incremental runs skip their dump.
     """
     if not isinstance(source_id, str) or not _SOURCE_ID.fullmatch(source_id):
         raise ValueError(f"source_id must be letters, digits, '_', '.', '-' starting with a letter "
@@ -354,6 +383,11 @@ def make_cdc_dags(
     masked = {"masking": dict(masking) if isinstance(masking, Mapping) else masking,
               "masking_secret_conn_id": masking_secret_conn_id, "staging_conn_id": staging_conn_id}
     asset_text = ", ".join(f"`{a.uri}`" for a in assets)
+    if not all(is_explicit(p) for p in tables):  # each table's own asset, through an alias
+        aliases = [AssetAlias(name=tables_alias_name(source_id))]
+        asset_text += f" and, through the alias `{aliases[0].name}`, one asset per table"
+    else:
+        aliases = []
 
     sensor_thresholds: dict[str, Any] = {"min_bytes": min_bytes, "min_transactions": min_transactions,
                                          "max_threshold_wait": max_threshold_wait}
@@ -400,12 +434,14 @@ def make_cdc_dags(
             on_max_lag=on_max_lag, lag_notifier=lag_notifier)
         dump = BinlogDumpOperator(
             task_id="dump", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir, stop=wait.output,
+            yield_to_dag_id=backfill_dag_id(source_id),
             tables=tables, exclude=exclude or None, max_rows=max_rows, max_bytes=max_bytes,
             max_seconds=max_seconds, checkpoint_key=key, checkpoint_store_uri=checkpoint_store_uri, **masked)
         BinlogMergeOperator(
             task_id="merge", manifests=dump.output, namespace=namespace, catalog=catalog,
             maintenance=maintenance, maintenance_every=maintenance_every,
-            expire_older_than_days=expire_older_than_days, retain_last=retain_last, outlets=list(assets),
+            expire_older_than_days=expire_older_than_days, retain_last=retain_last,
+            outlets=[*assets, *aliases],
             **spark, **store)
 
     with DAG(
@@ -458,7 +494,21 @@ def make_cdc_dags(
         def choose(branch: str) -> str:
             return branch
 
+        @task.sensor(task_id="wait_for_incremental", poke_interval=backfill_wait_poke_interval,
+                     timeout=backfill_wait_timeout, mode="reschedule")
+        def wait_for_incremental() -> PokeReturnValue:
+            """Waits until no incremental run of the source is loading; from then on those runs
+            skip their dump while this run lasts (``yield_to_dag_id``)."""
+            from airflow.sdk import get_current_context
+
+            loading = incremental_loading(get_current_context()["ti"], source_id)
+            if loading:
+                logging.getLogger(__name__).info("waiting for %d task(s) of %s to finish loading", loading,
+                                                 incremental_dag_id(source_id))
+            return PokeReturnValue(is_done=loading == 0)
+
         planned = plan()
+        wait_for_incremental() >> planned
         branch = choose(planned["branch"])
         snapshot = BinlogSnapshotOperator(
             task_id="snapshot", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir,
@@ -472,10 +522,11 @@ def make_cdc_dags(
         BinlogMergeOperator(
             task_id="merge", manifests=[snapshot.output, replay.output], namespace=namespace,
             catalog=catalog, advance_checkpoint=planned["advance_checkpoint"], stream=planned["stream"],
-            trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, outlets=list(assets), **spark, **store)
+            trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, outlets=[*assets, *aliases], **spark, **store)
 
     return incremental, backfill
 
 
 __all__ = ["BACKFILL_MODES", "BackfillParamsError", "OnNewBinlogData", "backfill_dag_id", "cdc_assets",
-           "changes_asset_uri", "incremental_dag_id", "is_explicit", "make_cdc_dags", "plan_backfill"]
+           "changes_asset_uri", "incremental_dag_id", "incremental_loading", "is_explicit", "make_cdc_dags",
+           "plan_backfill", "tables_alias_name"]

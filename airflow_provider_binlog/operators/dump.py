@@ -6,6 +6,7 @@ import time
 from typing import Any, Optional, Sequence
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowSkipException
 
 from ..hooks.binlog import BinlogHook
 from .links import BinlogCdcViewLink
@@ -39,6 +40,9 @@ class BinlogDumpOperator(BaseOperator):
         ``aws`` (S3), ``google_cloud_platform`` (GCS) or ``wasb`` (Azure) connection, read as
         those providers read them (:mod:`airflow_provider_binlog.hooks.staging_storage`);
         default: the environment's credential chain.
+    :param yield_to_dag_id: a DAG whose running runs take precedence (the factory passes the
+        source's backfill DAG): while one of them runs, this task is skipped before it reads
+        anything, so that the two never load the same checkpoint at once.
     """
 
     operator_extra_links = (BinlogCdcViewLink(),)
@@ -52,8 +56,10 @@ class BinlogDumpOperator(BaseOperator):
                  max_bytes: Optional[int] = None, max_seconds: Optional[float] = None,
                  checkpoint_key: Optional[str] = None, checkpoint_store_uri: Optional[str] = None,
                  masking: Any = None, masking_secret_conn_id: Optional[str] = None,
-                 staging_conn_id: Optional[str] = None, **kwargs) -> None:
+                 staging_conn_id: Optional[str] = None, yield_to_dag_id: Optional[str] = None,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
+        self.yield_to_dag_id = yield_to_dag_id
         self.staging_conn_id = staging_conn_id
         self.masking = check_masking(masking, masking_secret_conn_id)
         self.masking_secret_conn_id = masking_secret_conn_id
@@ -70,6 +76,14 @@ class BinlogDumpOperator(BaseOperator):
         self.checkpoint_store_uri = checkpoint_store_uri
 
     def execute(self, context) -> dict:
+        if self.yield_to_dag_id:
+            # This task is running before it asks, and a run of the other DAG is running before
+            # that DAG's guard asks about this task: at least one of the two sees the other.
+            running = context["ti"].get_dr_count(dag_id=self.yield_to_dag_id, states=["running"])
+            if running:
+                raise AirflowSkipException(
+                    f"{running} run(s) of {self.yield_to_dag_id} are loading the same checkpoint: this "
+                    "run yields to them (the next run continues from the checkpoint they leave)")
         hook = BinlogHook(self.binlog_conn_id, checkpoint_store_uri=self.checkpoint_store_uri)
         began = time.monotonic()
         result = hook.dump(staging_dir=self.staging_dir, start=self.start or None, stop=self.stop or "current",

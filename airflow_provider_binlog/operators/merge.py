@@ -211,10 +211,18 @@ class BinlogMergeOperator(BaseOperator):
     ``data_contract`` gives merged tables change columns, soft deletes and change logs, for
     all tables and per ``schema.table`` (:mod:`airflow_provider_binlog.merge.contract`).
 
+    As ``SparkSubmitOperator`` does, ``openlineage_inject_parent_job_info`` and
+    ``openlineage_inject_transport_info`` (default: ``[openlineage] spark_inject_parent_job_info``
+    and ``spark_inject_transport_info``) put this task's OpenLineage parent job and the HTTP
+    transport into the job's Spark properties (``spark.openlineage.*``, unless ``conf`` sets
+    them), so that an OpenLineage Spark listener on the cluster links its events to this task.
+
     Assets among the ``outlets`` get an asset event whose ``extra`` says what this run loaded:
     an asset ``iceberg://<catalog>/<namespace>/<table>`` the rows inserted/updated/deleted of
     that Iceberg table, any other asset the totals and the per-table counts; both with the
-    end checkpoint (see :func:`asset_extra`).
+    end checkpoint (see :func:`asset_extra`). An :class:`~airflow.sdk.AssetAlias` among them
+    gets one event per Iceberg table the run merged, on that table's asset (so a source named by
+    patterns still gives each table its own asset and events).
     """
 
     operator_extra_links = (BinlogCdcViewLink(), SparkApplicationLink())
@@ -240,8 +248,18 @@ class BinlogMergeOperator(BaseOperator):
                  expire_older_than_days: Optional[float] = None, retain_last: Optional[int] = None,
                  data_contract: Union[dict, str, None] = None,
                  staging_conn_id: Optional[str] = None,
+                 openlineage_inject_parent_job_info: Optional[bool] = None,
+                 openlineage_inject_transport_info: Optional[bool] = None,
                  **kwargs) -> None:
         super().__init__(**kwargs)
+        from airflow.sdk import conf as airflow_conf
+
+        self.openlineage_inject_parent_job_info = airflow_conf.getboolean(
+            "openlineage", "spark_inject_parent_job_info", fallback=False) \
+            if openlineage_inject_parent_job_info is None else bool(openlineage_inject_parent_job_info)
+        self.openlineage_inject_transport_info = airflow_conf.getboolean(
+            "openlineage", "spark_inject_transport_info", fallback=False) \
+            if openlineage_inject_transport_info is None else bool(openlineage_inject_transport_info)
         self.staging_conn_id = staging_conn_id
         from airflow_provider_binlog.merge.contract import DataContract
         from airflow_provider_binlog.merge.layout import TableLayouts
@@ -329,6 +347,22 @@ class BinlogMergeOperator(BaseOperator):
             conf.update(catalog_spark_conf(catalog, packages=self.packages, jars=self.jars,
                                            runtime=self.iceberg_runtime, local=local))
         conf.update({str(k): str(v) for k, v in self.conf.items()})
+        return conf
+
+    def _with_openlineage(self, conf: dict, context) -> dict:
+        """``conf`` with the OpenLineage parent job and transport properties asked for."""
+        if not (self.openlineage_inject_parent_job_info or self.openlineage_inject_transport_info):
+            return conf
+        from airflow.providers.common.compat.openlineage.utils.spark import (
+            inject_parent_job_information_into_spark_properties,
+            inject_transport_information_into_spark_properties,
+        )
+        if self.openlineage_inject_parent_job_info:
+            self.log.info("injecting the OpenLineage parent job information into the Spark properties")
+            conf = inject_parent_job_information_into_spark_properties(conf, context)
+        if self.openlineage_inject_transport_info:
+            self.log.info("injecting the OpenLineage transport information into the Spark properties")
+            conf = inject_transport_information_into_spark_properties(conf, context)
         return conf
 
     def _submit_target(self) -> tuple[str, str]:
@@ -448,7 +482,8 @@ class BinlogMergeOperator(BaseOperator):
             if self.direct_deletes is not None:
                 args += ["--direct-deletes", self.direct_deletes]
             self._hook = SparkSubmitHook(
-                conf=self._spark_conf(catalog, master), conn_id=self.conn_id, application_args=args,
+                conf=self._with_openlineage(self._spark_conf(catalog, master), context),
+                conn_id=self.conn_id, application_args=args,
                 packages=None if catalog is not None else self.packages,
                 jars=None if catalog is not None else (",".join(self.jars) if self.jars else None),
                 env_vars=self._env(catalog, cluster=cluster, master=master, staging=staging),
@@ -507,8 +542,8 @@ class BinlogMergeOperator(BaseOperator):
         store, key = self.checkpoint_store_uri or None, self.checkpoint_key or None
         if self.binlog_conn_id:
             from airflow_provider_binlog.hooks.binlog import BinlogHook
-            key = key or self.binlog_conn_id
-            store = store or BinlogHook(self.binlog_conn_id).checkpoint_store_location()
+            ref = BinlogHook(self.binlog_conn_id, checkpoint_store_uri=store).checkpoint_ref(key)
+            store, key = ref.store_uri, ref.key
             if not store:
                 raise AirflowException(
                     f"connection {self.binlog_conn_id!r} has no extra 'checkpoint_store_uri' and "
@@ -521,10 +556,29 @@ class BinlogMergeOperator(BaseOperator):
         if outlet_events is None:
             return
         for outlet in self.outlets or ():
+            kind = type(outlet).__name__
+            if kind == "AssetAlias":
+                self._emit_table_events(outlet_events[outlet], summary)
+                continue
             uri = getattr(outlet, "uri", None)
-            if uri is None or type(outlet).__name__ != "Asset":
+            if uri is None or kind != "Asset":
                 continue
             outlet_events[outlet].extra = asset_extra(uri, summary, self.catalog, self.namespace)
+
+    def _emit_table_events(self, alias_events, summary: dict) -> None:
+        """Through an asset alias: one event per Iceberg table the run merged, on the table's
+        own asset ``iceberg://<catalog>/<namespace>/<table>``."""
+        from airflow.sdk import Asset
+
+        for source, info in sorted((summary.get("tables") or {}).items()):
+            name = str(info.get("iceberg_table") or "")
+            catalog, _, rest = name.partition(".")
+            namespace, _, table = rest.rpartition(".")
+            if not (catalog and namespace and table):
+                continue
+            uri = iceberg_asset_uri(catalog, namespace, table)
+            alias_events.add(Asset(uri=uri, extra={"source_table": source}),
+                             extra=asset_extra(uri, summary, catalog, namespace))
 
     def on_kill(self) -> None:
         if self._hook is not None:

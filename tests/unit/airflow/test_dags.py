@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("airflow")
 
-from airflow.sdk import Asset  # noqa: E402
+from airflow.sdk import Asset, AssetAlias  # noqa: E402
 from airflow.sdk.exceptions import AirflowSkipException, ParamValidationError  # noqa: E402
 
 from airflow_provider_binlog.dags import BackfillParamsError, make_cdc_dags, plan_backfill  # noqa: E402
@@ -50,8 +50,9 @@ def test_incremental_dag_waits_dumps_and_merges():
 def test_wildcard_tables_give_one_asset_for_the_source():
     incremental, backfill = make(tables=["shop.*"], exclude=["shop.tmp_*"], catalog="cat")
     for dag in (incremental, backfill):
-        (asset,) = dag.get_task("merge").outlets
+        asset, alias = dag.get_task("merge").outlets
         assert isinstance(asset, Asset) and asset.uri.rstrip("/") == "binlog://shop"
+        assert isinstance(alias, AssetAlias) and alias.name == "binlog_tables__shop"
     assert incremental.get_task("dump").exclude == ["shop.tmp_*"]
 
 
@@ -60,6 +61,7 @@ def test_backfill_dag_branches_to_snapshot_or_dump():
     assert backfill.dag_id == "binlog_backfill__shop" and backfill.schedule is None
     assert backfill.max_active_runs == 1
     up = {t.task_id: set(t.upstream_task_ids) for t in backfill.tasks}
+    assert up["wait_for_incremental"] == set() and up["plan"] == {"wait_for_incremental"}
     assert up["choose"] == {"plan"}
     assert {"choose"} <= up["snapshot"] and {"choose"} <= up["dump"]
     assert {"snapshot", "dump"} <= up["merge"]
@@ -172,6 +174,26 @@ def test_merge_sets_the_extra_of_its_asset_outlets():
     op._emit_asset_events({"outlet_events": Events()}, SUMMARY)
     assert events[assets[0]].extra["source"] == "shop.orders"
     assert events[assets[1]].extra["tables"] == {"shop.orders": {"inserted": 3, "updated": 2, "deleted": 1}}
+
+
+def test_through_the_alias_each_merged_table_gets_an_event_on_its_own_asset():
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    incremental, _ = make(tables=["shop.*"])
+    merge = incremental.get_task("merge")
+    summary = {**SUMMARY, "tables": {**SUMMARY["tables"], "shop.customers": {
+        "iceberg_table": "lake.shop_cdc.shop__customers", "inserted": 0, "updated": 4, "deleted": 0,
+        "snapshot_id": 78, "status": "committed"}}}
+    events = OutletEventAccessors()
+    merge._emit_asset_events({"outlet_events": events}, summary)
+    alias = merge.outlets[1]
+    emitted = {e.dest_asset_key.uri: e.extra for e in events[alias].asset_alias_events}
+    assert sorted(emitted) == ["iceberg://lake/shop_cdc/shop__customers", "iceberg://lake/shop_cdc/shop__orders"]
+    assert (emitted["iceberg://lake/shop_cdc/shop__orders"]["inserted"],
+            emitted["iceberg://lake/shop_cdc/shop__customers"]["updated"]) == (3, 4)
+    assert events[merge.outlets[0]].extra["tables"]["shop.customers"]["updated"] == 4
+    explicit, _ = make()
+    assert [type(o).__name__ for o in explicit.get_task("merge").outlets] == ["Asset", "Asset"]
 
 
 def test_summary_counts_nothing_for_an_already_applied_batch(monkeypatch):
@@ -325,7 +347,7 @@ def test_event_driven_schedule_watches_the_binlog_and_the_sensor_takes_what_is_t
     assert (wait.min_bytes, wait.min_transactions, wait.max_threshold_wait) == (None, None, None)
     assert (wait.poke_interval, wait.timeout) == (2, 60)
     # the merge's own asset is another one: its events do not start the DAG again
-    assert [a.uri.rstrip("/") for a in incremental.get_task("merge").outlets] == ["binlog://shop"]
+    assert [getattr(a, "uri", "").rstrip("/") for a in incremental.get_task("merge").outlets] == ["binlog://shop", ""]
     assert type(backfill.timetable).__name__ == "NullTimetable"
     serialized = DagSerialization.to_dict(incremental)
     assert "BinlogNewDataTrigger" in json.dumps(serialized)
@@ -333,3 +355,51 @@ def test_event_driven_schedule_watches_the_binlog_and_the_sensor_takes_what_is_t
         OnNewBinlogData(poke_interval=0)
     with pytest.raises(ValueError, match="refire_after"):
         OnNewBinlogData(refire_after=-1)
+
+
+class _Counts:
+    """The two counts the guards ask Airflow's task runner for, recorded."""
+
+    def __init__(self, runs=0, loading=0):
+        self.runs, self.loading, self.asked = runs, loading, []
+
+    def get_dr_count(self, dag_id, states=None, **_):
+        self.asked.append(("runs", dag_id, tuple(states)))
+        return self.runs
+
+    def get_ti_count(self, dag_id, task_ids=None, states=None, **_):
+        self.asked.append(("tasks", dag_id, tuple(task_ids), tuple(states)))
+        return self.loading
+
+
+def test_an_incremental_dump_yields_to_a_running_backfill(monkeypatch):
+    incremental, _ = make()
+    dump = incremental.get_task("dump")
+    assert dump.yield_to_dag_id == "binlog_backfill__shop"
+    counts = _Counts(runs=1)
+    with pytest.raises(AirflowSkipException, match="binlog_backfill__shop"):
+        dump.execute({"ti": counts})
+    assert counts.asked == [("runs", "binlog_backfill__shop", ("running",))]
+    called = []
+    monkeypatch.setattr("airflow_provider_binlog.operators.dump.BinlogHook.dump",
+                        lambda self, **kw: called.append(kw) or {"manifest": "m"})
+    counts.runs = 0
+    assert dump.execute({"ti": counts})["manifest"] == "m" and len(called) == 1
+
+
+def test_the_backfill_waits_while_an_incremental_run_is_loading(monkeypatch):
+    from airflow_provider_binlog import dags
+
+    _, backfill = make()
+    guard = backfill.get_task("wait_for_incremental")
+    assert guard.mode == "reschedule" and guard.poke_interval == 30 and guard.timeout == 6 * 3600
+    counts = _Counts(loading=2)
+    assert dags.incremental_loading(counts, "shop") == 2
+    (_, dag_id, task_ids, states), = counts.asked
+    assert dag_id == "binlog_cdc__shop" and task_ids == ("dump", "merge")
+    assert {"running", "queued", "scheduled", "up_for_retry", "deferred"} <= set(states)
+    assert not {"success", "failed", "skipped", "upstream_failed"} & set(states)
+    monkeypatch.setattr("airflow.sdk.get_current_context", lambda: {"ti": counts})
+    assert guard.python_callable().is_done is False
+    counts.loading = 0
+    assert guard.python_callable().is_done is True

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 import pymysql
@@ -109,6 +110,24 @@ def as_checkpoint(value: CheckpointLike, what: str = "checkpoint") -> Checkpoint
                 return as_checkpoint(data, what)
         return Checkpoint.parse(text)
     raise TypeError(f"{what} must be a Checkpoint, a dict or a string, not {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """Where a load keeps its checkpoint: the store's URI (``None``: no store) and the key,
+    resolved once (:meth:`BinlogHook.checkpoint_ref`) and handed to every step of a task."""
+
+    store_uri: Optional[str]
+    key: str
+
+    def open(self) -> CheckpointStore:
+        """The store; a :class:`BinlogConnectionError` saying how to name one when there is none."""
+        if not self.store_uri:
+            raise BinlogConnectionError(
+                f"no checkpoint store for {self.key!r}: the connection has no extra 'checkpoint_store_uri' "
+                "(a directory path or file:///path where loads keep their checkpoints) and none was "
+                "passed (checkpoint_store_uri=)")
+        return open_checkpoint_store(self.store_uri)
 
 
 class BinlogHook(BaseHook):
@@ -207,20 +226,21 @@ class BinlogHook(BaseHook):
         connection's extra of that name (``None`` when neither is set)."""
         return self.checkpoint_store_uri or self._extras().get("checkpoint_store_uri") or None
 
+    def checkpoint_ref(self, checkpoint_key: Optional[str] = None) -> CheckpointRef:
+        """The store (the hook's ``checkpoint_store_uri``, else the connection's extra) and the
+        key (``checkpoint_key``, else the connection id) of this load's checkpoint."""
+        return CheckpointRef(self.checkpoint_store_location(), checkpoint_key or self.binlog_conn_id)
+
     def checkpoint_store(self) -> CheckpointStore:
         """The store named by the hook's ``checkpoint_store_uri``, else by the connection's
         extra ``checkpoint_store_uri``."""
-        uri = self.checkpoint_store_location()
-        if not uri:
-            raise BinlogConnectionError(
-                f"connection {self.binlog_conn_id!r} has no extra 'checkpoint_store_uri' (a directory "
-                "path or file:///path where loads keep their checkpoints)")
-        return open_checkpoint_store(uri)
+        return self.checkpoint_ref().open()
 
     def stored_checkpoint(self, checkpoint_key: Optional[str] = None) -> Checkpoint:
         """The checkpoint stored under ``checkpoint_key`` (default: the connection id)."""
-        key = checkpoint_key or self.binlog_conn_id
-        checkpoint = self.checkpoint_store().load(key)
+        ref = self.checkpoint_ref(checkpoint_key)
+        key = ref.key
+        checkpoint = ref.open().load(key)
         if checkpoint is None:
             raise BinlogConnectionError(
                 f"the checkpoint store has no checkpoint for {key!r}: run an initial snapshot "
@@ -282,7 +302,7 @@ class BinlogHook(BaseHook):
         self.log.info("%s", check.describe())
         try:  # a metric must not fail the check
             from ..metrics import record_lag
-            record_lag(checkpoint_key or self.binlog_conn_id, check.lag)
+            record_lag(self.checkpoint_ref(checkpoint_key).key, check.lag)
         except Exception:
             self.log.debug("the lag metrics could not be sent", exc_info=True)
         out = check.to_json()
@@ -312,10 +332,17 @@ class BinlogHook(BaseHook):
         (default: the environment's credential chain).
         The dump never advances the stored checkpoint.
         """
+        ref = self.checkpoint_ref(checkpoint_key)
+        store = ref.open() if ref.store_uri else None
+        if start is None and store is not None and options.get("history") is None:
+            # one read of the store: the checkpoint with the schema history kept beside it
+            stored = store.load_schema_history(ref.key)
+            if stored is not None:
+                from ..schema_history import SchemaHistory
+                start, options["history"] = stored[0], SchemaHistory.from_json(stored[1])
         begin = as_checkpoint(start, "start") if start is not None else self.stored_checkpoint(checkpoint_key)
         end = stop if stop == "current" else as_checkpoint(stop, "stop")
         table_filter = TableFilter(tables, exclude)
-        store = self.checkpoint_store() if self.checkpoint_store_location() else None
         replica = self.get_replica()
         plain = self._plain_connect_kwargs()
         try:
@@ -330,7 +357,7 @@ class BinlogHook(BaseHook):
                 options["workers"] = configured_workers
             # the schema history is kept with the checkpoint; without one it is read now
             result = run_dump(replica, staging_dir=staging_dir, start=begin, stop=end, tables=table_filter,
-                              store=store, key=checkpoint_key or self.binlog_conn_id,
+                              store=store, key=ref.key,
                               seed_connect=lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **plain),
                               max_rows=max_rows, max_bytes=max_bytes, max_seconds=max_seconds,
                               storage_options=staging_storage_options(staging_conn_id), **options)
@@ -415,4 +442,4 @@ class BinlogHook(BaseHook):
         return out
 
 
-__all__ = ["BinlogConnectionError", "BinlogHook", "as_checkpoint"]
+__all__ = ["BinlogConnectionError", "BinlogHook", "CheckpointRef", "as_checkpoint"]

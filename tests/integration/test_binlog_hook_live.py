@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("airflow")
 
+from airflow_provider_binlog.checkpoints import Checkpoint  # noqa: E402
 from airflow_provider_binlog.hooks.binlog import BinlogConnectionError, BinlogHook  # noqa: E402
 from airflow_provider_binlog.replica import BinlogAccessDeniedError  # noqa: E402
 from airflow_provider_binlog.staging import load_manifest  # noqa: E402
@@ -83,6 +84,27 @@ def test_dump_stops_at_a_given_position_and_excludes_tables(mariadb, table, monk
     rest = hook.dump(staging_dir=tmp_path, start=f"{stop.file}:{stop.position}",
                      exclude=[f"hookdb.{table}"])
     assert f"hookdb.{table}" not in rest["rows"]
+
+
+def test_a_dump_from_the_store_reads_it_once_for_the_checkpoint_and_its_schema_history(
+        mariadb, table, monkeypatch, tmp_path):
+    from airflow_provider_binlog.checkpoints.file_store import FileCheckpointStore
+
+    conn_id = set_connection(monkeypatch, mariadb, extra={"checkpoint_store_uri": str(tmp_path / "cp")})
+    hook = BinlogHook(conn_id)
+    first = hook.dump(staging_dir=tmp_path / "s1", start=hook.current_position(), tables=[f"hookdb.{table}"])
+    history = load_manifest(first["manifest"]).data["schema_history"]
+    hook.checkpoint_store().save(conn_id, Checkpoint.from_json(first["end"]), schema_history=history)
+    mariadb.execute(f"INSERT INTO hookdb.{table} VALUES (1, 'a')")
+
+    reads = []
+    for name in ("load", "load_schema_history"):
+        real = getattr(FileCheckpointStore, name)
+        monkeypatch.setattr(FileCheckpointStore, name,
+                            lambda self, key, _real=real, _name=name: reads.append(_name) or _real(self, key))
+    result = hook.dump(staging_dir=tmp_path / "s2", tables=[f"hookdb.{table}"])
+    assert reads == ["load_schema_history"]
+    assert result["start"] == first["end"] and result["rows"][f"hookdb.{table}"]["insert"] == 1
 
 
 def test_dump_without_a_stored_checkpoint_says_what_to_do(mariadb, monkeypatch, tmp_path):

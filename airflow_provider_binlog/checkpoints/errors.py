@@ -1,12 +1,9 @@
 """The errors of checkpoints and their stores."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow_provider_binlog.errors import ProviderError
-
-if TYPE_CHECKING:
-    from .checkpoint import Checkpoint
 
 
 class _Absent:
@@ -37,7 +34,8 @@ class CheckpointStoreError(ProviderError):
 class CheckpointConflictError(CheckpointStoreError):
     """Compare-and-set failed: the stored checkpoint is not the expected one."""
 
-    def __init__(self, key: str, expected: object, actual: Checkpoint | None) -> None:
+    def __init__(self, key: str, expected: object, actual: object) -> None:
+        """``expected`` and ``actual``: checkpoints, ``ABSENT`` or None (nothing stored)."""
         self.key, self.expected, self.actual = key, expected, actual
         super().__init__(f"checkpoint {key!r} changed concurrently: expected {describe(expected)}, "
                          f"found {describe(actual)}; another run may be loading the same source")

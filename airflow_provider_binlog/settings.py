@@ -18,6 +18,9 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "ui_stall_seconds": ("3600", "After how many seconds without an advanced checkpoint the view shows a "
                                  "source as stalled, unless the source sets its own."),
     "ui_task_runs": ("True", "Whether the view reads the dump and merge task instances of the factory's DAGs."),
+    "ui_probe_sources": ("True", "Whether the view queries each source server (a short read-only session) for its "
+                                 "position, retention and the lag of the checkpoint; False: the view shows only "
+                                 "the checkpoint store, the staged batches and the task runs."),
     "spark_history_url": ("", "The Spark history server's URL (e.g. http://spark-history:18080): the merge "
                               "tasks' 'Spark application' link goes there; empty: to a standalone master's "
                               "web UI, and none with a local master."),

@@ -116,4 +116,21 @@ def build_history(server, root: Path, *, conn_id: str = "shop_db", runs: int = 4
     return history
 
 
-__all__ = ["LoadHistory", "build_history"]
+def in_process_api():
+    """The Binlog CDC view's REST client on Airflow's own API app in this process (its metadata
+    database, a token of an admin of the simple auth manager), for tests that run DAGs with
+    ``dag.test()`` and no API server; ``close()`` it after use."""
+    from fastapi.testclient import TestClient
+
+    from airflow.api_fastapi.app import create_app, get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from airflow_provider_binlog.plugins.api import AirflowApi
+
+    client = TestClient(create_app(apps="core"))
+    token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="ADMIN"))
+    api = AirflowApi(token=token, identity="test-admin", client=client)
+    api._own_client = True  # closed with the API client
+    return api
+
+
+__all__ = ["LoadHistory", "build_history", "in_process_api"]

@@ -8,8 +8,7 @@ from typing import Iterable, Mapping
 
 from ..staging.contract import MANIFEST_FORMAT, MANIFEST_NAME
 from ..staging.storage import filesystem, is_object_store, read_bytes
-from .sources import short_error
-from .values import as_int, iso, utc
+from .values import as_int, iso, short_error, utc
 
 DEFAULT_HISTORY = 30
 OPS = ("insert", "update", "delete")

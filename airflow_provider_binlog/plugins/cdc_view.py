@@ -26,26 +26,37 @@ Why the ``airflow.plugins`` entry point (pyproject.toml), and not the provider i
 Access
     Both endpoints need an authenticated Airflow user (the UI's session cookie or an API
     token) and show only the sources whose connections the user may read
-    (``is_authorized_connection(GET)``). No password or connection extra is ever shown; the
-    servers are read with short-lived read-only sessions with 3 s timeouts, concurrently, and
-    the result is cached for ``[binlog] ui_cache_seconds`` (default 10) seconds.
+    (``is_authorized_connection(GET)``). What Airflow knows (the factory's DAGs and assets,
+    the connections of the metadata database, task instances and their XCom) is read through
+    Airflow's public REST API, over HTTP from the API server to itself, with the user's own
+    token (:mod:`.api`): the view shows what the user may see, and reads no table of Airflow's.
+    Connections are resolved through Airflow's secrets backends. No password or connection
+    extra is ever shown; the servers are read (unless ``[binlog] ui_probe_sources = False``)
+    with short-lived read-only sessions with 3 s timeouts, concurrently, and the result is
+    cached per user for ``[binlog] ui_cache_seconds`` (default 10) seconds.
 
 Cost elsewhere
     Airflow imports plugin modules in every component (scheduler, DAG processor, task
-    processes); this one imports only ``airflow.plugins_manager`` and builds its FastAPI app
-    on the first request (:class:`LazyApp`), so only the API server pays for it.
+    processes); this one imports only ``airflow.plugins_manager`` (and the view's small REST
+    client, :mod:`.api`) and builds its FastAPI app on the first request (:class:`LazyApp`), so
+    only the API server pays for it.
 """
-from __future__ import annotations
 
+# (no ``from __future__ import annotations``: FastAPI reads the ``Request`` annotation of the
+# routes, imported inside create_app)
+import asyncio
+import functools
 import logging
 import threading
 import time
-from typing import Any, Optional
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Mapping, Optional
 from urllib.parse import urlsplit
 
 from airflow.plugins_manager import AirflowPlugin
 
 from ..settings import env_name, float_setting
+from .api import AirflowApi, ApiError, api_base_url, request_token, segment, user_identity
 
 log = logging.getLogger(__name__)
 
@@ -73,29 +84,37 @@ _ICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none
 
 
 class _Cache:
-    """The last gathered status, shared by all users for a few seconds (one gatherer at a time)."""
+    """What the view gathered for each user (read with their token), kept for ``[binlog]
+    ui_cache_seconds``; one gatherer per user at a time, at most ``size`` users."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
         self._lock = threading.Lock()
-        self._at = 0.0
-        self._value: Optional[dict] = None
+        self._entries: dict[str, list] = {}  # key -> [lock, at, value]
 
-    def get(self) -> dict:
+    def get(self, key: str, compute: Callable[[], Any]) -> Any:
         ttl = float_setting("ui_cache_seconds", zero=True)
         with self._lock:
-            if self._value is None or time.monotonic() - self._at >= ttl:
-                from .status import gather
-
-                self._value = gather()
-                self._at = time.monotonic()
-            return self._value
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = [threading.Lock(), 0.0, None]
+                while len(self._entries) > self.size:
+                    self._entries.pop(next(iter(self._entries)))
+        with entry[0]:
+            if entry[2] is None or time.monotonic() - entry[1] >= ttl:
+                entry[2] = compute()
+                entry[1] = time.monotonic()
+            return entry[2]
 
     def clear(self) -> None:
         with self._lock:
-            self._value = None
+            self._entries.clear()
 
 
 cache = _Cache()
+
+#: A team the user may not know: the REST API refused to show the connection.
+HIDDEN = object()
 
 
 def _auth_manager():
@@ -104,33 +123,36 @@ def _auth_manager():
     return get_auth_manager()
 
 
-def _connection_teams(conn_ids: list) -> dict:
-    """The team of each connection, in Airflow's multi-team mode (as its own API looks them
-    up); empty otherwise, or when the metadata database cannot say."""
+def connection_teams(api: AirflowApi, conn_ids: list) -> dict:
+    """The team of each connection in Airflow's multi-team mode, as the REST API shows it to
+    the user (``GET /connections/{id}``): None for a connection outside the metadata database
+    (environment, secrets backend), :data:`HIDDEN` when the API refuses it; empty otherwise."""
     from airflow.configuration import conf
 
     if not conn_ids or not conf.getboolean("core", "multi_team", fallback=False):
         return {}
-    from airflow.models.connection import Connection
+    teams: dict = {}
+    for conn_id in dict.fromkeys(conn_ids):
+        try:
+            teams[conn_id] = api.get(f"/connections/{segment(conn_id)}").get("team_name")
+        except ApiError as exc:
+            teams[conn_id] = None if exc.status == 404 else HIDDEN
+    return teams
 
-    try:
-        return Connection.get_conn_id_to_team_name_mapping(list(conn_ids))
-    except Exception:  # no metadata database: connections from the environment have no team
-        return {}
 
-
-def visible_status(data: dict, user: Any) -> dict:
-    """``data`` with only the sources whose connection ``user`` may read; 403 when the user
-    may read no connection at all."""
+def visible_status(data: dict, user: Any, teams: Optional[Mapping] = None) -> dict:
+    """``data`` with only the sources whose connection ``user`` may read (``teams``: the team
+    of each connection in multi-team mode); 403 when the user may read no connection at all."""
     from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
     from fastapi import HTTPException
 
     manager = _auth_manager()
     if not manager.is_authorized_connection(method="GET", user=user):
         raise HTTPException(403, "Forbidden: the Binlog CDC view needs read access to connections")
-    teams = _connection_teams([s.get("conn_id") for s in data.get("sources", []) if s.get("conn_id")])
+    teams = teams or {}
     sources = [s for s in data.get("sources", [])
-               if manager.is_authorized_connection(method="GET", user=user, details=ConnectionDetails(
+               if teams.get(s.get("conn_id")) is not HIDDEN
+               and manager.is_authorized_connection(method="GET", user=user, details=ConnectionDetails(
                    conn_id=s.get("conn_id"), team_name=teams.get(s.get("conn_id"))))]
     hidden = len(data.get("sources", [])) - len(sources)
     out = {**data, "sources": sources}
@@ -139,25 +161,76 @@ def visible_status(data: dict, user: Any) -> dict:
     return out
 
 
+def api_for(base_url: str, token: Optional[str], identity: str) -> AirflowApi:
+    """The REST API client of one request: the caller's token, to the API server itself."""
+    return AirflowApi(base_url, token=token, identity=identity)
+
+
+def collect(api: AirflowApi) -> tuple[dict, dict]:
+    """What the view shows to the user of ``api`` (before the per-connection filter), and the
+    connections' teams."""
+    from .status import gather
+
+    data = gather(api=api)
+    return data, connection_teams(api, [s.get("conn_id") for s in data.get("sources", [])])
+
+
+def status_for(user: Any, token: Optional[str], base_url: str) -> dict:
+    """The status ``user`` may see, gathered with their ``token`` (or taken from the cache)."""
+    from fastapi import HTTPException
+
+    if not _auth_manager().is_authorized_connection(method="GET", user=user):
+        raise HTTPException(403, "Forbidden: the Binlog CDC view needs read access to connections")
+    identity = user_identity(user)
+
+    def compute() -> tuple[dict, dict]:
+        api = api_for(base_url, token, identity)
+        try:
+            return collect(api)
+        finally:
+            api.close()
+
+    data, teams = cache.get(identity, compute)
+    return visible_status(data, user, teams)
+
+
+_executor: Optional[ThreadPoolExecutor] = None
+_executor_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The view's own threads: a page waits there for the REST API of the same server, whose
+    endpoints run in the server's thread pool, so a page never holds a thread those need."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="binlog-ui-view")
+        return _executor
+
+
 def create_app():
     """The FastAPI app: ``/`` (the page), ``/status.json`` and ``/icon.svg``."""
     from airflow.api_fastapi.core_api.security import get_user
-    from fastapi import Depends, FastAPI
+    from fastapi import Depends, FastAPI, Request
     from fastapi.responses import HTMLResponse, JSONResponse, Response
 
     from .page import render_page
 
     app = FastAPI(title=NAME, docs_url=None, redoc_url=None, openapi_url=None)
 
+    async def status(request: Request, user: Any) -> dict:
+        call = functools.partial(status_for, user, request_token(request), api_base_url(request, URL_PREFIX))
+        return await asyncio.get_running_loop().run_in_executor(_pool(), call)
+
     @app.get("/", response_class=HTMLResponse)
-    def page(user=Depends(get_user)):
-        data = visible_status(cache.get(), user)
+    async def page(request: Request, user=Depends(get_user)):
+        data = await status(request, user)
         refresh = int(float_setting("ui_refresh_seconds"))
         return HTMLResponse(render_page(data, refresh_seconds=refresh), headers=_SECURITY_HEADERS)
 
     @app.get("/status.json", response_class=JSONResponse)
-    def status_json(user=Depends(get_user)):
-        return JSONResponse(visible_status(cache.get(), user), headers=_SECURITY_HEADERS)
+    async def status_json(request: Request, user=Depends(get_user)):
+        return JSONResponse(await status(request, user), headers=_SECURITY_HEADERS)
 
     @app.get("/icon.svg", include_in_schema=False)
     def icon():
@@ -217,4 +290,5 @@ class BinlogCdcPlugin(AirflowPlugin):
     }]
 
 
-__all__ = ["BinlogCdcPlugin", "LazyApp", "cache", "create_app", "visible_status"]
+__all__ = ["BinlogCdcPlugin", "HIDDEN", "LazyApp", "api_for", "cache", "collect", "connection_teams", "create_app",
+           "status_for", "visible_status"]

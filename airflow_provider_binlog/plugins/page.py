@@ -154,11 +154,20 @@ def _problems(source: Mapping) -> str:
     return f'<ul class="problems">{"".join(items)}</ul>' if items else ""
 
 
+_NOT_PROBED = '<span class="muted not-probed">not probed</span>'
+_NOT_PROBED_NOTE = "the view does not query the servers ([binlog] ui_probe_sources = False)"
+
+
+def _probed(source: Mapping) -> bool:
+    return source.get("probed", True) is not False
+
+
 def _lag_card(source: Mapping) -> str:
     lag = source.get("lag")
     if not lag:
+        note = "needs the server and a stored checkpoint" if _probed(source) else _NOT_PROBED_NOTE
         return ('<div class="card lag"><h3>Lag</h3><div class="big muted">unknown</div>'
-                '<div class="small muted">needs the server and a stored checkpoint</div></div>')
+                f'<div class="small muted">{esc(note)}</div></div>')
     nbytes = lag.get("bytes")
     cls = "big lag-value" + (" lag-none" if not lag.get("has_new_data") else "")
     head = human_bytes(nbytes) if nbytes is not None else (
@@ -177,13 +186,14 @@ def _lag_card(source: Mapping) -> str:
 def _server_card(source: Mapping) -> str:
     server = source.get("server") or {}
     position = source.get("position") or {}
+    probed = _probed(source)
     return ('<div class="card server"><h3>Server</h3>' + _dl([
         ("flavor", esc(f"{server.get('flavor')} {server.get('version')}") if server.get("flavor") else
-         '<span class="muted">unreachable</span>'),
+         '<span class="muted">unreachable</span>' if probed else _NOT_PROBED),
         ("address", esc(f"{server.get('host')}:{server.get('port')}") if server.get("host") else None),
         ("server id", esc(server.get("server_id")) if server.get("server_id") is not None else None),
         ("position", f'<span class="mono position">{esc(position.get("text"))}</span>' if position else
-         '<span class="muted">unknown</span>'),
+         '<span class="muted">unknown</span>' if probed else _NOT_PROBED),
     ]) + "</div>")
 
 
@@ -200,7 +210,8 @@ def _checkpoint_card(source: Mapping, now: dt.datetime) -> str:
 def _retention_card(source: Mapping) -> str:
     r = source.get("retention")
     if not r:
-        return '<div class="card retention"><h3>Retention</h3><span class="muted">unknown</span></div>'
+        unknown = '<span class="muted">unknown</span>' if _probed(source) else _NOT_PROBED
+        return f'<div class="card retention"><h3>Retention</h3>{unknown}</div>'
     headroom = r.get("files_of_headroom")
     if headroom is None:
         headroom_text = '<span class="muted">unknown</span>'

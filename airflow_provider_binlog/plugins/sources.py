@@ -11,15 +11,19 @@ A *source* is found three ways, the first that names a connection winning:
      "staging_dir": "/data/staging/shop_db",   # or "staging_dirs": [...], to read manifests
      "stall_after_seconds": 3600}       # default: [binlog] ui_stall_seconds, else 3600
 
+   or an object ``{conn_id: {...}, ...}``;
 2. the incremental DAGs made by :func:`~airflow_provider_binlog.dags.make_cdc_dags`
-   (``binlog_cdc__<source_id>``), read from their serialized form in the metadata database:
-   the connection, checkpoint key, store and staging directory their tasks use;
-3. the Airflow connections of type ``mysql_binlog`` (``AIRFLOW_CONN_<ID>`` environment
-   variables and the metadata database) that neither of the above names, under their own id
-   as the checkpoint key.
+   (``binlog_cdc__<source_id>``) the user may read, through Airflow's REST API: the
+   connection, checkpoint key and staging directory the factory registers in the ``extra`` of
+   the DAG's assets (:data:`REGISTERED_KEYS`), else those the DAG's binlog tasks rendered in
+   their last runs (the task instances' ``rendered_fields``: also the checkpoint store);
+3. the connections of type ``mysql_binlog`` that neither of the above names, under their own
+   id as the checkpoint key: those of ``AIRFLOW_CONN_<ID>`` environment variables and those
+   the REST API lists (the metadata database's, as far as the user may read them).
 
-or an object ``{conn_id: {...}, ...}``. What each source's status holds is gathered by
-:mod:`.status`.
+Every connection is then resolved as a task would resolve it, through Airflow's secrets
+backends (a custom backend, the environment, the metadata database). What each source's
+status holds is gathered by :mod:`.status`.
 """
 from __future__ import annotations
 
@@ -31,6 +35,8 @@ from typing import Any, Mapping, Optional
 
 from ..errors import ProviderError
 from ..settings import env_name, float_setting, setting
+from .api import AirflowApi, ApiError, chunks, segment
+from .values import short_error
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +50,13 @@ _SOURCE_KEYS = frozenset({"conn_id", "checkpoint_key", "checkpoint_store_uri", "
                           "stall_after_seconds"})
 #: The DAG id prefix of the factory's incremental DAGs (``dags.incremental_dag_id``).
 FACTORY_DAG_PREFIX = "binlog_cdc__"
-_TASK_TYPES = frozenset({"BinlogPositionSensor", "BinlogDumpOperator", "BinlogMergeOperator"})
+#: The operators whose rendered arguments name a source's connection, checkpoint and staging.
+TASK_OPERATORS = ("BinlogPositionSensor", "BinlogDumpOperator", "BinlogMergeOperator")
+#: What the factory registers of a source in the ``extra`` of the incremental DAG's assets
+#: (besides ``source_id``), read by the view: see the module docstring.
+REGISTERED_KEYS = ("binlog_conn_id", "checkpoint_key", "staging_dir", "checkpoint_store_uri")
+#: How many of a DAG's newest binlog task instances are read for their rendered arguments.
+RENDERED_TASKS = 12
 
 
 class SourceConfigError(ProviderError, ValueError):
@@ -146,13 +158,6 @@ def default_stall_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
     return float_setting("ui_stall_seconds", environ)
 
 
-def short_error(exc: BaseException, limit: int = 300) -> str:
-    """``Type: first line of the message``, cut at ``limit`` characters."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
 # ------------------------------------------------------------------------------------ connections
 
 def env_connections(environ: Optional[Mapping[str, str]] = None) -> tuple[dict[str, Any], list[str]]:
@@ -183,22 +188,17 @@ def env_connections(environ: Optional[Mapping[str, str]] = None) -> tuple[dict[s
     return out, warnings
 
 
-def db_connections() -> dict[str, Any]:
-    """Connections of type ``mysql_binlog`` in the metadata database (detached)."""
-    from airflow.models.connection import Connection
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        conns = list(session.scalars(select(Connection).where(Connection.conn_type == CONN_TYPE)))
-        for conn in conns:
-            _ = conn.password, conn.extra  # decrypt while attached
-            session.expunge(conn)
-    return {c.conn_id: c for c in conns}
+def api_connection_ids(api: AirflowApi) -> list[str]:
+    """The ids of the ``mysql_binlog`` connections the REST API lists to the user (those of the
+    metadata database the user may read)."""
+    return [str(item["connection_id"]) for item in api.pages("/connections", "connections",
+                                                              {"order_by": "connection_id"})
+            if isinstance(item, Mapping) and item.get("conn_type") == CONN_TYPE and item.get("connection_id")]
 
 
 def resolve_connection(conn_id: str) -> Any:
-    """A connection by id from Airflow's secrets backends, environment and database."""
+    """A connection by id through Airflow's secrets backends (a custom backend, the
+    ``AIRFLOW_CONN_<ID>`` environment variables, the metadata database), as a task gets it."""
     from airflow.models.connection import Connection
 
     return Connection.get_connection_from_secrets(conn_id)
@@ -207,75 +207,125 @@ def resolve_connection(conn_id: str) -> Any:
 # ------------------------------------------------------------------------------------ DAGs
 
 def _plain(value: Any) -> Optional[str]:
-    """A task argument's value when it is a plain string (not a Jinja template)."""
-    return value if isinstance(value, str) and value and "{{" not in value and "{%" not in value else None
+    """An argument's value when it is a plain string (not a Jinja template, not masked)."""
+    if not isinstance(value, str) or not value.strip() or value.strip() == "None":
+        return None
+    if "{{" in value or "{%" in value or "***" in value:
+        return None
+    return value.strip()
 
 
-def sources_of_dag(data: Mapping[str, Any], dag_id: str = "") -> list[SourceConfig]:
-    """The sources the binlog tasks of one serialized DAG (``SerializedDagModel.data``) load:
-    per connection and checkpoint key, the store and the staging directories they name."""
-    dag = data.get("dag", data) if isinstance(data, Mapping) else {}
-    found: dict[tuple[str, str], dict] = {}
-    for task in dag.get("tasks") or ():
-        var = task.get("__var", task) if isinstance(task, Mapping) else {}
-        if not isinstance(var, Mapping) or var.get("task_type") not in _TASK_TYPES:
+def registered_sources(assets: list, dag_ids: list[str]) -> dict[str, dict[str, str]]:
+    """Per DAG id, what the factory registered of its source in the ``extra`` of the assets the
+    DAG produces or is scheduled on (the REST API's ``/assets``): :data:`REGISTERED_KEYS`."""
+    wanted = set(dag_ids)
+    out: dict[str, dict[str, str]] = {}
+    for asset in assets:
+        extra = asset.get("extra") if isinstance(asset, Mapping) else None
+        if not isinstance(extra, Mapping) or not _plain(extra.get("binlog_conn_id")):
             continue
-        conn_id = _plain(var.get("binlog_conn_id"))
-        if conn_id is None:
-            continue
-        key = _plain(var.get("checkpoint_key")) or conn_id
-        entry = found.setdefault((conn_id, key), {"dirs": [], "store": None})
-        staging = _plain(var.get("staging_dir"))
-        if staging and staging not in entry["dirs"]:
-            entry["dirs"].append(staging)
-        entry["store"] = entry["store"] or _plain(var.get("checkpoint_store_uri"))
-    return [SourceConfig(conn_id, key if key != conn_id else None, tuple(e["dirs"]),
-                         checkpoint_store_uri=e["store"], origin=f"dag:{dag_id}")
-            for (conn_id, key), e in sorted(found.items())]
-
-
-def dag_sources() -> list[SourceConfig]:
-    """The sources of the factory's incremental DAGs in the metadata database (not stale)."""
-    from airflow.models.dag import DagModel
-    from airflow.models.serialized_dag import SerializedDagModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    out: list[SourceConfig] = []
-    with create_session() as session:
-        dag_ids = session.scalars(select(DagModel.dag_id).where(
-            DagModel.dag_id.startswith(FACTORY_DAG_PREFIX, autoescape=True),
-            DagModel.is_stale.is_(False)).order_by(DagModel.dag_id)).all()
-        for dag_id in dag_ids:
-            try:  # one unreadable DAG hides only its own sources
-                serialized = SerializedDagModel.get(dag_id, session=session)
-                if serialized is not None:
-                    out.extend(sources_of_dag(serialized.data or {}, dag_id))
-            except Exception as exc:
-                log.warning("cannot read the serialized DAG %s: %s", dag_id, exc)
+        dags = {t.get("dag_id") for t in asset.get("producing_tasks") or () if isinstance(t, Mapping)}
+        dags |= {d.get("dag_id") for d in asset.get("scheduled_dags") or () if isinstance(d, Mapping)}
+        facts = {k: v for k in REGISTERED_KEYS if (v := _plain(extra.get(k)))}
+        for dag_id in sorted(d for d in dags if d in wanted):
+            out.setdefault(dag_id, facts)
     return out
 
 
-def discover_sources(environ: Optional[Mapping[str, str]] = None, *, use_db: bool = True
-                     ) -> tuple[list[tuple[SourceConfig, Any]], list[str]]:
+def rendered_facts(task_instances: list) -> dict[str, str]:
+    """What the newest binlog task instances of a DAG rendered (``rendered_fields`` of the REST
+    API's task instances, newest first): the connection of the newest that names one, and the
+    checkpoint key, staging directory and store of the newest naming each with that connection."""
+    facts: dict[str, str] = {}
+    for ti in task_instances:
+        fields = ti.get("rendered_fields") if isinstance(ti, Mapping) else None
+        if not isinstance(fields, Mapping):
+            continue
+        conn_id = _plain(fields.get("binlog_conn_id"))
+        if conn_id is None or facts.setdefault("binlog_conn_id", conn_id) != conn_id:
+            continue
+        for key in REGISTERED_KEYS[1:]:
+            value = _plain(fields.get(key))
+            if value is not None:
+                facts.setdefault(key, value)
+    return facts
+
+
+def source_of_dag(dag_id: str, registered: Mapping[str, str], rendered: Mapping[str, str]
+                  ) -> Optional[SourceConfig]:
+    """The source of one factory DAG: what the factory registered, completed by what its tasks
+    rendered for the same connection; None when neither names the connection."""
+    conn_id = registered.get("binlog_conn_id") or rendered.get("binlog_conn_id")
+    if not conn_id:
+        return None
+    same = rendered if rendered.get("binlog_conn_id") == conn_id else {}
+    key = registered.get("checkpoint_key") or same.get("checkpoint_key")
+    staging = registered.get("staging_dir") or same.get("staging_dir")
+    store = registered.get("checkpoint_store_uri") or same.get("checkpoint_store_uri")
+    return SourceConfig(conn_id, key if key and key != conn_id else None, (staging,) if staging else (),
+                        checkpoint_store_uri=store, origin=f"dag:{dag_id}")
+
+
+def dag_sources(api: AirflowApi) -> tuple[list[SourceConfig], list[str]]:
+    """The sources of the factory's incremental DAGs the user may read (not stale), through the
+    REST API, and warnings for the DAGs whose source is not known (yet)."""
+    dags = api.pages("/dags", "dags", {"dag_id_pattern": FACTORY_DAG_PREFIX})
+    dag_ids = sorted({str(d["dag_id"]) for d in dags if isinstance(d, Mapping)
+                      and str(d.get("dag_id") or "").startswith(FACTORY_DAG_PREFIX)})
+    warnings: list[str] = []
+    registered: dict[str, dict[str, str]] = {}
+    try:
+        for some in chunks(dag_ids, 40):
+            registered.update(registered_sources(api.pages("/assets", "assets", {"dag_ids": ",".join(some)}),
+                                                 some))
+    except ApiError as exc:
+        log.warning("cannot read the assets of the binlog DAGs: %s", exc)
+        warnings.append(f"cannot read the assets of the binlog DAGs: {short_error(exc, 160)}")
+    out: list[SourceConfig] = []
+    for dag_id in dag_ids:
+        rendered: dict[str, str] = {}
+        try:  # one unreadable DAG hides only its own source
+            body = api.get(f"/dags/{segment(dag_id)}/dagRuns/~/taskInstances",
+                           {"operator": list(TASK_OPERATORS), "start_date_gte": "1970-01-01T00:00:00Z",
+                            "order_by": "-start_date", "limit": RENDERED_TASKS})
+            rendered = rendered_facts(body.get("task_instances") or [])
+        except ApiError as exc:
+            log.warning("cannot read the task instances of %s: %s", dag_id, exc)
+            if dag_id not in registered:
+                warnings.append(f"cannot read the task instances of {dag_id}: {short_error(exc, 160)}")
+                continue
+        config = source_of_dag(dag_id, registered.get(dag_id, {}), rendered)
+        if config is None:
+            warnings.append(f"{dag_id}: its connection is not known until its first run (this version of the "
+                            f"DAG factory does not register it); name the source in [binlog] ui_sources to "
+                            f"see it now")
+        else:
+            out.append(config)
+    return out, warnings
+
+
+def discover_sources(environ: Optional[Mapping[str, str]] = None, *, api: Optional[AirflowApi] = None,
+                     use_variable: bool = True) -> tuple[list[tuple[SourceConfig, Any]], list[str]]:
     """``[(config, connection or the exception that prevented getting it)]`` sorted by
-    connection id and checkpoint key, and warnings for the page (see the module docstring)."""
-    configs, warnings = configured_sources(environ, use_variable=use_db)
-    conns: dict[str, Any] = {}
+    connection id and checkpoint key, and warnings for the page (see the module docstring).
+    Without ``api``, only the configuration and the environment."""
+    configs, warnings = configured_sources(environ, use_variable=use_variable)
+    listed: list[str] = []
     discovered: list[SourceConfig] = []
-    if use_db:
+    if api is not None:
         try:
-            conns.update(db_connections())
-        except Exception as exc:
-            log.warning("cannot list the mysql_binlog connections of the metadata database: %s", exc)
-            warnings.append("cannot list connections from the metadata database: " + short_error(exc, 160))
+            listed = api_connection_ids(api)
+        except ApiError as exc:
+            log.warning("cannot list the mysql_binlog connections through the REST API: %s", exc)
+            warnings.append("cannot list connections through Airflow's REST API: " + short_error(exc, 160))
         try:
-            discovered = dag_sources()
-        except Exception as exc:
-            log.warning("cannot read the binlog DAGs of the metadata database: %s", exc)
-            warnings.append("cannot read the binlog DAGs from the metadata database: " + short_error(exc, 160))
-    found, env_warnings = env_connections(environ)
-    conns.update(found)  # the environment wins over the database, as in Airflow's lookup
+            found_dags, dag_warnings = dag_sources(api)
+            discovered = found_dags
+            warnings += dag_warnings
+        except ApiError as exc:
+            log.warning("cannot read the binlog DAGs through the REST API: %s", exc)
+            warnings.append("cannot read the binlog DAGs through Airflow's REST API: " + short_error(exc, 160))
+    in_env, env_warnings = env_connections(environ)
     warnings += env_warnings
     configured_ids = {c.conn_id for c in configs}
     chosen: dict[tuple[str, str], SourceConfig] = {(c.conn_id, c.key): c for c in configs}
@@ -283,23 +333,31 @@ def discover_sources(environ: Optional[Mapping[str, str]] = None, *, use_db: boo
         if config.conn_id not in configured_ids:
             chosen.setdefault((config.conn_id, config.key), config)
     named = {conn_id for conn_id, _key in chosen}
-    for conn_id in conns:
+    for conn_id in [*in_env, *listed]:
         if conn_id not in named:
+            named.add(conn_id)
             chosen[(conn_id, conn_id)] = SourceConfig(conn_id, origin="connection")
+    resolved: dict[str, Any] = {}
     sources = []
     for ident in sorted(chosen):
         config = chosen[ident]
-        conn: Any = conns.get(config.conn_id)
-        if conn is None:
-            try:
-                conn = resolve_connection(config.conn_id)
-            except Exception as exc:
-                conn = exc
-        sources.append((config, conn))
+        if config.conn_id not in resolved:
+            resolved[config.conn_id] = _connection(config.conn_id, in_env)
+        sources.append((config, resolved[config.conn_id]))
     return sources, warnings
 
 
-__all__ = ["CONN_TYPE", "DEFAULT_STALL_SECONDS", "FACTORY_DAG_PREFIX", "SOURCES_ENV", "SOURCES_VARIABLE",
-           "STALL_ENV", "SourceConfig", "SourceConfigError", "configured_sources", "dag_sources",
-           "db_connections", "default_stall_seconds", "discover_sources", "env_connections", "parse_sources",
-           "resolve_connection", "short_error", "sources_of_dag"]
+def _connection(conn_id: str, in_env: Mapping[str, Any]) -> Any:
+    """The connection through the secrets backends; else the one of the ``environ`` given to
+    :func:`discover_sources` (not the process's); else the exception."""
+    try:
+        return resolve_connection(conn_id)
+    except Exception as exc:
+        return in_env.get(conn_id, exc)
+
+
+__all__ = ["CONN_TYPE", "DEFAULT_STALL_SECONDS", "FACTORY_DAG_PREFIX", "REGISTERED_KEYS", "SOURCES_ENV",
+           "SOURCES_VARIABLE", "STALL_ENV", "SourceConfig", "SourceConfigError", "api_connection_ids",
+           "configured_sources", "dag_sources", "default_stall_seconds", "discover_sources", "env_connections",
+           "parse_sources", "registered_sources", "rendered_facts", "resolve_connection", "short_error",
+           "source_of_dag"]

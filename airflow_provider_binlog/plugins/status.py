@@ -9,13 +9,15 @@ Per source this reads, each step on its own so one failing step leaves the other
   checkpoint and its last saves (each save is a merge that advanced it, or a snapshot);
 - the server, through a short-lived read-only session (``SHOW``/``SELECT`` only; 3 s connect,
   read and write timeouts): flavor, version, current position, retained binlogs,
-  ``gtid_purged``, and the lag of the checkpoint (bytes, files, transactions);
+  ``gtid_purged``, and the lag of the checkpoint (bytes, files, transactions); not with
+  ``[binlog] ui_probe_sources = False`` (nor, then, the stalled state, which needs the lag);
 - the manifests of the last dumps in the staging directories (rows per operation, tables,
   duration, binlog bytes read): the lag history and the rows per run;
 - optionally, task instances of ``BinlogDumpOperator``, ``BinlogSnapshotOperator`` and
   ``BinlogMergeOperator`` with their returned XCom (durations, Airflow runs, Iceberg snapshot
-  ids), read from the metadata database by :func:`.task_runs.airflow_task_runs` (the last 14 days, at
-  most once a minute; ``[binlog] ui_task_runs = False`` turns it off).
+  ids), read through Airflow's REST API with the user's token by
+  :func:`.task_runs.airflow_task_runs` (the last 14 days, at most once a minute per user;
+  ``[binlog] ui_task_runs = False`` turns it off).
 
 Nothing here writes anywhere. Every string of a result goes through :func:`redact` with the
 connection's password and secret-looking extras, and no extra is ever put in a result.
@@ -35,14 +37,16 @@ from ..checkpoints import Checkpoint, FileCheckpointStore, SavedCheckpoint, open
 from ..replica.position import PositionCheck, check_position, read_server_state
 from ..settings import bool_setting, env_name
 from ..replica import BinlogPurgedError, ReplicaConnection, ReplicaError
+from .api import AirflowApi
 from .batches import DEFAULT_HISTORY, OPS, read_manifests
-from .sources import SourceConfig, default_stall_seconds, discover_sources, short_error
+from .sources import SourceConfig, default_stall_seconds, discover_sources
 from .task_runs import airflow_task_runs, running_snapshots, snapshot_progress
-from .values import iso, utc
+from .values import iso, short_error, utc
 
 log = logging.getLogger(__name__)
 
 TASK_RUNS_ENV = env_name("ui_task_runs")
+PROBE_ENV = env_name("ui_probe_sources")
 SERVER_TIMEOUT = 3
 
 #: States drawn red, and the order in which a worse state wins.
@@ -174,9 +178,10 @@ class _Status:
 def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime] = None,
                    history_limit: int = DEFAULT_HISTORY, timeout: float = SERVER_TIMEOUT,
                    stall_after_seconds: Optional[float] = None, airflow_runs: Iterable[dict] = (),
-                   snapshots: Iterable[dict] = ()) -> dict:
+                   snapshots: Iterable[dict] = (), probe: bool = True) -> dict:
     """The status of one source as a JSON-able dict. Never raises: a failing step shows as
-    the source's ``error`` state and a problem message."""
+    the source's ``error`` state and a problem message. Without ``probe``, the server is not
+    queried (no position, lag, retention, nor stalled state)."""
     now = utc(now) or dt.datetime.now(dt.timezone.utc)
     stall = config.stall_after_seconds or stall_after_seconds or default_stall_seconds()
     st = _Status({
@@ -186,6 +191,7 @@ def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime
         "dumps": [], "advances": [], "tables": [], "lag_history": [], "stall_after_seconds": stall,
         "checked_at": now.isoformat(), "staging_configured": bool(config.staging_dirs),
         "found_by": config.origin, "snapshots": snapshot_progress(config.conn_id, snapshots),
+        "probed": bool(probe),
     })
     secrets: list[str] = []
     try:
@@ -197,7 +203,7 @@ def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime
         if config.checkpoint_store_uri:
             secrets = sorted({*secrets, config.checkpoint_store_uri}, key=len, reverse=True)
         _collect(config, conn, st, now=now, history_limit=history_limit, timeout=timeout, stall=stall,
-                 airflow_runs=list(airflow_runs))
+                 airflow_runs=list(airflow_runs), probe=probe)
     except Exception as exc:  # the page must render: show it as this source's failure
         log.warning("binlog status of %s failed", config.conn_id, exc_info=True)
         st.worse("error", f"status failed: {short_error(exc)}")
@@ -207,14 +213,14 @@ def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime
 
 
 def _collect(config: SourceConfig, conn: Any, st: _Status, *, now: dt.datetime, history_limit: int,
-             timeout: float, stall: float, airflow_runs: list[dict]) -> None:
+             timeout: float, stall: float, airflow_runs: list[dict], probe: bool = True) -> None:
     from ..hooks.binlog import BinlogHook
 
     data = st.data
     hook = BinlogHook(config.conn_id, connection=conn)
     data["server"] = {"host": conn.host, "port": int(conn.port) if conn.port else 3306}
     checkpoint, history = _read_checkpoint(hook, config, st, history_limit)
-    check = _read_server(hook, checkpoint, st, timeout)
+    check = _read_server(hook, checkpoint, st, timeout) if probe else None
     dumps = _read_dumps(config, st, history_limit)
     merge_runs, dump_runs = _runs_by_identity(airflow_runs)
     by_end = _link_dumps(dumps, history, dump_runs)
@@ -430,21 +436,26 @@ def _run_ref(run: Mapping) -> dict:
 
 
 class _TTLCache:
-    """One value, recomputed when older than ``ttl`` seconds (the task-run query scans the
-    task instances of the last days: not at every page view)."""
+    """One value per key (the user whose token read it), recomputed when older than ``ttl``
+    seconds (the task runs of the last days and their XCom: not at every page view); at most
+    ``size`` keys."""
 
-    def __init__(self, ttl: float) -> None:
+    def __init__(self, ttl: float, size: int = 64) -> None:
         self.ttl = ttl
+        self.size = size
         self._lock = threading.Lock()
-        self._at = 0.0
-        self._value: Any = None
+        self._values: dict = {}
 
-    def get(self, compute):
+    def get(self, compute, key: str = ""):
         with self._lock:
-            if self._value is None or time.monotonic() - self._at >= self.ttl:
-                self._value = compute()
-                self._at = time.monotonic()
-            return self._value
+            at, value = self._values.get(key, (0.0, None))
+            if value is None or time.monotonic() - at >= self.ttl:
+                value = compute()
+                self._values.pop(key, None)
+                self._values[key] = (time.monotonic(), value)
+                while len(self._values) > self.size:
+                    self._values.pop(next(iter(self._values)))
+            return value
 
 
 _task_runs_cache = _TTLCache(60.0)
@@ -455,7 +466,7 @@ _task_runs_cache = _TTLCache(60.0)
 def collect_all(sources: list[tuple[SourceConfig, Any]], *, now: Optional[dt.datetime] = None,
                 history_limit: int = DEFAULT_HISTORY, timeout: float = SERVER_TIMEOUT,
                 airflow_runs: Iterable[dict] = (), max_workers: int = 8,
-                snapshots: Iterable[dict] = ()) -> list[dict]:
+                snapshots: Iterable[dict] = (), probe: bool = True) -> list[dict]:
     """The status of every source, read concurrently (one slow server delays only itself)."""
     runs, snaps = list(airflow_runs), list(snapshots)
     if not sources:
@@ -463,31 +474,34 @@ def collect_all(sources: list[tuple[SourceConfig, Any]], *, now: Optional[dt.dat
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(sources))),
                             thread_name_prefix="binlog-ui") as pool:
         futures = [pool.submit(collect_source, config, conn, now=now, history_limit=history_limit,
-                               timeout=timeout, airflow_runs=runs, snapshots=snaps) for config, conn in sources]
+                               timeout=timeout, airflow_runs=runs, snapshots=snaps, probe=probe)
+                   for config, conn in sources]
         return [f.result() for f in futures]
 
 
-def gather(environ: Optional[Mapping[str, str]] = None, *, use_db: bool = True,
-           history_limit: int = DEFAULT_HISTORY, timeout: float = SERVER_TIMEOUT,
+def gather(environ: Optional[Mapping[str, str]] = None, *, api: Optional[AirflowApi] = None,
+           use_variable: bool = True, history_limit: int = DEFAULT_HISTORY, timeout: float = SERVER_TIMEOUT,
            now: Optional[dt.datetime] = None) -> dict:
-    """Everything the view shows: ``{"generated_at", "sources": [...], "warnings": [...]}``."""
+    """Everything the view shows: ``{"generated_at", "sources": [...], "warnings": [...]}``;
+    what Airflow knows (DAGs, connections, task runs) through ``api``, the REST API with the
+    user's token (without it, only the configuration and the environment)."""
     now = utc(now) or dt.datetime.now(dt.timezone.utc)
-    sources, warnings = discover_sources(environ, use_db=use_db)
+    sources, warnings = discover_sources(environ, api=api, use_variable=use_variable)
     runs: list = []
     snapshots: list = []
-    if use_db and bool_setting("ui_task_runs"):
+    if api is not None and bool_setting("ui_task_runs"):
         try:
-            runs = _task_runs_cache.get(airflow_task_runs)
-            snapshots = running_snapshots()  # not cached: it is what moves while the page is watched
+            runs = _task_runs_cache.get(lambda: airflow_task_runs(api), key=api.identity)
+            snapshots = running_snapshots(api)  # not cached: it is what moves while the page is watched
         except Exception as exc:
             log.warning("cannot read the dump and merge task instances: %s", exc)
-            warnings.append("cannot read dump and merge task runs from the metadata database: "
+            warnings.append("cannot read dump and merge task runs through Airflow's REST API: "
                             + short_error(exc, 160))
     statuses = collect_all(sources, now=now, history_limit=history_limit, timeout=timeout, airflow_runs=runs,
-                           snapshots=snapshots)
+                           snapshots=snapshots, probe=bool_setting("ui_probe_sources"))
     return {"generated_at": now.isoformat(), "sources": statuses, "warnings": warnings,
             "summary": {state: sum(1 for s in statuses if s["state"] == state) for state in _SEVERITY}}
 
 
-__all__ = ["RED_STATES", "human_age", "TASK_RUNS_ENV", "checkpoint_point", "collect_all", "collect_source", "gather",
-           "redact", "secret_values"]
+__all__ = ["PROBE_ENV", "RED_STATES", "human_age", "TASK_RUNS_ENV", "checkpoint_point", "collect_all",
+           "collect_source", "gather", "redact", "secret_values"]

@@ -54,6 +54,7 @@ def assert_snapshot_progress_published(dag_run) -> None:
     from sqlalchemy import select, update
 
     from airflow_provider_binlog.plugins.task_runs import running_snapshots, snapshot_progress
+    from tests.ui_history import in_process_api
 
     where = (XComModel.dag_id == dag_run.dag_id, XComModel.run_id == dag_run.run_id,
              XComModel.task_id == "snapshot", XComModel.key == "snapshot_progress")
@@ -63,13 +64,15 @@ def assert_snapshot_progress_published(dag_run) -> None:
     assert value["conn_id"] == "alo_db" and value["method"] == "watermark" and value["finished"] is True
     assert {t: e["rows_read"] for t, e in value["tables"].items()} == {"alo.a": 300, "alo.b": 300}
     assert all(isinstance(e["estimated_rows"], int) for e in value["tables"].values()), value
-    assert running_snapshots() == []  # the task is done
+    api = in_process_api()  # the view reads them through Airflow's REST API
+    assert running_snapshots(api) == []  # the task is done
     ti = (TI.dag_id == dag_run.dag_id, TI.run_id == dag_run.run_id, TI.task_id == "snapshot")
     with create_session() as session:  # as the view sees the task while it runs
         session.execute(update(TI).where(*ti).values(state="running"))
     try:
-        (shown,) = snapshot_progress("alo_db", running_snapshots())
+        (shown,) = snapshot_progress("alo_db", running_snapshots(api))
     finally:
+        api.close()
         with create_session() as session:
             session.execute(update(TI).where(*ti).values(state="success"))
     assert shown["dag_id"] == dag_run.dag_id and shown["method"] == "watermark"

@@ -1,7 +1,9 @@
 """The Binlog CDC view in a real browser: a live Airflow API server (SQLite metadata database,
 SimpleAuthManager with every user an admin) with the provider's plugin, a live MariaDB source
 after a few loads plus an unreachable one, and headless Chromium driven by Selenium through
-Debian's chromedriver.
+Debian's chromedriver. The view reads the DAGs, assets, connections, task instances and XCom
+through the server's own REST API, and the connections (``AIRFLOW_CONN_<ID>`` variables only,
+none in the metadata database) through Airflow's secrets backends.
 
 Needs the Debian packages chromium and chromium-driver (``.ci/run`` installs them) and the
 Python package selenium (the ``test`` extra). Without them the test is skipped, except when
@@ -79,9 +81,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+def _get(url: str, timeout: float = 5.0, headers: dict | None = None, data: bytes | None = None
+         ) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers=headers or {}, data=data)
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
@@ -94,23 +98,38 @@ from airflow.sdk import DAG, BaseOperator
 
 
 class BinlogMergeOperator(BaseOperator):
-    def __init__(self, summary, **kwargs):
+    template_fields = ("binlog_conn_id", "checkpoint_key")
+
+    def __init__(self, summary, binlog_conn_id, checkpoint_key, **kwargs):
         super().__init__(**kwargs)
         self.summary = summary
+        self.binlog_conn_id, self.checkpoint_key = binlog_conn_id, checkpoint_key
 
     def execute(self, context):
         return self.summary
 
 
 with DAG("binlog_ui_merge", schedule=None, start_date=dt.datetime(2026, 1, 1)):
-    BinlogMergeOperator(task_id="merge", summary={summary})
+    BinlogMergeOperator(task_id="merge", summary={summary}, binlog_conn_id="shop_db",
+                        checkpoint_key="{{{{ 'sh' ~ 'op' }}}}")
 """
 
 FACTORY_DAG = """
+from airflow.sdk import Asset
+
 from airflow_provider_binlog.dags import make_cdc_dags
 
 binlog_cdc, binlog_backfill = make_cdc_dags({key!r}, binlog_conn_id="shop_db", tables=["{db}.*"],
                                             staging_dir={staging!r}, namespace="shop", warehouse="/nonexistent")
+
+# What the factory registers of the source in the extra of its assets, for the Binlog CDC view
+# (plugins/sources.py REGISTERED_KEYS): added here where the factory does not (yet).
+for task in binlog_cdc.tasks:
+    for outlet in task.outlets:
+        if isinstance(outlet, Asset):
+            for name, value in (("binlog_conn_id", "shop_db"), ("checkpoint_key", {key!r}),
+                                ("staging_dir", {staging!r})):
+                outlet.extra.setdefault(name, value)
 """
 
 SNAPSHOT_IDS = {"orders": 6204335771953124917, "customers": 3950120583385140062}
@@ -130,8 +149,8 @@ def merge_summary(history) -> dict:
 
 
 class ApiServer:
-    def __init__(self, base: str, proc: subprocess.Popen, log: Path) -> None:
-        self.base, self.proc, self.log = base, proc, log
+    def __init__(self, base: str, proc: subprocess.Popen, log: Path, env: dict) -> None:
+        self.base, self.proc, self.log, self.env = base, proc, log, env
 
     def log_tail(self, n: int = 60) -> str:
         try:
@@ -178,26 +197,34 @@ def api_server(mariadb, load_history, tmp_path_factory):
     log = home / "api-server.log"
     migrate = subprocess.run([airflow, "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
     assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
-    # a merge task run in the metadata database, as the view finds them: its duration, Airflow
+    # a merge task run, as the view finds them through the REST API: its duration, Airflow
     # run and the Iceberg snapshot ids of its tables (returned by a stand-in of the operator
     # with the real one's XCom summary; the real one needs Spark)
     (home / "dags").mkdir()
-    (home / "dags" / "binlog_ui_merge.py").write_text(MERGE_DAG.format(summary=repr(merge_summary(load_history))))
+    summary = json.loads(json.dumps(merge_summary(load_history), default=str))  # plain values (enums too)
+    (home / "dags" / "binlog_ui_merge.py").write_text(MERGE_DAG.format(summary=repr(summary)))
     run = subprocess.run([airflow, "dags", "test", "binlog_ui_merge"], env=env, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     # the source's DAGs, made by the factory: no source configuration, the view finds the
-    # connection, checkpoint key and staging directory in them (as serialized by a parse)
+    # connection, checkpoint key and staging directory in what they register (their assets'
+    # extra, through the REST API once parsed)
     (home / "dags" / "binlog_shop.py").write_text(FACTORY_DAG.format(
         key=load_history.key, staging=str(load_history.staging_dir), db=load_history.database))
     parse = subprocess.run([airflow, "dags", "reserialize"], env=env, capture_output=True, text=True, timeout=300)
     assert parse.returncode == 0, parse.stdout[-3000:] + parse.stderr[-3000:]
+    yield from _serve(env, port, log)
+
+
+def _serve(env: dict, port: int, log: Path):
+    """``airflow api-server`` with ``env`` on ``port`` until the generator is closed."""
+    airflow = str(Path(sys.executable).with_name("airflow"))
     with open(log, "wb") as out:
         proc = subprocess.Popen([airflow, "api-server", "--host", "127.0.0.1", "--port", str(port),
                                  "--workers", "1", "--apps", "core"],
                                 env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-    server = ApiServer(f"http://127.0.0.1:{port}", proc, log)
+    server = ApiServer(f"http://127.0.0.1:{port}", proc, log, env)
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -220,6 +247,31 @@ def api_server(mariadb, load_history, tmp_path_factory):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+
+
+PASSWORDS = {"ops": "ops-password-1", "guest": "guest-password-1"}
+
+
+@pytest.fixture(scope="module")
+def restricted_server(api_server, tmp_path_factory):
+    """A second API server on the same metadata database, where users log in: ``ops`` (role
+    OP: reads connections, DAGs, task instances) and ``guest`` (VIEWER: no connections)."""
+    home = Path(api_server.env["AIRFLOW_HOME"])
+    port = _free_port()
+    (home / "passwords.json").write_text(json.dumps(PASSWORDS))
+    env = {**api_server.env,
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "ops:op,guest:viewer",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+           "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}"}
+    yield from _serve(env, port, tmp_path_factory.mktemp("restricted") / "api-server.log")
+
+
+def _login(server: ApiServer, username: str) -> str:
+    status, body = _get(f"{server.base}/auth/token", headers={"Content-Type": "application/json"},
+                        data=json.dumps({"username": username, "password": PASSWORDS[username]}).encode())
+    assert status in (200, 201), body[:300]
+    return json.loads(body)["access_token"]
 
 
 @pytest.fixture()
@@ -268,11 +320,59 @@ def test_the_json_endpoint_shows_both_sources_and_no_secret(api_server, load_his
     data = json.loads(text)
     states = {s["conn_id"]: s["state"] for s in data["sources"]}
     assert states == {"shop_db": "ok", "down_db": "error"}, data
-    # found with no source configuration: the key and staging directory from the factory's DAG
+    # found with no source configuration: the key and staging directory the factory's DAG
+    # registers in its assets (REST API: /dags, /assets)
     found = {s["conn_id"]: (s["checkpoint_key"], s["found_by"], s["staging_configured"]) for s in data["sources"]}
     assert found == {"shop_db": ("shop", "dag:binlog_cdc__shop", True), "down_db": ("down_db", "connection", False)}
-    assert data["warnings"] == []  # the metadata database was read (connections, task runs)
+    assert data["warnings"] == []  # the REST API was read (DAGs, assets, connections, task runs)
+    assert all(s["probed"] for s in data["sources"])
     assert SECRET not in text and str(load_history.store_dir) not in text
+
+
+def test_connections_only_in_airflow_conn_variables_are_found(api_server):
+    """Both connections are ``AIRFLOW_CONN_<ID>`` variables of the API server, none is in the
+    metadata database: the view resolves them through Airflow's secrets backends."""
+    status, body = _get(f"{api_server.base}/api/v2/connections")
+    assert status == 200 and json.loads(body)["total_entries"] == 0, body[:500]
+    status, body = _get(f"{api_server.base}/binlog-cdc/status.json", timeout=30)
+    shop = next(s for s in json.loads(body)["sources"] if s["conn_id"] == "shop_db")
+    assert shop["state"] == "ok" and shop["server"]["flavor"] == "mariadb", shop["problems"]
+    assert not any("not found" in p["message"] for p in shop["problems"])
+
+
+def test_the_rest_api_gives_what_the_view_reads_of_task_instances(api_server):
+    """The shapes the view reads, from the live API: a binlog task's rendered arguments (which
+    name a factory DAG's source once it ran: templates rendered) and its XCom."""
+    from airflow_provider_binlog.plugins.api import AirflowApi
+    from airflow_provider_binlog.plugins.sources import rendered_facts
+    from airflow_provider_binlog.plugins.task_runs import airflow_task_runs
+
+    with AirflowApi(api_server.base) as api:  # every user an admin: the server adds the token
+        body = api.get("/dags/binlog_ui_merge/dagRuns/~/taskInstances", {"order_by": "-start_date"})
+        assert rendered_facts(body["task_instances"]) == {"binlog_conn_id": "shop_db", "checkpoint_key": "shop"}
+        (run,) = [r for r in airflow_task_runs(api) if r["dag_id"] == "binlog_ui_merge"]
+    assert run["kind"] == "merge" and run["state"] == "success" and run["duration"] > 0
+    assert run["value"]["tables"][next(iter(run["value"]["tables"]))]["snapshot_id"] in SNAPSHOT_IDS.values()
+
+
+def test_the_view_reads_airflow_with_the_callers_credentials(restricted_server):
+    """Where users log in, the view reads the REST API with the caller's own token (the
+    Authorization header, or the UI's ``_token`` cookie): the factory's DAG, its source and
+    the merge run are found as the caller may see them; a user who may not read connections
+    gets nothing."""
+    url = f"{restricted_server.base}/binlog-cdc/status.json"
+    ops = _login(restricted_server, "ops")
+    for headers in ({"Authorization": f"Bearer {ops}"}, {"Cookie": f"_token={ops}"}):
+        status, body = _get(url, timeout=30, headers=headers)
+        assert status == 200, body[:500]
+        data = json.loads(body)
+        assert data["warnings"] == [], (headers.keys(), data["warnings"])   # every REST call answered
+        shop = next(s for s in data["sources"] if s["conn_id"] == "shop_db")
+        assert shop["found_by"] == "dag:binlog_cdc__shop" and shop["state"] == "ok", shop["problems"]
+        assert shop["last_merge"]["airflow"]["dag_id"] == "binlog_ui_merge"   # task instances and XCom
+    status, body = _get(url, timeout=30, headers={"Authorization": f"Bearer {_login(restricted_server, 'guest')}"})
+    assert status == 403 and b"shop_db" not in body
+    assert _get(url, timeout=30)[0] == 401
 
 
 def test_the_view_in_headless_chromium(api_server, browser, load_history, tmp_path):

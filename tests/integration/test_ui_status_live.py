@@ -52,7 +52,7 @@ def sources(mariadb, history, monkeypatch):
 
 
 def test_a_healthy_source_after_a_few_loads(mariadb, history, sources):
-    found, warnings = discover_sources(sources, use_db=False)
+    found, warnings = discover_sources(sources, use_variable=False)
     config, conn = next((c, conn) for c, conn in found if c.conn_id == "shop_db")
     s = collect_source(config, conn)
     assert s["state"] == "ok", s["problems"]
@@ -94,7 +94,7 @@ def test_a_healthy_source_after_a_few_loads(mariadb, history, sources):
 
 
 def test_an_unreachable_source_fails_alone_and_fast(history, sources):
-    found, _ = discover_sources(sources, use_db=False)
+    found, _ = discover_sources(sources, use_variable=False)
     began = time.monotonic()
     statuses = {s["conn_id"]: s for s in collect_all(found)}
     assert time.monotonic() - began < 10
@@ -112,7 +112,7 @@ def test_an_unreachable_source_fails_alone_and_fast(history, sources):
 
 
 def test_stalled_when_behind_and_the_checkpoint_did_not_move(history, sources):
-    found, _ = discover_sources(sources, use_db=False)
+    found, _ = discover_sources(sources, use_variable=False)
     config, conn = next((c, conn) for c, conn in found if c.conn_id == "shop_db")
     later = dt.datetime.now(UTC) + dt.timedelta(hours=3)
     s = collect_source(config, conn, now=later)
@@ -156,9 +156,9 @@ def test_store_errors_never_show_the_store_path_or_the_password(mariadb, history
 
 
 def test_airflow_runs_add_durations_and_snapshot_ids(mariadb, history, sources):
-    """Task instances of the merge operator (as read from the metadata database) give the
+    """Task instances of the merge operator (as read through the REST API) give the
     merge's duration and the Iceberg snapshot ids of its tables."""
-    found, _ = discover_sources(sources, use_db=False)
+    found, _ = discover_sources(sources, use_variable=False)
     config, conn = next((c, conn) for c, conn in found if c.conn_id == "shop_db")
     merged = history.dumps[history.merged - 1]
     table = f"{history.database}.orders"
@@ -221,7 +221,7 @@ def test_a_server_that_accepts_and_never_answers_fails_alone_within_the_timeouts
            "password": SECRET, "extra": {"server_id": 7314, "checkpoint_store_uri": str(history.store_dir)}}
     hung = (SourceConfig("hung_db", history.key, (str(history.staging_dir),)),
             Connection.from_json(json.dumps(doc), conn_id="hung_db"))
-    found, _ = discover_sources(sources, use_db=False)
+    found, _ = discover_sources(sources, use_variable=False)
     healthy = next((c, conn) for c, conn in found if c.conn_id == "shop_db")
     import threading
 
@@ -244,10 +244,41 @@ def test_a_server_that_accepts_and_never_answers_fails_alone_within_the_timeouts
     assert s["checkpoint"] is not None and len(s["dumps"]) == len(history.dumps)
 
 
+def test_without_probes_the_servers_are_not_contacted_and_the_rest_still_shows(history, sources, silent_server,
+                                                                               monkeypatch):
+    """``[binlog] ui_probe_sources = False``: no session to any source server (a silent one is
+    never even connected to), the checkpoint and the staged dumps still shown, never red for
+    the server."""
+    from airflow.models.connection import Connection
+
+    from airflow_provider_binlog.plugins.status import PROBE_ENV, gather
+
+    port, accepted = silent_server
+    doc = {"conn_type": "mysql_binlog", "host": "127.0.0.1", "port": port, "login": "binlog_hook",
+           "password": SECRET, "extra": {"server_id": 7315, "checkpoint_store_uri": str(history.store_dir)}}
+    hung = (SourceConfig("hung_db", history.key, (str(history.staging_dir),)),
+            Connection.from_json(json.dumps(doc), conn_id="hung_db"))
+    began = time.monotonic()
+    (s,) = collect_all([hung], timeout=2, probe=False)
+    assert time.monotonic() - began < 2 and not accepted
+    assert s["state"] == "ok" and s["probed"] is False, s["problems"]
+    assert s["position"] is None and s["lag"] is None and s["retention"] is None
+    assert s["checkpoint"] is not None and len(s["dumps"]) == len(history.dumps)
+    # the setting, through the whole gathering: the healthy source is not probed either
+    monkeypatch.setenv(PROBE_ENV, "false")
+    data = gather(use_variable=False)
+    shop = next(x for x in data["sources"] if x["conn_id"] == "shop_db")
+    assert shop["probed"] is False and shop["position"] is None and shop["state"] == "ok"
+    assert shop["last_merge"] is not None and shop["last_dump"] is not None
+    monkeypatch.setenv(PROBE_ENV, "true")
+    probed = next(x for x in gather(use_variable=False)["sources"] if x["conn_id"] == "shop_db")
+    assert probed["probed"] is True and probed["position"] is not None and probed["lag"]["bytes"] > 0
+
+
 def test_binlog_ui_stall_seconds_sets_the_default_threshold(history, sources, monkeypatch):
     from airflow_provider_binlog.plugins.sources import STALL_ENV, default_stall_seconds
 
-    found, _ = discover_sources(sources, use_db=False)
+    found, _ = discover_sources(sources, use_variable=False)
     conn = next(conn for c, conn in found if c.conn_id == "shop_db")
     config = SourceConfig("shop_db", history.key)      # no stall_after_seconds of its own
     later = dt.datetime.now(UTC) + dt.timedelta(minutes=30)

@@ -1,6 +1,8 @@
-"""The Binlog CDC view without a server: its configuration, redaction and escaping, SVG charts,
-the plugin and its app. The data gathering from live MariaDB sources (a healthy one after a
-few loads, an unreachable one, the red states): ``tests/integration/test_ui_status_live.py``."""
+"""The Binlog CDC view without a server: its configuration, what it reads of Airflow's REST API
+answers, redaction and escaping, SVG charts, the plugin and its app. The data gathering from
+live MariaDB sources (a healthy one after a few loads, an unreachable one, the red states):
+``tests/integration/test_ui_status_live.py``; against a live API server:
+``tests/e2e/test_ui_browser.py``."""
 from __future__ import annotations
 
 import datetime as dt
@@ -62,7 +64,7 @@ def test_source_configuration_forms_and_errors():
 
 
 def test_a_bad_configuration_is_a_page_warning_not_an_error():
-    sources, warnings = discover_sources({SOURCES_ENV: "{not json"}, use_db=False)
+    sources, warnings = discover_sources({SOURCES_ENV: "{not json"}, use_variable=False)
     assert sources == [] and "[binlog] ui_sources (AIRFLOW__BINLOG__UI_SOURCES) is ignored" in warnings[0]
 
 
@@ -75,7 +77,7 @@ def test_connections_come_from_the_environment_and_only_binlog_ones(monkeypatch)
         "AIRFLOW_CONN_BROKEN": "{" + SECRET,
         SOURCES_ENV: json.dumps([{"conn_id": "src_json", "staging_dir": "/st"}, {"conn_id": "missing"}]),
     }
-    sources, warnings = discover_sources(env, use_db=False)
+    sources, warnings = discover_sources(env, use_variable=False)
     by_id = {c.conn_id: (c, conn) for c, conn in sources}
     assert sorted(by_id) == ["missing", "src_json", "src_uri"]
     assert by_id["src_json"][0].staging_dirs == ("/st",)
@@ -86,32 +88,68 @@ def test_connections_come_from_the_environment_and_only_binlog_ones(monkeypatch)
     assert status["state"] == "error" and "not found" in status["problems"][0]["message"]
 
 
-def _serialized(dag) -> dict:
-    from airflow.serialization.serialized_objects import DagSerialization
+# What Airflow's REST API answers, as the view reads it (the shapes of Airflow 3's /api/v2; the
+# same against a live API server: tests/e2e/test_ui_browser.py).
 
-    return json.loads(json.dumps(DagSerialization.to_dict(dag), default=str))
+def _ti(dag_id, task_id, operator, **fields) -> dict:
+    return {"dag_id": dag_id, "dag_run_id": "scheduled__2026-01-01T00:00:00+00:00", "task_id": task_id,
+            "map_index": -1, "operator": operator, "state": "success", "try_number": 1, "rendered_fields": fields}
 
 
-def test_the_factorys_dags_name_their_connection_key_store_and_staging_directory():
-    from airflow_provider_binlog.dags import make_cdc_dags
-    from airflow_provider_binlog.plugins.sources import sources_of_dag
+def test_a_factory_dag_source_from_what_its_tasks_rendered():
+    from airflow_provider_binlog.plugins.sources import rendered_facts, source_of_dag
 
-    incremental, backfill = make_cdc_dags("shop", binlog_conn_id="shop_db", tables=["shop.*"],
-                                          staging_dir="/data/staging/shop", namespace="shop_cdc",
-                                          warehouse="/w", checkpoint_store_uri="postgresql://cat@pg/state")
-    (found,) = sources_of_dag(_serialized(incremental), "binlog_cdc__shop")
-    assert found == SourceConfig("shop_db", "shop", ("/data/staging/shop",),
-                                 checkpoint_store_uri="postgresql://cat@pg/state", origin="dag:binlog_cdc__shop")
+    tis = [  # newest first: the sensor of a run that found nothing, then a run that loaded
+        _ti("binlog_cdc__shop", "wait_for_changes", "BinlogPositionSensor", binlog_conn_id="shop_db",
+            checkpoint_key="shop", checkpoint_store_uri="postgresql://cdc:***@pg/state", start=None),
+        _ti("binlog_cdc__shop", "merge", "BinlogMergeOperator", binlog_conn_id="shop_db", checkpoint_key="shop",
+            checkpoint_store_uri="s3://bucket/state", manifests="{{ ti.xcom_pull('dump') }}"),
+        _ti("binlog_cdc__shop", "dump", "BinlogDumpOperator", binlog_conn_id="shop_db", checkpoint_key="shop",
+            staging_dir="/data/staging/shop", checkpoint_store_uri="None"),
+        _ti("binlog_cdc__shop", "dump", "BinlogDumpOperator", binlog_conn_id="old_db", staging_dir="/old"),
+    ]
+    facts = rendered_facts(tis)
+    # the masked store of the sensor is not taken; a value of an older connection is not either
+    assert facts == {"binlog_conn_id": "shop_db", "checkpoint_key": "shop", "checkpoint_store_uri": "s3://bucket/state",
+                     "staging_dir": "/data/staging/shop"}
+    assert source_of_dag("binlog_cdc__shop", {}, facts) == SourceConfig(
+        "shop_db", "shop", ("/data/staging/shop",), checkpoint_store_uri="s3://bucket/state",
+        origin="dag:binlog_cdc__shop")
     # keyed by the connection: no explicit key
-    plain, _ = make_cdc_dags("shop_db", binlog_conn_id="shop_db", tables=["shop.*"], staging_dir="/s",
-                             namespace="n", warehouse="/w")
-    (found,) = sources_of_dag(_serialized(plain))
+    plain = rendered_facts([_ti("binlog_cdc__shop_db", "dump", "BinlogDumpOperator", binlog_conn_id="shop_db",
+                                checkpoint_key="shop_db", staging_dir="/s")])
+    found = source_of_dag("binlog_cdc__shop_db", {}, plain)
     assert (found.conn_id, found.checkpoint_key, found.key) == ("shop_db", None, "shop_db")
-    # templated arguments name nothing yet
-    assert sources_of_dag({"dag": {"tasks": [{"__var": {"task_type": "BinlogDumpOperator",
-                                                        "binlog_conn_id": "{{ params.conn }}"}}]}}) == []
-    assert sources_of_dag({"dag": {"tasks": [{"__var": {"task_type": "PythonOperator",
-                                                        "binlog_conn_id": "x"}}]}}) == []
+    # a DAG that never ran names nothing; templates are not values
+    assert source_of_dag("binlog_cdc__x", {}, rendered_facts([])) is None
+    assert rendered_facts([_ti("d", "dump", "BinlogDumpOperator", binlog_conn_id="{{ params.conn }}")]) == {}
+
+
+def test_a_factory_dag_source_from_what_the_factory_registers_in_its_assets():
+    from airflow_provider_binlog.plugins.sources import registered_sources, source_of_dag
+
+    assets = [
+        {"uri": "binlog://shop", "extra": {"source_id": "shop", "tables": ["shop.*"], "binlog_conn_id": "shop_db",
+                                           "checkpoint_key": "shop", "staging_dir": "s3://stage/shop"},
+         "producing_tasks": [{"dag_id": "binlog_cdc__shop", "task_id": "merge"},
+                             {"dag_id": "binlog_backfill__shop", "task_id": "merge"}], "scheduled_dags": []},
+        {"uri": "iceberg://lake/crm/crm__a", "extra": {"source_id": "crm", "source_table": "crm.a"},
+         "producing_tasks": [{"dag_id": "binlog_cdc__crm", "task_id": "merge"}], "scheduled_dags": []},
+    ]
+    registered = registered_sources(assets, ["binlog_cdc__shop", "binlog_cdc__crm"])
+    assert registered == {"binlog_cdc__shop": {"binlog_conn_id": "shop_db", "checkpoint_key": "shop",
+                                               "staging_dir": "s3://stage/shop"}}  # crm's registers nothing yet
+    # what the factory registers wins over an older run's arguments; the store comes from the run
+    rendered = {"binlog_conn_id": "shop_db", "checkpoint_key": "shop", "staging_dir": "/old/staging",
+                "checkpoint_store_uri": "/state"}
+    assert source_of_dag("binlog_cdc__shop", registered["binlog_cdc__shop"], rendered) == SourceConfig(
+        "shop_db", "shop", ("s3://stage/shop",), checkpoint_store_uri="/state", origin="dag:binlog_cdc__shop")
+
+
+class _Api:
+    """A stand-in of the REST client for discover_sources: its calls come from the patched
+    readers."""
+    identity = "test"
 
 
 def test_sources_come_from_configuration_then_dags_then_connections(monkeypatch):
@@ -120,33 +158,68 @@ def test_sources_come_from_configuration_then_dags_then_connections(monkeypatch)
     conn = json.dumps({"conn_type": "mysql_binlog", "host": "h", "extra": {"server_id": 3}})
     env = {"AIRFLOW_CONN_SHOP_DB": conn, "AIRFLOW_CONN_CRM_DB": conn, "AIRFLOW_CONN_LONE_DB": conn,
            SOURCES_ENV: json.dumps([{"conn_id": "crm_db", "checkpoint_key": "crm-by-hand"}])}
-    monkeypatch.setattr(sources_module, "db_connections", dict)
-    monkeypatch.setattr(sources_module, "dag_sources", lambda: [
+    monkeypatch.setattr(sources_module, "api_connection_ids", lambda api: ["listed_db"])
+    monkeypatch.setattr(sources_module, "dag_sources", lambda api: ([
         SourceConfig("shop_db", "shop", ("/st/shop",), origin="dag:binlog_cdc__shop"),
         SourceConfig("shop_db", "shop_eu", ("/st/eu",), origin="dag:binlog_cdc__shop_eu"),
-        SourceConfig("crm_db", "crm", origin="dag:binlog_cdc__crm")])
-    found, warnings = discover_sources(env)
+        SourceConfig("crm_db", "crm", origin="dag:binlog_cdc__crm")], []))
+    found, warnings = discover_sources(env, api=_Api(), use_variable=False)
     assert [(c.conn_id, c.key, c.origin) for c, _conn in found] == [
         ("crm_db", "crm-by-hand", "configured"),         # the configuration wins for its connection
-        ("lone_db", "lone_db", "connection"),            # named by nothing: under its own id
+        ("listed_db", "listed_db", "connection"),        # listed by the REST API, named by nothing
+        ("lone_db", "lone_db", "connection"),            # in the environment, named by nothing
         ("shop_db", "shop", "dag:binlog_cdc__shop"),     # two sources of one connection
         ("shop_db", "shop_eu", "dag:binlog_cdc__shop_eu")]
     assert warnings == []
-    assert all(conn.host == "h" for _c, conn in found)
+    assert all(conn.host == "h" for c, conn in found if c.conn_id != "listed_db")
 
 
-def test_an_unreadable_dag_table_is_a_warning_and_connections_still_show(monkeypatch):
+def test_an_unreadable_rest_api_is_a_warning_and_connections_still_show(monkeypatch):
     from airflow_provider_binlog.plugins import sources as sources_module
+    from airflow_provider_binlog.plugins.api import ApiError
 
-    def broken():
-        raise RuntimeError("no such table: dag")
+    def refused(api):
+        raise ApiError("GET /api/v2/dags: HTTP 403: Forbidden", 403)
 
-    monkeypatch.setattr(sources_module, "db_connections", dict)
-    monkeypatch.setattr(sources_module, "dag_sources", broken)
+    monkeypatch.setattr(sources_module, "api_connection_ids", refused)
+    monkeypatch.setattr(sources_module, "dag_sources", refused)
     env = {"AIRFLOW_CONN_SHOP_DB": json.dumps({"conn_type": "mysql_binlog", "host": "h"})}
-    found, warnings = discover_sources(env)
+    found, warnings = discover_sources(env, api=_Api(), use_variable=False)
     assert [c.conn_id for c, _ in found] == ["shop_db"]
-    assert warnings == ["cannot read the binlog DAGs from the metadata database: RuntimeError: no such table: dag"]
+    assert warnings == [
+        "cannot list connections through Airflow's REST API: ApiError: GET /api/v2/dags: HTTP 403: Forbidden",
+        "cannot read the binlog DAGs through Airflow's REST API: ApiError: GET /api/v2/dags: HTTP 403: Forbidden"]
+
+
+# ---------------------------------------------------------------------- connections through the secrets backends
+
+ENV_ONLY = {"conn_type": "mysql_binlog", "host": "env-only.example", "port": 3307, "login": "u",
+            "password": SECRET, "extra": {"server_id": 9}}
+
+
+def test_a_connection_only_in_an_airflow_conn_environment_variable_is_found(monkeypatch):
+    """Not in the metadata database (there is none here), not in the ``environ`` the view was
+    given: Airflow's lookup through its secrets backends finds it in the process's environment."""
+    monkeypatch.setenv("AIRFLOW_CONN_ENV_ONLY_DB", json.dumps(ENV_ONLY))
+    found, warnings = discover_sources({SOURCES_ENV: json.dumps([{"conn_id": "env_only_db"}])}, use_variable=False)
+    ((config, conn),) = found
+    assert config.conn_id == "env_only_db" and not isinstance(conn, Exception), conn
+    assert (conn.host, conn.port, conn.conn_type) == ("env-only.example", 3307, "mysql_binlog")
+    status = collect_source(config, conn, timeout=1, probe=False)
+    assert not any("not found" in p["message"] for p in status["problems"]), status["problems"]
+
+
+def test_a_connection_only_in_a_secrets_backend_is_found(monkeypatch, tmp_path):
+    """A connection of a custom secrets backend (Airflow's file-based one here), named by the
+    configuration: found as a task would find it."""
+    path = tmp_path / "connections.json"
+    path.write_text(json.dumps({"vault_db": {**ENV_ONLY, "host": "from-the-backend.example"}}))
+    monkeypatch.setenv("AIRFLOW__SECRETS__BACKEND", "airflow.secrets.local_filesystem.LocalFilesystemBackend")
+    monkeypatch.setenv("AIRFLOW__SECRETS__BACKEND_KWARGS", json.dumps({"connections_file_path": str(path)}))
+    found, _ = discover_sources({SOURCES_ENV: json.dumps([{"conn_id": "vault_db"}])}, use_variable=False)
+    ((config, conn),) = found
+    assert not isinstance(conn, Exception), conn
+    assert conn.host == "from-the-backend.example"
 
 
 # ---------------------------------------------------------------------- redaction and escaping
@@ -248,7 +321,7 @@ def test_gather_with_no_source_renders_a_hint(monkeypatch):
     monkeypatch.delenv(SOURCES_ENV, raising=False)
     for name in [n for n in __import__("os").environ if n.startswith("AIRFLOW_CONN_")]:
         monkeypatch.delenv(name)
-    data = gather(use_db=False)
+    data = gather(use_variable=False)
     assert data["sources"] == []
     assert "No source" in render_page(data)
 
@@ -302,7 +375,8 @@ def test_the_app_serves_the_page_and_json_to_authenticated_users_only(monkeypatc
 
     status = {"generated_at": dt.datetime.now(UTC).isoformat(), "warnings": [], "sources": [
         {"conn_id": "a", "state": "ok", "problems": [], "warnings": []}]}
-    monkeypatch.setattr(cdc_view.cache, "get", lambda: status)
+    monkeypatch.setattr(cdc_view, "collect", lambda api: (status, {}))
+    monkeypatch.setattr(cdc_view, "cache", cdc_view._Cache())
     monkeypatch.setattr(cdc_view, "_auth_manager", lambda: _Manager({"a"}))
     app = cdc_view.create_app()
     client = TestClient(app)
@@ -314,6 +388,87 @@ def test_the_app_serves_the_page_and_json_to_authenticated_users_only(monkeypatc
     assert "default-src 'none'" in page.headers["content-security-policy"]
     assert page.headers["cache-control"] == "no-store"
     assert client.get("/status.json").json()["sources"][0]["conn_id"] == "a"
+
+
+# ---------------------------------------------------------------------- the REST client
+
+def _rest(handler):
+    import httpx
+
+    from airflow_provider_binlog.plugins.api import AirflowApi
+
+    return AirflowApi("http://airflow.test", token="tok-abc", identity="u",
+                      client=httpx.Client(transport=httpx.MockTransport(handler)))
+
+
+def test_the_rest_client_sends_the_token_and_follows_the_pages():
+    import httpx
+
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        offset = int(request.url.params["offset"])
+        names = [f"c{i}" for i in range(offset, min(offset + 2, 5))]  # the server gives 2 per page
+        return httpx.Response(200, json={"connections": [{"connection_id": n} for n in names], "total_entries": 5})
+
+    items = _rest(handler).pages("/connections", "connections", {"order_by": "connection_id"})
+    assert [i["connection_id"] for i in items] == ["c0", "c1", "c2", "c3", "c4"]
+    assert [r.url.params["offset"] for r in seen] == ["0", "2", "4"]
+    assert all(r.headers["authorization"] == "Bearer tok-abc" for r in seen)
+    assert str(seen[0].url).startswith("http://airflow.test/api/v2/connections?")
+
+
+def test_the_rest_client_reports_a_refusal_without_the_token():
+    import httpx
+
+    from airflow_provider_binlog.plugins.api import ApiError
+
+    api = _rest(lambda request: httpx.Response(403, json={"detail": "Forbidden"}))
+    with pytest.raises(ApiError) as err:
+        api.get("/dags")
+    assert err.value.status == 403 and str(err.value) == "GET /api/v2/dags: HTTP 403: Forbidden"
+    assert "tok-abc" not in repr(api) and "tok-abc" not in str(err.value)
+
+
+def test_task_runs_and_their_xcom_through_the_rest_api():
+    import httpx
+
+    from airflow_provider_binlog.plugins.task_runs import airflow_task_runs, running_snapshots
+
+    tis = [{"dag_id": "binlog_cdc__shop", "dag_run_id": "manual__2026-01-01T00:00:00+00:00", "task_id": "merge",
+            "map_index": -1, "operator": "BinlogMergeOperator", "state": "success", "try_number": 1,
+            "start_date": "2026-01-01T00:00:01.5Z", "end_date": "2026-01-01T00:00:05Z", "duration": 3.5},
+           {"dag_id": "binlog_cdc__shop", "dag_run_id": "r0", "task_id": "dump", "map_index": -1,
+            "operator": "BinlogDumpOperator", "state": "failed", "try_number": 2, "start_date": None,
+            "end_date": "2026-01-01T00:00:00Z", "duration": 1.0}]
+    paths = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        paths.append(request.url.raw_path.decode())
+        if request.url.path.endswith("/taskInstances"):
+            if request.url.params.get_list("state") == ["running"]:
+                return httpx.Response(200, json={"task_instances": [], "total_entries": 0})
+            assert request.url.params.get_list("operator") == ["BinlogMergeOperator", "BinlogDumpOperator",
+                                                               "BinlogSnapshotOperator"]
+            assert request.url.params["order_by"] == "-end_date"
+            return httpx.Response(200, json={"task_instances": tis, "total_entries": 2})
+        # the stored JSON, with Airflow's encoding of a tuple
+        return httpx.Response(200, json={"key": "return_value", "value": {
+            "end_checkpoint": {"file": "b.000002", "pos": 4},
+            "batches": {"__classname__": "builtins.tuple", "__version__": 1, "__data__": ["d1", "applied"]}}})
+
+    runs = airflow_task_runs(_rest(handler), now=dt.datetime(2026, 1, 2, tzinfo=UTC))
+    assert [(r["kind"], r["task_id"], r["state"]) for r in runs] == [("merge", "merge", "success"),
+                                                                      ("dump", "dump", "failed")]
+    merge = runs[0]
+    assert merge["value"] == {"end_checkpoint": {"file": "b.000002", "pos": 4}, "batches": ["d1", "applied"]}
+    assert merge["start_date"] == dt.datetime(2026, 1, 1, 0, 0, 1, 500000, tzinfo=UTC) and merge["duration"] == 3.5
+    assert runs[1]["value"] is None  # a failed try returned nothing: its XCom is not asked for
+    xcom_paths = [p for p in paths if "/xcomEntries/" in p]
+    assert xcom_paths == ["/api/v2/dags/binlog_cdc__shop/dagRuns/manual__2026-01-01T00%3A00%3A00%2B00%3A00/"
+                          "taskInstances/merge/xcomEntries/return_value?map_index=-1"]
+    assert running_snapshots(_rest(handler)) == []
 
 
 # ---------------------------------------------------------------------- running snapshots
@@ -364,3 +519,68 @@ def test_the_snapshot_operator_publishes_its_progress_at_most_every_interval(mon
         ("snapshot_progress", {"rows_read": 0, "estimated_rows": 30}, False),
         ("snapshot_progress", {"rows_read": 20, "estimated_rows": 30}, False),
         ("snapshot_progress", {"rows_read": 20, "estimated_rows": 30}, True)]
+
+
+# ---------------------------------------------------------------------- [binlog] ui_probe_sources
+
+@pytest.fixture()
+def closed_source(tmp_path, monkeypatch):
+    """A source whose server port has nothing listening, with a stored checkpoint."""
+    import socket
+
+    from airflow_provider_binlog.checkpoints import FileCheckpointStore
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    FileCheckpointStore(tmp_path / "store").save("closed_db", Checkpoint(file="b.000003", position=4,
+                                                                         flavor="mariadb"))
+    doc = {"conn_type": "mysql_binlog", "host": "127.0.0.1", "port": port, "login": "u", "password": SECRET,
+           "extra": {"server_id": 5, "checkpoint_store_uri": str(tmp_path / "store")}}
+    monkeypatch.setenv("AIRFLOW_CONN_CLOSED_DB", json.dumps(doc))
+    monkeypatch.setenv(SOURCES_ENV, json.dumps([{"conn_id": "closed_db"}]))
+    return "closed_db"
+
+
+def test_the_servers_are_probed_unless_ui_probe_sources_is_false(closed_source, monkeypatch):
+    from airflow_provider_binlog.plugins.status import PROBE_ENV
+
+    monkeypatch.delenv(PROBE_ENV, raising=False)
+    (probed,) = gather(use_variable=False, timeout=1)["sources"]
+    assert probed["probed"] is True and probed["state"] == "error"
+    assert any(p["message"].startswith("server: ") for p in probed["problems"]), probed["problems"]
+    monkeypatch.setenv(PROBE_ENV, "False")
+    (quiet,) = gather(use_variable=False, timeout=1)["sources"]
+    assert quiet["probed"] is False and quiet["state"] == "ok", quiet["problems"]
+    assert quiet["position"] is None and quiet["lag"] is None and quiet["server"]["host"] == "127.0.0.1"
+    assert quiet["checkpoint"]["file"] == "b.000003"           # the store is still read
+    html = render_page({"generated_at": quiet["checked_at"], "sources": [quiet], "warnings": []})
+    assert "not probed" in html and "ui_probe_sources = False" in html and "unreachable" not in html
+
+
+# ---------------------------------------------------------------------- public interfaces only
+
+#: Airflow internals the view must not use: the ORM, its sessions, the serialized DAGs.
+INTERNALS = ("sqlalchemy", "airflow.utils.session", "airflow.models.taskinstance", "airflow.models.xcom",
+             "airflow.models.dag", "airflow.models.dagrun", "airflow.models.serialized_dag",
+             "airflow.serialization", "airflow.api_fastapi.common.db")
+
+
+def test_the_view_imports_no_orm_and_no_serialized_dag_internals():
+    """Everything Airflow knows comes through the REST API and the secrets backends
+    (``airflow.models.connection.Connection.get_connection_from_secrets``)."""
+    import ast
+    from pathlib import Path
+
+    import airflow_provider_binlog.plugins as plugins
+
+    found = []
+    for path in sorted(Path(plugins.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{path.name}: {n}" for n in names if n.startswith(INTERNALS)]
+            if isinstance(node, ast.Attribute) and node.attr in ("create_session", "SerializedDagModel",
+                                                                  "get_conn_id_to_team_name_mapping"):
+                found.append(f"{path.name}: .{node.attr}")
+    assert found == []

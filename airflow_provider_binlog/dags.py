@@ -50,6 +50,7 @@ import datetime as dt
 import logging
 import re
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from airflow.sdk import DAG, Asset, AssetAlias, AssetWatcher, Param, PokeReturnValue, TriggerRule, task
@@ -122,17 +123,31 @@ def is_explicit(pattern: str) -> bool:
     return not any(c in pattern for c in _WILDCARDS)
 
 
-def cdc_assets(source_id: str, tables: Sequence[str], *, catalog: str, namespace: str) -> list[Asset]:
+def source_registration(*, binlog_conn_id: str, checkpoint_key: str, staging_dir: str,
+                        checkpoint_store_uri: Optional[str] = None) -> dict:
+    """What the factory tells about a source in its assets' ``extra``, so that the Binlog CDC
+    view finds it through Airflow's REST API: the connection, the checkpoint key, the staging
+    directory and the checkpoint store (left out when its URI holds a password)."""
+    out = {"binlog_conn_id": binlog_conn_id, "checkpoint_key": checkpoint_key, "staging_dir": staging_dir}
+    if checkpoint_store_uri and urlsplit(str(checkpoint_store_uri)).password is None:
+        out["checkpoint_store_uri"] = str(checkpoint_store_uri)
+    return out
+
+
+def cdc_assets(source_id: str, tables: Sequence[str], *, catalog: str, namespace: str,
+               registration: Optional[Mapping[str, Any]] = None) -> list[Asset]:
     """The outlets of the merge: one asset per Iceberg table when every pattern names one
-    table, else one asset for the source."""
+    table, else one asset for the source; ``registration`` (:func:`source_registration`) is
+    added to their ``extra``."""
+    known = dict(registration or {})
     if tables and all(is_explicit(p) for p in tables):
         assets = []
         for pattern in dict.fromkeys(tables):
             schema, _, table = pattern.partition(".")
             assets.append(Asset(uri=iceberg_asset_uri(catalog, namespace, iceberg_table_name(schema, table)),
-                                extra={"source_id": source_id, "source_table": pattern}))
+                                extra={"source_id": source_id, "source_table": pattern, **known}))
         return assets
-    return [Asset(uri=f"binlog://{source_id}", extra={"source_id": source_id, "tables": list(tables)})]
+    return [Asset(uri=f"binlog://{source_id}", extra={"source_id": source_id, "tables": list(tables), **known})]
 
 
 #: Task instance states of a run that has not finished with a task.
@@ -364,7 +379,9 @@ def make_cdc_dags(
     TableFilter(tables, exclude)  # checks the patterns
     key = checkpoint_key or source_id
     start = start_date or DEFAULT_START_DATE
-    assets = cdc_assets(source_id, tables, catalog=catalog, namespace=namespace)
+    registration = source_registration(binlog_conn_id=binlog_conn_id, checkpoint_key=key,
+                                       staging_dir=staging_dir, checkpoint_store_uri=checkpoint_store_uri)
+    assets = cdc_assets(source_id, tables, catalog=catalog, namespace=namespace, registration=registration)
     tag_list = list(tags) if tags is not None else ["binlog", "cdc", source_id]
     spark = {"conn_id": spark_conn_id, "warehouse": warehouse, "conf": dict(spark_conf or {}),
              "packages": spark_packages, "jars": list(spark_jars) if spark_jars else None,
@@ -400,7 +417,7 @@ def make_cdc_dags(
             poke_interval=schedule.poke_interval, min_interval=schedule.min_interval,
             refire_after=schedule.refire_after))
         schedule = [Asset(name=f"binlog_changes__{source_id}", uri=changes_asset_uri(source_id),
-                          extra={"source_id": source_id}, watchers=[watcher])]
+                          extra={"source_id": source_id, **registration}, watchers=[watcher])]
         # the watcher applied the thresholds: the run loads whatever is there, and a run that
         # finds nothing (its data loaded by the run before) is skipped within a minute
         sensor_thresholds = {"min_bytes": None, "min_transactions": None, "max_threshold_wait": None}
@@ -529,4 +546,4 @@ def make_cdc_dags(
 
 __all__ = ["BACKFILL_MODES", "BackfillParamsError", "OnNewBinlogData", "backfill_dag_id", "cdc_assets",
            "changes_asset_uri", "incremental_dag_id", "incremental_loading", "is_explicit", "make_cdc_dags",
-           "plan_backfill", "tables_alias_name"]
+           "plan_backfill", "source_registration", "tables_alias_name"]

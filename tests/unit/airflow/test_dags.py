@@ -403,3 +403,15 @@ def test_the_backfill_waits_while_an_incremental_run_is_loading(monkeypatch):
     assert guard.python_callable().is_done is False
     counts.loading = 0
     assert guard.python_callable().is_done is True
+
+
+def test_the_assets_register_the_source_for_the_view_without_a_password():
+    incremental, _ = make(checkpoint_store_uri="/cp", checkpoint_key="shop_key")
+    for asset in incremental.get_task("merge").outlets:
+        assert {k: asset.extra.get(k) for k in ("binlog_conn_id", "checkpoint_key", "staging_dir",
+                                                "checkpoint_store_uri")} == {
+            "binlog_conn_id": "src_conn", "checkpoint_key": "shop_key", "staging_dir": "/staging",
+            "checkpoint_store_uri": "/cp"}
+    secret, _ = make(tables=["shop.*"], checkpoint_store_uri="postgresql://u:pw@db/cp")
+    (asset, _alias) = secret.get_task("merge").outlets
+    assert "checkpoint_store_uri" not in asset.extra and asset.extra["checkpoint_key"] == "shop"

@@ -63,8 +63,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             root.removeHandler(handler)
 
 
+DEPLOYMENT_SKIP = ("a real Airflow deployment (10 to 20 minutes): run it with BINLOG_DEPLOYMENT_TESTS=1 "
+                   ".venv/bin/python -m pytest tests/e2e/test_deployment.py")
+
+
+LONG_SKIP = ("a long end-to-end run (the wheel, the cluster topology, failover and layout DAGs; figures in "
+             "README.md, section Tests): run it with BINLOG_LONG_TESTS=1")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    deployment = os.environ.get("BINLOG_DEPLOYMENT_TESTS", "").strip() == "1"
+    long_runs = os.environ.get("BINLOG_LONG_TESTS", "").strip() == "1"
     for item in items:
+        if not deployment and item.get_closest_marker("deployment"):
+            item.add_marker(pytest.mark.skip(reason=DEPLOYMENT_SKIP))
+        if not long_runs and item.get_closest_marker("long"):
+            item.add_marker(pytest.mark.skip(reason=LONG_SKIP))
         if _MARIADB_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.mariadb)
         if "spark" in getattr(item, "fixturenames", ()):

@@ -287,11 +287,13 @@ class BinlogHook(BaseHook):
 
     def poll_position(self, *, start: Optional[CheckpointLike] = None, checkpoint_key: Optional[str] = None,
                       min_bytes: Optional[int] = None, min_transactions: Optional[int] = None,
-                      thresholds_waived: bool = False, retention_margin_files: int = 1) -> dict:
+                      thresholds_waived: bool = False, retention_margin_files: int = 1,
+                      quiet: bool = False) -> dict:
         """One check of the sensor and the triggers (blocking): the position check as JSON, with
         ``ready`` (whether to stop waiting) and ``reason`` (:data:`REASON_THRESHOLDS`,
         :data:`REASON_WAITED` or None). The lag is sent as metrics under ``checkpoint_key`` (or
-        the connection id). Raises ``BinlogPurgedError`` when the checkpoint's binlogs are gone."""
+        the connection id). Raises ``BinlogPurgedError`` when the checkpoint's binlogs are gone.
+        ``quiet`` logs the lag at DEBUG instead of INFO (a watcher checks every few seconds)."""
         check = self.check_position(start=start, checkpoint_key=checkpoint_key,
                                     retention_margin_files=retention_margin_files)
         for warning in check.warnings:
@@ -299,7 +301,7 @@ class BinlogHook(BaseHook):
         if check.has_new_data and (min_transactions or 0) > 0 and check.lag.get("transactions") is None:
             self.log.warning("the transactions behind [%s] cannot be counted (no GTIDs): "
                              "min_transactions is not applied", check.start)
-        self.log.info("%s", check.describe())
+        (self.log.debug if quiet else self.log.info)("%s", check.describe())
         try:  # a metric must not fail the check
             from ..metrics import record_lag
             record_lag(self.checkpoint_ref(checkpoint_key).key, check.lag)

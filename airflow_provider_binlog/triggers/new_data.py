@@ -126,7 +126,7 @@ class BinlogNewDataTrigger(BaseEventTrigger):
         try:
             result = hook.poll_position(start=stored, checkpoint_key=self.checkpoint_key,
                                         min_bytes=self.min_bytes, min_transactions=self.min_transactions,
-                                        thresholds_waived=self.gate.thresholds_waived(now))
+                                        thresholds_waived=self.gate.thresholds_waived(now), quiet=True)
         except BinlogPurgedError as exc:
             text = json.dumps(stored.to_json(), sort_keys=True)
             if self.gate.observe(now, checkpoint=text, has_new_data=True, ready=True):

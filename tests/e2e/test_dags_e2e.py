@@ -96,7 +96,16 @@ SERVER_CONFIGS = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(SERVER_CONFIGS))
+#: Where each server configuration is loaded: ``embedded`` (local Spark, Hadoop catalog,
+#: file store, staging in a directory) or ``cluster`` (standalone Spark cluster, JDBC catalog and
+#: SQL store on PostgreSQL, staging on an S3-API server).
+TOPOLOGY = {"full-metadata": "embedded", "minimal-metadata-minimal-image-compressed": "cluster"}
+
+
+#: The cluster topology is a long run (BINLOG_LONG_TESTS=1).
+@pytest.fixture(scope="module", params=[
+    pytest.param(name, marks=[pytest.mark.long] if TOPOLOGY[name] == "cluster" else [])
+    for name in sorted(SERVER_CONFIGS)])
 def server(request, mariadb_factory):
     """A server of its own (nothing else writes to its binlog)."""
     srv = mariadb_factory(max_allowed_packet="33554432", **SERVER_CONFIGS[request.param])
@@ -104,12 +113,6 @@ def server(request, mariadb_factory):
         srv.execute(statement)
     create_user(srv)
     return srv
-
-
-#: Where each server configuration is loaded: ``embedded`` (local Spark, Hadoop catalog,
-#: file store, staging in a directory) or ``cluster`` (standalone Spark cluster, JDBC catalog and
-#: SQL store on PostgreSQL, staging on an S3-API server).
-TOPOLOGY = {"full-metadata": "embedded", "minimal-metadata-minimal-image-compressed": "cluster"}
 
 
 @dataclass

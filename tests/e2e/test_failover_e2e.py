@@ -22,7 +22,7 @@ from tests.e2e.test_dags_e2e import dags_folder, run  # noqa: E402,F401
 from tests.pyiceberg_reader import PyIcebergReader, assert_every_table_reads_as_in_spark  # noqa: E402
 from tests.integration.test_failover_live import caught_up, pair, promote  # noqa: E402,F401
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.mariadb]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long, pytest.mark.mariadb]
 
 NAMESPACE = "failover_cdc"
 

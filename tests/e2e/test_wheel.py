@@ -19,7 +19,7 @@ from tests.conftest import _require_mariadb, _require_spark
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.slow, pytest.mark.mariadb, pytest.mark.spark]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.mariadb, pytest.mark.spark]
 
 
 def _run(args: list, **kwargs) -> subprocess.CompletedProcess:

@@ -6,18 +6,23 @@ credentials of the user who asked for the page (the ``Authorization`` header, or
 cookie the Airflow UI sends): the API applies that user's permissions, so the view shows what
 the user may see, and depends on no table or internal model of Airflow.
 
-The API is reached at ``[api] base_url`` when it is set (Airflow behind a proxy or under a
-sub-path), else at the address the request came to.
+The API is reached on the API server's own listening socket: the local address and port the
+request's connection came to (the ASGI ``scope["server"]``, a wildcard bind read as loopback),
+else ``[api] base_url`` when its host is a loopback address, else ``[api] host``/``[api] port``;
+under the path the API server is served at (``[api] base_url``'s sub-path). Never the request's
+``Host`` header nor a public ``[api] base_url``: the user's token goes to this server only, and
+never through an HTTP(S)_PROXY of the environment (``trust_env=False``). A failed call is
+reported with its endpoint and HTTP status only, never the answer's body.
 """
 from __future__ import annotations
 
+import ipaddress
 import threading
 from collections import OrderedDict
 from typing import Any, Iterable, Mapping, Optional
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from ..errors import ProviderError
-from .values import short_error
 
 API_PREFIX = "/api/v2"
 #: Seconds one REST call may take (connect, read).
@@ -72,7 +77,8 @@ class AirflowApi:
                 if self._client is None:
                     import httpx
 
-                    self._client = httpx.Client(timeout=self.timeout, follow_redirects=False)
+                    # trust_env=False: no HTTP(S)_PROXY, .netrc or SSL_CERT_* of the environment
+                    self._client = httpx.Client(timeout=self.timeout, follow_redirects=False, trust_env=False)
         return self._client
 
     def close(self) -> None:
@@ -95,16 +101,9 @@ class AirflowApi:
         try:
             response = self.client.get(f"{self.base_url}{API_PREFIX}{path}", params=query, headers=self.headers)
         except Exception as exc:  # httpx.HTTPError, OSError: the server did not answer
-            raise ApiError(f"GET {API_PREFIX}{path}: {short_error(exc, 160)}") from None
-        if response.status_code != 200:
-            detail = ""
-            try:
-                body = response.json()
-                detail = body.get("detail") if isinstance(body, dict) else ""
-            except ValueError:
-                pass
-            detail = f": {str(detail)[:160]}" if detail else ""
-            raise ApiError(f"GET {API_PREFIX}{path}: HTTP {response.status_code}{detail}", response.status_code)
+            raise ApiError(f"GET {API_PREFIX}{path}: no answer ({type(exc).__name__})") from None
+        if response.status_code != 200:  # the status only: the answer's body is not shown
+            raise ApiError(f"GET {API_PREFIX}{path}: HTTP {response.status_code}", response.status_code)
         try:
             return response.json()
         except ValueError:
@@ -139,21 +138,57 @@ def request_token(request: Any) -> Optional[str]:
     return request.cookies.get(TOKEN_COOKIE) or None
 
 
-def api_base_url(request: Any, mount_path: str = "") -> str:
-    """``[api] base_url`` when set, else the scheme and address the request came to (with the
-    path the API server is served under, without the view's own ``mount_path``)."""
+def _conf(key: str) -> str:
     try:
         from airflow.configuration import conf
 
-        configured = conf.get("api", "base_url", fallback="") or ""
+        return str(conf.get("api", key, fallback="") or "").strip()
     except Exception:  # pragma: no cover - outside Airflow
-        configured = ""
-    if configured.strip():
-        return configured.strip().rstrip("/")
-    base = str(request.base_url).rstrip("/")
-    if mount_path and base.endswith(mount_path.rstrip("/")):
-        base = base[:len(base) - len(mount_path.rstrip("/"))]
-    return base
+        return ""
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _netloc(host: str, port: Any) -> str:
+    """``host:port``, a wildcard bind address as loopback, an IPv6 address in brackets."""
+    host = str(host or "").strip("[]")
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{int(port)}" if port else host
+
+
+def api_base_url(request: Any, mount_path: str = "") -> str:
+    """The URL of the API server's own listener, which the view calls with the user's token.
+
+    The host and port are the local address of the request's connection (ASGI
+    ``scope["server"]``: the socket the API server listens on, never the ``Host`` header); when
+    the server gives none (a UNIX socket), ``[api] base_url`` if its host is a loopback address,
+    else ``[api] host`` and ``[api] port``. The scheme is ``https`` when the server has ``[api]
+    ssl_cert``; the path is the one the request's app is served under (``root_path``), without
+    the view's own ``mount_path``."""
+    scheme = "https" if _conf("ssl_cert") else "http"
+    root = str((getattr(request, "scope", None) or {}).get("root_path") or "").rstrip("/")
+    mount = mount_path.rstrip("/")
+    if mount and root.endswith(mount):
+        root = root[:len(root) - len(mount)]
+    server = (getattr(request, "scope", None) or {}).get("server")
+    if server and server[0] and server[1]:
+        return f"{scheme}://{_netloc(server[0], server[1])}{root}"
+    configured = urlsplit(_conf("base_url"))
+    if configured.scheme in ("http", "https") and configured.hostname and _is_loopback(configured.hostname):
+        return configured.geturl().rstrip("/")
+    return f"{scheme}://{_netloc(_conf('host'), _conf('port') or 8080)}{root}"
 
 
 def user_identity(user: Any) -> str:

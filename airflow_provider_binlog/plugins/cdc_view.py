@@ -32,8 +32,11 @@ Access
     token (:mod:`.api`): the view shows what the user may see, and reads no table of Airflow's.
     Connections are resolved through Airflow's secrets backends. No password or connection
     extra is ever shown; the servers are read (unless ``[binlog] ui_probe_sources = False``)
-    with short-lived read-only sessions with 3 s timeouts, concurrently, and the result is
-    cached per user for ``[binlog] ui_cache_seconds`` (default 10) seconds.
+    with short-lived read-only sessions with 3 s timeouts, concurrently. What is read of the
+    sources (server, checkpoint store, staging) is shared by all users for ``[binlog]
+    ui_cache_seconds`` (default 10) seconds; what the REST API gave a user is cached per user
+    for as long. The REST calls go to the API server's own listener, never to the request's
+    ``Host`` (:func:`.api.api_base_url`).
 
 Cost elsewhere
     Airflow imports plugin modules in every component (scheduler, DAG processor, task

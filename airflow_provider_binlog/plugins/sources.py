@@ -217,7 +217,11 @@ def _plain(value: Any) -> Optional[str]:
 
 def registered_sources(assets: list, dag_ids: list[str]) -> dict[str, dict[str, str]]:
     """Per DAG id, what the factory registered of its source in the ``extra`` of the assets the
-    DAG produces or is scheduled on (the REST API's ``/assets``): :data:`REGISTERED_KEYS`."""
+    DAG produces or is scheduled on (the REST API's ``/assets``): :data:`REGISTERED_KEYS`.
+
+    An asset's registration counts for a DAG only when its ``extra["source_id"]`` is the DAG's
+    own source (``binlog_cdc__<source_id>``): two sources merging into one table both write its
+    asset, and neither is shown with the other's connection."""
     wanted = set(dag_ids)
     out: dict[str, dict[str, str]] = {}
     for asset in assets:
@@ -227,7 +231,11 @@ def registered_sources(assets: list, dag_ids: list[str]) -> dict[str, dict[str, 
         dags = {t.get("dag_id") for t in asset.get("producing_tasks") or () if isinstance(t, Mapping)}
         dags |= {d.get("dag_id") for d in asset.get("scheduled_dags") or () if isinstance(d, Mapping)}
         facts = {k: v for k in REGISTERED_KEYS if (v := _plain(extra.get(k)))}
-        for dag_id in sorted(d for d in dags if d in wanted):
+        source_id = extra.get("source_id")
+        if not isinstance(source_id, str) or not source_id:
+            continue
+        dag_id = f"{FACTORY_DAG_PREFIX}{source_id}"
+        if dag_id in wanted and dag_id in dags:
             out.setdefault(dag_id, facts)
     return out
 

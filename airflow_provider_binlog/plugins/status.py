@@ -24,6 +24,7 @@ connection's password and secret-looking extras, and no extra is ever put in a r
 """
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 import logging
@@ -35,7 +36,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from ..checkpoints import Checkpoint, FileCheckpointStore, SavedCheckpoint, open_checkpoint_store
 from ..replica.position import PositionCheck, check_position, read_server_state
-from ..settings import bool_setting, env_name
+from ..settings import bool_setting, env_name, float_setting
 from ..replica import BinlogPurgedError, ReplicaConnection, ReplicaError
 from .api import AirflowApi
 from .batches import DEFAULT_HISTORY, OPS, read_manifests
@@ -178,10 +179,13 @@ class _Status:
 def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime] = None,
                    history_limit: int = DEFAULT_HISTORY, timeout: float = SERVER_TIMEOUT,
                    stall_after_seconds: Optional[float] = None, airflow_runs: Iterable[dict] = (),
-                   snapshots: Iterable[dict] = (), probe: bool = True) -> dict:
+                   snapshots: Iterable[dict] = (), probe: bool = True,
+                   probe_cache: Optional["_ProbeCache"] = None) -> dict:
     """The status of one source as a JSON-able dict. Never raises: a failing step shows as
     the source's ``error`` state and a problem message. Without ``probe``, the server is not
-    queried (no position, lag, retention, nor stalled state)."""
+    queried (no position, lag, retention, nor stalled state). With ``probe_cache``, what was
+    read of the source (checkpoint store, server, staging) is shared with the other users'
+    pages for ``[binlog] ui_cache_seconds``."""
     now = utc(now) or dt.datetime.now(dt.timezone.utc)
     stall = config.stall_after_seconds or stall_after_seconds or default_stall_seconds()
     st = _Status({
@@ -203,7 +207,7 @@ def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime
         if config.checkpoint_store_uri:
             secrets = sorted({*secrets, config.checkpoint_store_uri}, key=len, reverse=True)
         _collect(config, conn, st, now=now, history_limit=history_limit, timeout=timeout, stall=stall,
-                 airflow_runs=list(airflow_runs), probe=probe)
+                 airflow_runs=list(airflow_runs), probe=probe, probe_cache=probe_cache)
     except Exception as exc:  # the page must render: show it as this source's failure
         log.warning("binlog status of %s failed", config.conn_id, exc_info=True)
         st.worse("error", f"status failed: {short_error(exc)}")
@@ -213,15 +217,27 @@ def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime
 
 
 def _collect(config: SourceConfig, conn: Any, st: _Status, *, now: dt.datetime, history_limit: int,
-             timeout: float, stall: float, airflow_runs: list[dict], probe: bool = True) -> None:
+             timeout: float, stall: float, airflow_runs: list[dict], probe: bool = True,
+             probe_cache: Optional["_ProbeCache"] = None) -> None:
     from ..hooks.binlog import BinlogHook
 
     data = st.data
     hook = BinlogHook(config.conn_id, connection=conn)
     data["server"] = {"host": conn.host, "port": int(conn.port) if conn.port else 3306}
-    checkpoint, history = _read_checkpoint(hook, config, st, history_limit)
-    check = _read_server(hook, checkpoint, st, timeout) if probe else None
-    dumps = _read_dumps(config, st, history_limit)
+
+    def read() -> tuple:
+        """What is read of the source itself, the same for every user (on a scratch status)."""
+        scratch = _Status({k: copy.deepcopy(data[k]) for k in _PROBED_KEYS})
+        checkpoint, history = _read_checkpoint(hook, config, scratch, history_limit)
+        check = _read_server(hook, checkpoint, scratch, timeout) if probe else None
+        return scratch.data, checkpoint, history, check, _read_dumps(config, scratch, history_limit)
+
+    key = (config.conn_id, config.key, tuple(config.staging_dirs), config.checkpoint_store_uri,
+           conn.conn_type, conn.host, conn.port, conn.schema, conn.login, str(conn.extra or ""),
+           bool(probe), history_limit, timeout)
+    probed, checkpoint, history, check, dumps = probe_cache.get(key, read) if probe_cache else read()
+    data.update(copy.deepcopy(probed))
+    dumps = copy.deepcopy(dumps)  # linked below to this user's Airflow runs
     merge_runs, dump_runs = _runs_by_identity(airflow_runs)
     by_end = _link_dumps(dumps, history, dump_runs)
     data["dumps"] = dumps
@@ -460,13 +476,51 @@ class _TTLCache:
 
 _task_runs_cache = _TTLCache(60.0)
 
+#: The fields of a source's status that what is read of the source itself sets.
+_PROBED_KEYS = ("server", "position", "retention", "lag", "checkpoint", "last_advance", "state", "problems",
+                "warnings")
+
+
+class _ProbeCache:
+    """What was read of each source (server position and lag, checkpoint store, staging
+    listings), shared by every user's page for ``[binlog] ui_cache_seconds``: N users watching
+    the page probe a production server as often as one. One reader per source at a time; at
+    most ``size`` sources. Only the REST reads and the access filter are per user."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._entries: dict = {}  # key -> [lock, at, value]
+
+    def get(self, key: Any, compute):
+        ttl = float_setting("ui_cache_seconds", zero=True)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = [threading.Lock(), 0.0, None]
+                while len(self._entries) > self.size:
+                    self._entries.pop(next(iter(self._entries)))
+        with entry[0]:
+            if entry[2] is None or time.monotonic() - entry[1] >= ttl:
+                entry[2] = compute()
+                entry[1] = time.monotonic()
+            return entry[2]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+probe_cache = _ProbeCache()
+
 
 # ------------------------------------------------------------------------------------ all sources
 
 def collect_all(sources: list[tuple[SourceConfig, Any]], *, now: Optional[dt.datetime] = None,
                 history_limit: int = DEFAULT_HISTORY, timeout: float = SERVER_TIMEOUT,
                 airflow_runs: Iterable[dict] = (), max_workers: int = 8,
-                snapshots: Iterable[dict] = (), probe: bool = True) -> list[dict]:
+                snapshots: Iterable[dict] = (), probe: bool = True,
+                probe_cache: Optional[_ProbeCache] = None) -> list[dict]:
     """The status of every source, read concurrently (one slow server delays only itself)."""
     runs, snaps = list(airflow_runs), list(snapshots)
     if not sources:
@@ -474,7 +528,8 @@ def collect_all(sources: list[tuple[SourceConfig, Any]], *, now: Optional[dt.dat
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(sources))),
                             thread_name_prefix="binlog-ui") as pool:
         futures = [pool.submit(collect_source, config, conn, now=now, history_limit=history_limit,
-                               timeout=timeout, airflow_runs=runs, snapshots=snaps, probe=probe)
+                               timeout=timeout, airflow_runs=runs, snapshots=snaps, probe=probe,
+                               probe_cache=probe_cache)
                    for config, conn in sources]
         return [f.result() for f in futures]
 
@@ -498,7 +553,7 @@ def gather(environ: Optional[Mapping[str, str]] = None, *, api: Optional[Airflow
             warnings.append("cannot read dump and merge task runs through Airflow's REST API: "
                             + short_error(exc, 160))
     statuses = collect_all(sources, now=now, history_limit=history_limit, timeout=timeout, airflow_runs=runs,
-                           snapshots=snapshots, probe=bool_setting("ui_probe_sources"))
+                           snapshots=snapshots, probe=bool_setting("ui_probe_sources"), probe_cache=probe_cache)
     return {"generated_at": now.isoformat(), "sources": statuses, "warnings": warnings,
             "summary": {state: sum(1 for s in statuses if s["state"] == state) for state in _SEVERITY}}
 

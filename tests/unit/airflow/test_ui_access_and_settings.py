@@ -114,21 +114,48 @@ def test_a_refused_user_makes_the_view_read_nothing(simple_auth, client, gathere
 
 def test_the_callers_token_goes_to_the_rest_api_of_the_same_server(simple_auth, client, gathered, monkeypatch):
     """The view reads Airflow through its REST API as the caller: with the token of the
-    Authorization header, else the one of the UI's ``_token`` cookie; at ``[api] base_url``,
-    else where the request came to."""
+    Authorization header, else the one of the UI's ``_token`` cookie; at the server's own
+    listener (the ASGI ``server`` of the request), never a public ``[api] base_url``."""
     header_token, cookie_token = simple_auth("ops"), simple_auth("boss")
     assert client.get("/status.json", headers={"Authorization": f"Bearer {header_token}"}).status_code == 200
     client.cookies.set("_token", cookie_token)
     assert client.get("/").status_code == 200
     assert [api.headers["Authorization"] for api in gathered] == [f"Bearer {header_token}", f"Bearer {cookie_token}"]
-    assert [api.base_url for api in gathered] == ["http://testserver", "http://testserver"]
+    assert [api.base_url for api in gathered] == ["http://testserver:80", "http://testserver:80"]
     assert [api.identity for api in gathered] == ["SimpleAuthManagerUser:ops:ops", "SimpleAuthManagerUser:boss:boss"]
     from airflow_provider_binlog.plugins import cdc_view
 
     cdc_view.cache.clear()
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com/tools/airflow/")
     assert client.get("/status.json").status_code == 200
-    assert gathered[-1].base_url == "https://airflow.example.com/tools/airflow"
+    assert gathered[-1].base_url == "http://testserver:80"  # the public URL is not called
+
+
+def test_a_foreign_host_header_does_not_choose_where_the_token_goes(simple_auth, client, gathered):
+    """``Host: 10.0.0.5:9200`` from a logged-in user must not make the API server send the
+    user's token there: the REST calls go to the server's own listener."""
+    headers = {"Authorization": f"Bearer {simple_auth('ops')}", "Host": "10.0.0.5:9200"}
+    assert client.get("/status.json", headers=headers).status_code == 200
+    assert "10.0.0.5" not in gathered[-1].base_url and gathered[-1].base_url == "http://testserver:80"
+
+
+def test_the_listener_address_without_a_server_in_the_scope(monkeypatch):
+    """Without ``scope["server"]`` (a UNIX socket): ``[api] base_url`` only when it is a
+    loopback address, else ``[api] host``/``[api] port`` (a wildcard bind read as loopback)."""
+    from types import SimpleNamespace
+
+    from airflow_provider_binlog.plugins.api import api_base_url
+
+    request = SimpleNamespace(scope={"root_path": "/tools/airflow/binlog-cdc", "server": None},
+                              headers={"host": "10.0.0.5:9200"})
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com/tools/airflow")
+    monkeypatch.setenv("AIRFLOW__API__HOST", "0.0.0.0")
+    monkeypatch.setenv("AIRFLOW__API__PORT", "8081")
+    assert api_base_url(request, "/binlog-cdc") == "http://127.0.0.1:8081/tools/airflow"
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://127.0.0.1:9090/tools/airflow/")
+    assert api_base_url(request, "/binlog-cdc") == "http://127.0.0.1:9090/tools/airflow"
+    request.scope["server"] = ("::", 8080)
+    assert api_base_url(request, "/binlog-cdc") == "http://[::1]:8080/tools/airflow"
 
 
 def test_what_the_view_gathered_is_kept_per_user(simple_auth, client, gathered):

@@ -146,6 +146,23 @@ def test_a_factory_dag_source_from_what_the_factory_registers_in_its_assets():
         "shop_db", "shop", ("s3://stage/shop",), checkpoint_store_uri="/state", origin="dag:binlog_cdc__shop")
 
 
+
+def test_an_asset_registration_counts_only_for_the_dag_of_its_source():
+    """Two sources merging into one Iceberg table both write its asset: each DAG takes only the
+    registration whose ``source_id`` is its own (``binlog_cdc__<source_id>``)."""
+    from airflow_provider_binlog.plugins.sources import registered_sources
+
+    both = [{"dag_id": "binlog_cdc__crm", "task_id": "merge"}, {"dag_id": "binlog_cdc__shop", "task_id": "merge"}]
+    assets = [
+        {"uri": "iceberg://lake/sales/orders", "extra": {"source_id": "crm", "binlog_conn_id": "crm_db",
+                                                          "checkpoint_key": "crm"},
+         "producing_tasks": both, "scheduled_dags": []},
+        {"uri": "iceberg://lake/sales/items", "extra": {"binlog_conn_id": "nobody_db"},  # no source_id
+         "producing_tasks": both, "scheduled_dags": []},
+    ]
+    assert registered_sources(assets, ["binlog_cdc__shop", "binlog_cdc__crm"]) == {
+        "binlog_cdc__crm": {"binlog_conn_id": "crm_db", "checkpoint_key": "crm"}}
+
 class _Api:
     """A stand-in of the REST client for discover_sources: its calls come from the patched
     readers."""
@@ -424,11 +441,26 @@ def test_the_rest_client_reports_a_refusal_without_the_token():
 
     from airflow_provider_binlog.plugins.api import ApiError
 
-    api = _rest(lambda request: httpx.Response(403, json={"detail": "Forbidden"}))
+    api = _rest(lambda request: httpx.Response(403, json={"detail": "Forbidden: <upstream body>"}))
     with pytest.raises(ApiError) as err:
         api.get("/dags")
-    assert err.value.status == 403 and str(err.value) == "GET /api/v2/dags: HTTP 403: Forbidden"
+    # the endpoint and the status only: no answer's body is echoed into the page's warnings
+    assert err.value.status == 403 and str(err.value) == "GET /api/v2/dags: HTTP 403"
     assert "tok-abc" not in repr(api) and "tok-abc" not in str(err.value)
+
+
+def test_the_rest_client_uses_no_proxy_of_the_environment(monkeypatch):
+    """The user's token must not go through an HTTP(S)_PROXY (or ALL_PROXY) of the API server's
+    environment: the client is built with ``trust_env=False``."""
+    from airflow_provider_binlog.plugins.api import AirflowApi
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(name, "http://proxy.invalid:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    with AirflowApi("http://127.0.0.1:8080", token="tok") as api:
+        assert api.client.trust_env is False
+        assert not [m for m in api.client._mounts.values() if m is not None]  # no proxy transport
 
 
 def test_task_runs_and_their_xcom_through_the_rest_api():
@@ -557,6 +589,41 @@ def test_the_servers_are_probed_unless_ui_probe_sources_is_false(closed_source, 
     html = render_page({"generated_at": quiet["checked_at"], "sources": [quiet], "warnings": []})
     assert "not probed" in html and "ui_probe_sources = False" in html and "unreachable" not in html
 
+
+
+def test_two_users_refreshing_within_the_cache_time_probe_a_source_once(closed_source, monkeypatch):
+    """The server, the checkpoint store and staging are read once per ``[binlog]
+    ui_cache_seconds`` for every user together (N users do not mean N probes of production);
+    the REST reads stay per user."""
+    from airflow_provider_binlog.plugins import sources as sources_mod
+    from airflow_provider_binlog.plugins import status as status_mod
+
+    reads: list[str] = []
+    for name in ("_read_server", "_read_checkpoint", "read_manifests"):
+        def counted(*args, _name=name, _real=getattr(status_mod, name), **kwargs):
+            reads.append(_name)
+            return _real(*args, **kwargs)
+        monkeypatch.setattr(status_mod, name, counted)
+    rest: list[str] = []
+    monkeypatch.setattr(sources_mod, "api_connection_ids", lambda api: rest.append(api.identity) or [])
+    monkeypatch.setattr(sources_mod, "dag_sources", lambda api: ([], []))
+    monkeypatch.setattr(status_mod, "probe_cache", status_mod._ProbeCache())
+    monkeypatch.setenv(status_mod.TASK_RUNS_ENV, "false")
+    monkeypatch.setenv("AIRFLOW__BINLOG__UI_CACHE_SECONDS", "60")
+
+    class _Api:
+        def __init__(self, identity):
+            self.identity = identity
+
+    pages = [status_mod.gather(api=_Api(user), use_variable=False, timeout=1) for user in ("ops", "boss")]
+    assert sorted(reads) == ["_read_checkpoint", "_read_server", "read_manifests"]   # once, for both
+    assert rest == ["ops", "boss"]                                                     # per user
+    first, second = (page["sources"][0] for page in pages)
+    assert first["state"] == second["state"] == "error" and first["problems"] == second["problems"]
+    assert second["checkpoint"]["file"] == "b.000003"
+    monkeypatch.setenv("AIRFLOW__BINLOG__UI_CACHE_SECONDS", "0")                       # no cache
+    status_mod.gather(api=_Api("ops"), use_variable=False, timeout=1)
+    assert len(reads) == 6
 
 # ---------------------------------------------------------------------- public interfaces only
 

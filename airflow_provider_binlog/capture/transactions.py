@@ -11,9 +11,10 @@ The rules, for MySQL and MariaDB alike:
 * A GTID event (MySQL's GTID, ANONYMOUS_GTID and tagged GTID, MariaDB's GTID) opens a
   transaction at its position. Without GTIDs, a ``BEGIN`` (or ``XA START``) or a first rows
   event opens one where it is.
-* ``BEGIN``/``XA START`` and rows events mark the transaction begun: MariaDB writes no
-  ``BEGIN`` (its GTID stands for it), so a first rows event does; a statement inside a begun
-  transaction (``SAVEPOINT``, ``XA END``, a statement logged as such) does not end it.
+* ``BEGIN``/``XA START`` and rows events mark the transaction begun, and so does MariaDB's GTID
+  without the standalone flag (MariaDB writes no ``BEGIN``: that GTID stands for it); a
+  statement inside a begun transaction (``SAVEPOINT``, ``XA END``, the ``CREATE TABLE`` of a
+  ``CREATE TABLE ... SELECT``, a statement logged as such) does not end it.
 * XID, XA PREPARE (a prepared XA transaction is a group of the binlog of its own; its
   ``XA COMMIT`` comes later, as another) and a QUERY ``COMMIT``/``ROLLBACK``/``XA COMMIT`` (the
   end of a transaction on non-transactional tables) end the transaction, at the event's end.
@@ -21,8 +22,7 @@ The rules, for MySQL and MariaDB alike:
   statement ends: a DDL after its GTID (MariaDB's GTID with the standalone flag, MySQL's GTID
   followed by the statement), a statement without GTID, a statement logged in statement
   format. MariaDB logs ``CREATE TABLE ... SELECT`` as one GTID (without the standalone flag)
-  over the statement and the rows: the statement ends the GTID's transaction, the rows open
-  one without GTID, ended by their XID.
+  over the statement and the rows: one transaction, its statement inside, ended by the XID.
 * A transaction's id is its GTID, else ``file:pos`` of its first event.
 
 The events a TRANSACTION_PAYLOAD event holds are fed with the payload's positions. Other
@@ -187,6 +187,8 @@ class TransactionTracker:
         if kind is _Kind.GTID:
             assert isinstance(event, (GtidEvent, MariadbGtidEvent))
             standalone = isinstance(event, MariadbGtidEvent) and event.standalone
+            if isinstance(event, MariadbGtidEvent) and not standalone:
+                after = TxnState.BEGUN  # MariaDB writes no BEGIN: its GTID stands for it
             self.current = Transaction(event.gtid, file, pos, standalone)
             results.append(TransactionStarted(self.current))
         elif before is TxnState.IDLE and kind in (_Kind.BEGIN, _Kind.ROWS):

@@ -94,8 +94,8 @@ class Follower:
                 self._handle(file, at, inner, chunks, next_pos)
             return
         for result in self.tracker.feed(file, event, at, next_pos):
-            if isinstance(result, Statement) and result.standalone:
-                self._check_statement(file, at, result.event)  # SAVEPOINT and the like inside: nothing
+            if isinstance(result, Statement):  # a SAVEPOINT and the like are no schema statements
+                self._check_statement(file, at, result.event)
             elif isinstance(result, TransactionCommitted):
                 self._commit(result, chunks)
         if isinstance(event, RowsEvent) and not event.skipped and event.table_map is not None:
@@ -112,7 +112,8 @@ class Follower:
         self.txn_end = (done.file, done.end)  # a transaction's end
 
     def _check_statement(self, file: str, at: int, event: QueryEvent) -> None:
-        """A statement of its own (DDL): a schema statement on a captured table stops the snapshot."""
+        """A schema statement on a captured table stops the snapshot (also one inside a
+        transaction, as MariaDB's ``CREATE TABLE ... SELECT``)."""
         query = event.query
         if statement_kind(query) is None:
             return

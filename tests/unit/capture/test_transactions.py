@@ -77,10 +77,10 @@ def test_a_mariadb_transaction_opens_at_its_gtid_and_ends_at_its_xid():
                                table_map(482), rows(537), xid(579)])
     txn = Transaction("0-101-4", FILE, 389, standalone=False)
     assert steps == [
-        (389, (TransactionStarted(txn),), TxnState.OPEN),
-        (431, (), TxnState.OPEN),
-        (482, (), TxnState.OPEN),
-        (537, (), TxnState.BEGUN),          # MariaDB writes no BEGIN: the rows begin it
+        (389, (TransactionStarted(txn),), TxnState.BEGUN),  # MariaDB writes no BEGIN: its GTID begins it
+        (431, (), TxnState.BEGUN),
+        (482, (), TxnState.BEGUN),
+        (537, (), TxnState.BEGUN),
         (579, (TransactionCommitted(txn, FILE, 610),), TxnState.IDLE),
     ]
     assert txn.id == "0-101-4" and not tracker.in_transaction and tracker.current is None
@@ -148,19 +148,26 @@ def test_a_mysql_ddl_after_its_gtid_is_a_transaction_of_its_own():
     assert not tracker.in_transaction
 
 
-def test_mariadb_create_table_select_ends_its_gtid_at_the_statement_and_its_rows_at_their_xid():
+def test_mariadb_create_table_select_is_one_transaction_with_its_statement_inside():
     tracker = TransactionTracker()
     tracker.feed(FILE, mariadb_gtid(1794, 9, flags=0x28))       # no standalone flag
     create = query(1836, "CREATE TABLE `x`.`c` (...) SELECT", size=139)
-    gtid_txn = Transaction("0-101-9", FILE, 1794)
-    assert tracker.feed(FILE, create) == (Statement(create, gtid_txn, FILE, 1836, standalone=True),
-                                          TransactionCommitted(gtid_txn, FILE, 1975))
-    rows_txn = Transaction(None, FILE, 2084)
+    txn = Transaction("0-101-9", FILE, 1794)
+    assert tracker.feed(FILE, create) == (Statement(create, txn, FILE, 1836, standalone=False),)
     assert feed_all(tracker, [table_map(2032), rows(2084), xid(2153)]) == [
-        (2032, (), TxnState.IDLE),
-        (2084, (TransactionStarted(rows_txn),), TxnState.BEGUN),
-        (2153, (TransactionCommitted(rows_txn, FILE, 2184),), TxnState.IDLE),
+        (2032, (), TxnState.BEGUN),
+        (2084, (), TxnState.BEGUN),
+        (2153, (TransactionCommitted(txn, FILE, 2184),), TxnState.IDLE),
     ]
+
+
+def test_a_savepoint_before_any_row_of_a_mariadb_transaction_does_not_end_it():
+    tracker = TransactionTracker()
+    tracker.feed(FILE, mariadb_gtid(831, 6))
+    (statement,) = tracker.feed(FILE, query(873, "SAVEPOINT `a`"))
+    assert not statement.standalone and statement.gtid == "0-101-6" and tracker.in_transaction
+    assert tracker.feed(FILE, rows(979)) == ()
+    assert tracker.feed(FILE, xid(1021)) == (TransactionCommitted(Transaction("0-101-6", FILE, 831), FILE, 1052),)
 
 
 def test_a_transaction_without_gtids_is_known_by_its_file_and_position():

@@ -42,7 +42,7 @@ inserted/updated/deleted and the end checkpoint (see
 The incremental and the backfill DAG of a source share the checkpoint (store and key), so
 they take turns: the backfill's first task (``wait_for_incremental``) waits until no
 incremental run is dumping or merging, and while a backfill runs, the incremental runs skip
-their dump (``yield_to_dag_id``). Neither DAG needs pausing.
+their dump and merge (``yield_to_dag_id``). Neither DAG needs pausing.
 """
 from __future__ import annotations
 
@@ -129,8 +129,11 @@ def source_registration(*, binlog_conn_id: str, checkpoint_key: str, staging_dir
     view finds it through Airflow's REST API: the connection, the checkpoint key, the staging
     directory and the checkpoint store (left out when its URI holds a password)."""
     out = {"binlog_conn_id": binlog_conn_id, "checkpoint_key": checkpoint_key, "staging_dir": staging_dir}
-    if checkpoint_store_uri and urlsplit(str(checkpoint_store_uri)).password is None:
-        out["checkpoint_store_uri"] = str(checkpoint_store_uri)
+    if checkpoint_store_uri:
+        parts = urlsplit(str(checkpoint_store_uri))
+        secret_query = any(word in parts.query.lower() for word in ("pass", "secret", "token", "key"))
+        if parts.password is None and not secret_query:
+            out["checkpoint_store_uri"] = str(checkpoint_store_uri)
     return out
 
 
@@ -422,6 +425,7 @@ def make_cdc_dags(
         # finds nothing (its data loaded by the run before) is skipped within a minute
         sensor_thresholds = {"min_bytes": None, "min_transactions": None, "max_threshold_wait": None}
         poke_interval, sensor_timeout = watcher.trigger.poke_interval, min(sensor_timeout, 60.0)
+        skip_when_idle = True  # a run started for data another run loaded is skipped, not failed
 
     with DAG(
         dag_id=incremental_dag_id(source_id),
@@ -458,7 +462,7 @@ def make_cdc_dags(
             task_id="merge", manifests=dump.output, namespace=namespace, catalog=catalog,
             maintenance=maintenance, maintenance_every=maintenance_every,
             expire_older_than_days=expire_older_than_days, retain_last=retain_last,
-            outlets=[*assets, *aliases],
+            outlets=[*assets, *aliases], yield_to_dag_id=backfill_dag_id(source_id),
             **spark, **store)
 
     with DAG(

@@ -41,7 +41,7 @@ def _tables(manifest_paths: Iterable[str], options: Any = None) -> tuple[dict, d
     staged: dict = {}
     for path in manifest_paths:
         manifest = load_manifest(path, options=options)
-        server = manifest.data.get("server") or {}
+        server = manifest.server
         namespace = f"mysql://{server.get('host') or 'unknown'}:{server.get('port') or 3306}"
         for entry in manifest.tables:
             key = (namespace, f"{entry['schema']}.{entry['table']}")

@@ -212,9 +212,11 @@ def rollback(spark, name: str, snapshot_id: int) -> None:
 
 def timed_merge(spark, manifest, namespace: str, stream: str = "default", direct_deletes: str = "position") -> float:
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.merge.options import MergeOptions
 
     t0 = time.perf_counter()
-    result = apply_manifests(spark, [manifest], CATALOG, namespace, stream=stream, direct_deletes=direct_deletes)
+    result = apply_manifests(spark, [manifest], MergeOptions(catalog=CATALOG, namespace=namespace, stream=stream,
+                                                             direct_deletes=direct_deletes))
     elapsed = time.perf_counter() - t0
     statuses = [t["status"] for b in result["batches"] for t in b["tables"]]
     if statuses != ["committed"]:

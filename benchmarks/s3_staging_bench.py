@@ -144,15 +144,16 @@ def merge_both(manifests: dict, tmp: pathlib.Path, env: dict) -> tuple[tuple[flo
     two tables are equal."""
     os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.merge.options import MergeOptions
     from airflow_provider_binlog.spark import local_spark_session
 
     spark = local_spark_session(str(tmp / "warehouse"), "lake", app_name="s3-staging-bench")
     try:
-        apply_manifests(spark, [manifests["local"]], "lake", "bench_warmup", direct_max_bytes=0)
+        apply_manifests(spark, [manifests["local"]], MergeOptions(namespace="bench_warmup", direct_max_bytes=0))
         out = []
         for kind in ("local", "s3"):
             t0 = time.perf_counter()
-            apply_manifests(spark, [manifests[kind]], "lake", f"bench_{kind}", direct_max_bytes=0)
+            apply_manifests(spark, [manifests[kind]], MergeOptions(namespace=f"bench_{kind}", direct_max_bytes=0))
             out.append(time.perf_counter() - t0)
         from airflow_provider_binlog.tables import iceberg_table_name
 

@@ -6,13 +6,16 @@ must be contiguous (the end of one is the start of the next).
 
 Run it with ``spark-submit`` (the Iceberg catalog comes from the Spark configuration)::
 
-    spark-submit spark_jobs/merge_cdc.py --manifest /staging/<dump_id> --catalog lake \\
-        --namespace shop_cdc [--checkpoint-store /var/lib/cdc --checkpoint-key shop]
+    spark-submit spark_jobs/merge_cdc.py --manifest /staging/<dump_id> \\
+        --options '{"catalog": "lake", "namespace": "shop_cdc",
+                    "checkpoint_store": "/var/lib/cdc", "checkpoint_key": "shop"}'
 
-or embedded, with a local Spark and a Hadoop catalog over ``--warehouse``::
+or embedded, with a local Spark and a Hadoop catalog over the option ``warehouse``::
 
-    .venv/bin/python spark_jobs/merge_cdc.py --warehouse /data/warehouse --manifest ... \\
-        --namespace shop_cdc
+    .venv/bin/python spark_jobs/merge_cdc.py --manifest ... \\
+        --options '{"namespace": "shop_cdc", "warehouse": "/data/warehouse"}'
+
+``--options`` is the JSON of :class:`airflow_provider_binlog.merge.options.MergeOptions`.
 
 Semantics, per source table ``<schema>.<table>`` and batch:
 
@@ -39,7 +42,7 @@ Semantics, per source table ``<schema>.<table>`` and batch:
   writes the changed rows and position delete files, not the data files the changed rows sit
   in. Its target scan reads the key columns only (and the other columns only when some image
   lacks columns that the row keeps), and drops the rows whose key is not among the changed
-  keys as it reads them, so only those reach the join with the changes. ``--maintenance``
+  keys as it reads them, so only those reach the join with the changes. The option ``maintenance``
   compacts the delete files away and expires old snapshots (see ``merge.spark.maintenance``).
 - Tables without a primary key get an append-only change log (one row per change with its
   envelope and image) instead of a MERGE.

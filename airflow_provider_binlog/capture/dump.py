@@ -42,6 +42,7 @@ from ..schema_history import (
     check_table_map,
 )
 from ..schema_history.apply import statement_ops
+from ..schema_history.ops import MoveOp, ops_to_json
 from ..schema_history.ddl import named_tables, parse_ddl, statement_kind
 from ..schema_history.ddl_tokens import tokenize
 from ..staging import Manifest, StagingWriter
@@ -258,14 +259,14 @@ class BoundedDump:
         if not ops and not captured:
             return
         kind = statement_kind(event.query).lower()
-        if any(op["op"] == "move" for op in ops):
+        if any(isinstance(op, MoveOp) for op in ops):
             self._cut = True  # the merge moves tables at the end of a batch
         self.writer.add_ddl({"file": file, "pos": pos, "gtid": gtid,
                              "schema": event.schema, "kind": kind,
                              # "schema.table" texts, and the names apart (either may hold dots)
                              "tables": [f"{s}.{t}" for s, t in captured or names],
                              "table_names": [[s, t] for s, t in captured or names],
-                             "query": event.query, "ops": ops,
+                             "query": event.query, "ops": ops_to_json(ops),
                              "ts": dt.datetime.fromtimestamp(event.header.timestamp, dt.timezone.utc).isoformat()})
 
     def _before_seed(self, stmt, default: str, names: list, file: str, pos: int) -> list:

@@ -437,10 +437,10 @@ class BinlogHook(BaseHook):
                                      server=server, chunk_rows=chunk_rows or 10_000, progress=progress,
                                      masking=masking, estimates=estimates, storage_options=storage_options)
         rows = {f"{t['schema']}.{t['table']}": t["rows"] for t in manifest.tables}
-        out = {"manifest": manifest.ref, "dump_id": manifest.dump_id, "start": manifest.start,
-               "end": manifest.end, "rows": rows, "transactions": 0, "mode": "snapshot"}
+        out = {"manifest": manifest.ref, "dump_id": manifest.dump_id, "start": manifest.start.to_json(),
+               "end": manifest.end.to_json(), "rows": rows, "transactions": 0, "mode": "snapshot"}
         self.log.info("snapshot %s: %d tables, %d rows, at [%s]", out["dump_id"], len(rows),
-                      sum(r.get("insert", 0) for r in rows.values()), as_checkpoint(manifest.end))
+                      sum(r.get("insert", 0) for r in rows.values()), manifest.end)
         return out
 
 

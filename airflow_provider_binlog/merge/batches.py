@@ -7,7 +7,7 @@ import json
 from typing import Any, Iterable, Optional
 
 from ..checkpoints import Checkpoint, CheckpointOrderError
-from ..staging.manifest import Manifest, load_manifest
+from ..staging.manifest import Manifest, ManifestError, load_manifest
 from .errors import BatchGapError, MergeJobError
 
 
@@ -52,9 +52,9 @@ def plan_batches(manifests: Iterable[Any]) -> list[Batch]:
         # before anything is committed
         manifest = load_manifest(item.ref if isinstance(item, Manifest) else item, verify=True)
         try:
-            start, end = Checkpoint.from_json(manifest.start), Checkpoint.from_json(manifest.end)
-        except ValueError as exc:
-            raise MergeJobError(f"{manifest.path}: bad checkpoint: {exc}") from None
+            start, end = manifest.start, manifest.end
+        except ManifestError as exc:
+            raise MergeJobError(str(exc)) from None
         if manifest.dump_id in batches:
             known = batches[manifest.dump_id]
             if known.start != start or known.end != end:

@@ -9,7 +9,7 @@
 - ``change_log``: next to a merged table, an append-only table of every change of it in
   binlog order (the change-log layout of tables without a primary key), named with a suffix.
 
-Written as JSON for the job's ``--data-contract``::
+Written as JSON for the merge option ``data_contract`` (:class:`~.options.MergeOptions`)::
 
     {"default": {"change_columns": true, "soft_delete": true},
      "tables": {"shop.orders": {"change_log": true},

@@ -15,7 +15,7 @@ PROP_PRIMARY_KEY = "binlog.primary-key"
 #: The columns the data-contract options added to the table (JSON list): never taken for
 #: source columns, so turning an option off keeps them (no longer maintained), never drops them.
 PROP_CONTRACT_COLUMNS = "binlog.contract-columns"
-#: When maintenance last ran on the table (ISO 8601, UTC): the cadence of --maintenance-every-hours.
+#: When maintenance last ran on the table (ISO 8601, UTC): the cadence of maintenance_every_hours.
 PROP_MAINTAINED_AT = "binlog.maintained-at"
 MODE_MERGE = "merge"
 MODE_CHANGELOG = "changelog"
@@ -29,7 +29,7 @@ DEFAULT_PARALLEL_TABLES = 8
 #: Most distinct key values listed in a MERGE's target filter (see :func:`.spark.apply.key_filter`).
 DEFAULT_MAX_FILTER_KEYS = 100_000
 
-#: Iceberg table properties of the tables the job creates; ``--table-property`` overrides them.
+#: Iceberg table properties of the tables the job creates; ``table_properties`` override them.
 #: Row-level changes are merge-on-read: a MERGE (and an UPDATE or DELETE) writes the changed
 #: rows and position delete files naming the rows they replace, without rewriting the data
 #: files those rows sit in, so the cost of a batch follows the batch, not the table. The

@@ -7,7 +7,7 @@ is a column with an optional ``ASC``/``DESC`` and ``NULLS FIRST``/``NULLS LAST``
 table is sorted by its primary key unless a sort order is given. The layout applies when the
 job creates a table (a first load or a snapshot of a new table, a table rename).
 
-Written as JSON for the job's ``--table-layout``::
+Written as JSON for the merge option ``table_layout`` (:class:`~.options.MergeOptions`)::
 
     {"default": {"properties": {"write.target-file-size-bytes": "134217728"}},
      "tables": {"shop.orders": {"partition_by": ["days(created_at)", "bucket(8, customer_id)"],
@@ -144,7 +144,7 @@ class TableLayouts:
                    {n: frozenset(v or ()) for n, v in tables.items()})
 
     def with_properties(self, properties: Optional[Mapping[str, str]]) -> "TableLayouts":
-        """These layouts with ``properties`` under the default's (the job's --table-property)."""
+        """These layouts with ``properties`` under the default's (the merge option ``table_properties``)."""
         if not properties:
             return self
         default = TableLayout(self.default.partition_by, self.default.sort_by,

@@ -6,10 +6,10 @@ import time
 from typing import Any, Optional, Sequence
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowSkipException
 
 from ..hooks.binlog import BinlogHook
 from .links import BinlogCdcViewLink
+from .turns import yield_to_running_runs
 from ..hooks.masking import check_masking, load_masking
 from ..metrics import record_dump
 
@@ -76,14 +76,7 @@ class BinlogDumpOperator(BaseOperator):
         self.checkpoint_store_uri = checkpoint_store_uri
 
     def execute(self, context) -> dict:
-        if self.yield_to_dag_id:
-            # This task is running before it asks, and a run of the other DAG is running before
-            # that DAG's guard asks about this task: at least one of the two sees the other.
-            running = context["ti"].get_dr_count(dag_id=self.yield_to_dag_id, states=["running"])
-            if running:
-                raise AirflowSkipException(
-                    f"{running} run(s) of {self.yield_to_dag_id} are loading the same checkpoint: this "
-                    "run yields to them (the next run continues from the checkpoint they leave)")
+        yield_to_running_runs(context, self.yield_to_dag_id, "dump")
         hook = BinlogHook(self.binlog_conn_id, checkpoint_store_uri=self.checkpoint_store_uri)
         began = time.monotonic()
         result = hook.dump(staging_dir=self.staging_dir, start=self.start or None, stop=self.stop or "current",
@@ -95,7 +88,7 @@ class BinlogDumpOperator(BaseOperator):
             from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
             from airflow_provider_binlog.staging import load_manifest
             binlog_bytes = load_manifest(result["manifest"], options=staging_storage_options(
-                self.staging_conn_id)).data.get("binlog_bytes")
+                self.staging_conn_id)).binlog_bytes
             record_dump(self.checkpoint_key or self.binlog_conn_id, result, time.monotonic() - began,
                         binlog_bytes)
         except Exception:

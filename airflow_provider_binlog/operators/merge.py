@@ -9,7 +9,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
@@ -18,6 +18,9 @@ from airflow_provider_binlog.hooks.staging_storage import staging_storage_option
 from airflow_provider_binlog.staging.storage import SECRET_ENV, delete_file, read_bytes
 from airflow_provider_binlog.operators.links import BinlogCdcViewLink, SparkApplicationLink, spark_application_url
 from airflow_provider_binlog.settings import setting
+
+if TYPE_CHECKING:
+    from airflow_provider_binlog.merge.options import MergeOptions
 
 try:  # Airflow 3.x
     from airflow.sdk.exceptions import AirflowException
@@ -68,7 +71,7 @@ def summarize(result: dict, manifests: Sequence[str], options: Any = None) -> di
     mode = "incremental"
     for path in manifests:
         manifest = load_manifest(path, options=options)
-        if manifest.data.get("mode") == "snapshot":
+        if manifest.is_snapshot:
             mode = "snapshot"
         per_table = counts.setdefault(manifest.dump_id, {})
         for entry in manifest.tables:
@@ -211,6 +214,10 @@ class BinlogMergeOperator(BaseOperator):
     ``data_contract`` gives merged tables change columns, soft deletes and change logs, for
     all tables and per ``schema.table`` (:mod:`airflow_provider_binlog.merge.contract`).
 
+    ``yield_to_dag_id`` names a DAG whose running runs take precedence (the factory passes the
+    source's backfill DAG to the incremental merge): while one runs, this task is skipped before
+    it reads anything; the next run dumps the same changes again from the stored checkpoint.
+
     As ``SparkSubmitOperator`` does, ``openlineage_inject_parent_job_info`` and
     ``openlineage_inject_transport_info`` (default: ``[openlineage] spark_inject_parent_job_info``
     and ``spark_inject_transport_info``) put this task's OpenLineage parent job and the HTTP
@@ -250,8 +257,10 @@ class BinlogMergeOperator(BaseOperator):
                  staging_conn_id: Optional[str] = None,
                  openlineage_inject_parent_job_info: Optional[bool] = None,
                  openlineage_inject_transport_info: Optional[bool] = None,
+                 yield_to_dag_id: Optional[str] = None,
                  **kwargs) -> None:
         super().__init__(**kwargs)
+        self.yield_to_dag_id = yield_to_dag_id
         from airflow.sdk import conf as airflow_conf
 
         self.openlineage_inject_parent_job_info = airflow_conf.getboolean(
@@ -269,16 +278,12 @@ class BinlogMergeOperator(BaseOperator):
         self.table_properties = {str(k): str(v) for k, v in (table_properties or {}).items()}
         if isinstance(maintenance_every, dt.timedelta):
             maintenance_every = maintenance_every.total_seconds() / 3600
-        for name, value in (("maintenance_every", maintenance_every),
-                            ("expire_older_than_days", expire_older_than_days)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-                raise ValueError(f"{name} must be a positive number, not {value!r}")
-        if retain_last is not None and (isinstance(retain_last, bool) or not isinstance(retain_last, int)
-                                        or retain_last < 1):
-            raise ValueError(f"retain_last must be a whole number of at least 1, not {retain_last!r}")
         self.maintenance_every_hours = maintenance_every
         self.expire_older_than_days = expire_older_than_days
         self.retain_last = retain_last
+        self.parallel_tables = parallel_tables
+        self.direct_max_bytes = direct_max_bytes
+        self.direct_deletes = direct_deletes
         given = [name for name, value in (("warehouse", warehouse), ("catalog_conn_id", catalog_conn_id),
                                           ("catalog_settings", catalog_settings)) if value]
         if len(given) > 1:
@@ -291,17 +296,6 @@ class BinlogMergeOperator(BaseOperator):
         self.catalog_conn_id = catalog_conn_id
         self.catalog_settings = catalog_settings
         self.deploy_mode = deploy_mode
-        if parallel_tables is not None and (not isinstance(parallel_tables, int) or parallel_tables < 1):
-            raise ValueError(f"parallel_tables must be a whole number of at least 1, not {parallel_tables!r}")
-        self.parallel_tables = parallel_tables
-        if direct_max_bytes is not None and (not isinstance(direct_max_bytes, int) or isinstance(direct_max_bytes, bool)
-                                             or direct_max_bytes < 0):
-            raise ValueError(f"direct_max_bytes must be a whole number of bytes (0: off), not {direct_max_bytes!r}")
-        self.direct_max_bytes = direct_max_bytes
-        if direct_deletes is not None:
-            from airflow_provider_binlog.merge.direct_changes import check_direct_deletes
-            check_direct_deletes(direct_deletes)
-        self.direct_deletes = direct_deletes
         self.binlog_conn_id = binlog_conn_id
         self.stream = stream
         self.advance_checkpoint = advance_checkpoint
@@ -325,6 +319,10 @@ class BinlogMergeOperator(BaseOperator):
         self._hook: Optional[SparkSubmitHook] = None
         #: where the Spark application of the last run can be seen (the "Spark application" link)
         self.spark_application_url = ""
+        # the merge options that are not templates are checked now (a DAG with a bad one does not
+        # load), by the checks MergeOptions makes; the others when execute() makes the options
+        from airflow_provider_binlog.merge.options import MergeOptions
+        MergeOptions.check(**self._job_settings())
 
     def iceberg_catalog(self):
         """The :class:`~airflow_provider_binlog.spark.catalogs.IcebergCatalog` this merge writes
@@ -363,6 +361,13 @@ class BinlogMergeOperator(BaseOperator):
         if self.openlineage_inject_transport_info:
             self.log.info("injecting the OpenLineage transport information into the Spark properties")
             conf = inject_transport_information_into_spark_properties(conf, context)
+            from airflow.sdk.log import mask_secret
+
+            for name, value in conf.items():  # the transport's API key: kept out of the logs
+                if name.startswith("spark.openlineage.transport") and name.lower().endswith(("apikey", "token")):
+                    mask_secret(value)
+            if any(n.startswith("spark.openlineage.transport") for n in conf) and "spark.redaction.regex" not in conf:
+                conf["spark.redaction.regex"] = "(?i)secret|password|token|access[.]key|apikey"
         return conf
 
     def _submit_target(self) -> tuple[str, str]:
@@ -430,6 +435,9 @@ class BinlogMergeOperator(BaseOperator):
         return env
 
     def execute(self, context) -> dict:
+        from .turns import yield_to_running_runs
+
+        yield_to_running_runs(context, self.yield_to_dag_id, "merge")
         paths = manifest_paths(self.manifests)
         if not paths:
             raise AirflowException("no manifest to merge: the dump task returned nothing")
@@ -447,40 +455,12 @@ class BinlogMergeOperator(BaseOperator):
             # in cluster mode the driver runs elsewhere: the result goes to the staging path
             output = (f"{_staging_root(paths[0])}/.merge-result-{uuid.uuid4().hex}.json" if cluster
                       else str(Path(tmp) / "result.json"))
+            store, key = self._checkpoint_store()
+            options = self.merge_options(store, key)
             args: list[str] = []
             for p in paths:
                 args += ["--manifest", p]
-            args += ["--catalog", self.catalog, "--namespace", self.namespace,
-                     "--output-json", str(output)]
-            if self.warehouse:
-                args += ["--warehouse", self.warehouse]
-            store, key = self._checkpoint_store()
-            if store:
-                args += ["--checkpoint-store", store]
-            if key:
-                args += ["--checkpoint-key", key]
-            if self.stream:
-                args += ["--stream", self.stream]
-            if self.maintenance:
-                args += ["--maintenance"]
-                if self.maintenance_every_hours is not None:
-                    args += ["--maintenance-every-hours", f"{self.maintenance_every_hours:g}"]
-                if self.expire_older_than_days is not None:
-                    args += ["--expire-older-than-days", f"{self.expire_older_than_days:g}"]
-                if self.retain_last is not None:
-                    args += ["--retain-last", str(self.retain_last)]
-            for prop, value in self.table_properties.items():
-                args += ["--table-property", f"{prop}={value}"]
-            if self.table_layout:
-                args += ["--table-layout", json.dumps(self.table_layout, separators=(",", ":"))]
-            if self.data_contract:
-                args += ["--data-contract", json.dumps(self.data_contract, separators=(",", ":"))]
-            if self.parallel_tables is not None:
-                args += ["--parallel-tables", str(self.parallel_tables)]
-            if self.direct_max_bytes is not None:
-                args += ["--direct-max-bytes", str(self.direct_max_bytes)]
-            if self.direct_deletes is not None:
-                args += ["--direct-deletes", self.direct_deletes]
+            args += ["--options", options.to_json_text(), "--output-json", str(output)]
             self._hook = SparkSubmitHook(
                 conf=self._with_openlineage(self._spark_conf(catalog, master), context),
                 conn_id=self.conn_id, application_args=args,
@@ -534,6 +514,29 @@ class BinlogMergeOperator(BaseOperator):
             lineage.source_datasets(paths, staging),
             lineage.iceberg_datasets(paths, catalog=self.catalog, namespace=self.namespace, warehouse=warehouse,
                                      options=staging))
+
+    def _job_settings(self) -> dict[str, Any]:
+        """The merge options of this operator's arguments that are not templates, those given."""
+        from airflow_provider_binlog.merge.contract import DataContract
+        from airflow_provider_binlog.merge.layout import TableLayouts
+
+        given = {"parallel_tables": self.parallel_tables, "direct_max_bytes": self.direct_max_bytes,
+                 "direct_deletes": self.direct_deletes, "maintenance_every_hours": self.maintenance_every_hours,
+                 "expire_older_than_days": self.expire_older_than_days, "retain_last": self.retain_last}
+        out: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+        out.update(maintenance=bool(self.maintenance), table_properties=self.table_properties,
+                   table_layout=TableLayouts.parse(self.table_layout),
+                   data_contract=DataContract.parse(self.data_contract))
+        return out
+
+    def merge_options(self, store: Optional[str] = None, key: Optional[str] = None) -> "MergeOptions":
+        """The :class:`~airflow_provider_binlog.merge.options.MergeOptions` the job gets: this
+        operator's (rendered) arguments, with the checkpoint store ``store`` and ``key``."""
+        from airflow_provider_binlog.merge.options import MergeOptions
+
+        return MergeOptions(namespace=self.namespace, catalog=self.catalog, warehouse=self.warehouse or None,
+                            checkpoint_store=store, checkpoint_key=key, stream=self.stream or None,
+                            **self._job_settings())
 
     def _checkpoint_store(self) -> tuple[Optional[str], Optional[str]]:
         """The checkpoint store URI and key the merge job advances (``(None, None)``: none)."""

@@ -2,19 +2,9 @@
 for the captured tables' Iceberg tables.
 
 :meth:`HistoryFollower.apply` takes one QUERY event's statement, updates the history and
-returns the *operations* the merge carries out at the statement's binlog position:
-
-``{"op": "reset", "table": [s, t]}``
-    the table's content is gone at this point (DROP TABLE, TRUNCATE, CREATE OR REPLACE, or a
-    rename to a name that is not captured).
-``{"op": "alter", "table": [s, t], "added": [...], "dropped": [...], "renamed": [[old, new]]}``
-    the table's columns changed; each added column has its definition and the value the rows
-    that existed get (``value``: text, or None for NULL).
-``{"op": "move", "from": [s, a], "to": [s, b]}``
-    a captured table renamed to another captured name: its Iceberg table follows.
-``{"op": "refuse", "table": [s, t], "reason": "..."}``
-    the statement gives a captured table rows that are not in the binlog (a table that is not
-    captured renamed onto it): the merge stops there with the reason.
+returns the *operations* the merge carries out at the statement's binlog position
+(:mod:`.ops`: :class:`~.ops.ResetOp`, :class:`~.ops.AlterOp`, :class:`~.ops.MoveOp`,
+:class:`~.ops.RefuseOp`; their JSON is what the dump stages).
 
 An online schema change cut-over (``RENAME TABLE t TO _t_old, _t_new TO t`` where ``_t_new``
 was created ``LIKE t``, as pt-online-schema-change and gh-ost do) is an ``alter`` of ``t``:
@@ -29,6 +19,7 @@ from ..codec.gtid import Flavor
 from . import ddl, ddl_model
 from .errors import DdlSyntaxError
 from .model import ColumnDef, SchemaHistory, TableDef
+from .ops import AddedColumn, AlterOp, DdlOp, MoveOp, RefuseOp, ResetOp
 
 Captured = Callable[[str, str], bool]
 
@@ -141,15 +132,15 @@ class HistoryFollower:
             return self.followed(stmt.name or default_schema or "")
         return any(self.followed(s) for s, _ in self.names(stmt, default_schema))
 
-    def apply(self, stmt: ddl_model.Statement, default_schema: str) -> list[dict]:
+    def apply(self, stmt: ddl_model.Statement, default_schema: str) -> list[DdlOp]:
         """Apply a parsed statement; return the operations on captured tables."""
         handler = getattr(self, "_" + type(stmt).__name__)
         return handler(stmt, default_schema or "")
 
     # -- databases ---------------------------------------------------------------------------
-    def _CreateDatabase(self, stmt: ddl_model.CreateDatabase, default_schema: str) -> list[dict]:
+    def _CreateDatabase(self, stmt: ddl_model.CreateDatabase, default_schema: str) -> list[DdlOp]:
         h = self.history
-        ops = []
+        ops: list[DdlOp] = []
         if stmt.replace:
             ops = self._DropDatabase(ddl_model.DropDatabase(stmt.name), default_schema)
         elif stmt.if_not_exists and h.db_key(stmt.name) in h.databases:
@@ -158,7 +149,7 @@ class HistoryFollower:
         h.databases[h.db_key(stmt.name)] = (charset, stmt.collation)
         return ops
 
-    def _AlterDatabase(self, stmt: ddl_model.AlterDatabase, default_schema: str) -> list[dict]:
+    def _AlterDatabase(self, stmt: ddl_model.AlterDatabase, default_schema: str) -> list[DdlOp]:
         h = self.history
         name = stmt.name or default_schema
         old = h.database_charset(name)
@@ -166,19 +157,19 @@ class HistoryFollower:
         h.databases[h.db_key(name)] = (charset, stmt.collation or (old[1] if charset == old[0] else None))
         return []
 
-    def _DropDatabase(self, stmt: ddl_model.DropDatabase, default_schema: str) -> list[dict]:
+    def _DropDatabase(self, stmt: ddl_model.DropDatabase, default_schema: str) -> list[DdlOp]:
         h = self.history
-        ops = []
+        ops: list[DdlOp] = []
         key = h.db_key(stmt.name)
         for (schema, table), tdef in list(h.tables.items()):
             if schema == key:
                 h.tables.pop((schema, table))
                 if self.captured(tdef.schema, tdef.name):
-                    ops.append({"op": "reset", "table": [tdef.schema, tdef.name]})
+                    ops.append(ResetOp((tdef.schema, tdef.name)))
         h.databases.pop(key, None)
         return ops
 
-    def _CreateTrigger(self, stmt: ddl_model.CreateTrigger, default_schema: str) -> list[dict]:
+    def _CreateTrigger(self, stmt: ddl_model.CreateTrigger, default_schema: str) -> list[DdlOp]:
         """A trigger on ``t`` writing into another table of the history makes that table a
         copy kept in step with ``t`` (pt-online-schema-change's shadow)."""
         h = self.history
@@ -199,7 +190,7 @@ class HistoryFollower:
                                  f"is not followed, or dropped)")
         return found
 
-    def _CreateTable(self, stmt: ddl_model.CreateTable, default_schema: str) -> list[dict]:
+    def _CreateTable(self, stmt: ddl_model.CreateTable, default_schema: str) -> list[DdlOp]:
         h = self.history
         schema, table = stmt.table.resolve(default_schema)
         if not self.followed(schema):
@@ -229,27 +220,27 @@ class HistoryFollower:
             tdef = TableDef(schema, table, columns, pk, table_charset[0], table_charset[1])
         h.put(tdef)
         if exists and stmt.replace and self.captured(schema, table):
-            return [{"op": "reset", "table": [schema, table]}]
+            return [ResetOp((schema, table))]
         return []
 
-    def _DropTables(self, stmt: ddl_model.DropTables, default_schema: str) -> list[dict]:
-        ops = []
+    def _DropTables(self, stmt: ddl_model.DropTables, default_schema: str) -> list[DdlOp]:
+        ops: list[DdlOp] = []
         for ref in stmt.tables:
             schema, table = ref.resolve(default_schema)
             if self.history.remove(schema, table) is not None or self.captured(schema, table):
                 if self.captured(schema, table):
-                    ops.append({"op": "reset", "table": [schema, table]})
+                    ops.append(ResetOp((schema, table)))
         return ops
 
-    def _TruncateTable(self, stmt: ddl_model.TruncateTable, default_schema: str) -> list[dict]:
+    def _TruncateTable(self, stmt: ddl_model.TruncateTable, default_schema: str) -> list[DdlOp]:
         schema, table = stmt.table.resolve(default_schema)
-        return [{"op": "reset", "table": [schema, table]}] if self.captured(schema, table) else []
+        return [ResetOp((schema, table))] if self.captured(schema, table) else []
 
-    def _RenameTables(self, stmt: ddl_model.RenameTables, default_schema: str) -> list[dict]:
+    def _RenameTables(self, stmt: ddl_model.RenameTables, default_schema: str) -> list[DdlOp]:
         pairs = [(a.resolve(default_schema), b.resolve(default_schema)) for a, b in stmt.pairs]
         return self._renames(pairs, "RENAME TABLE")
 
-    def _renames(self, pairs: list, what: str) -> list[dict]:
+    def _renames(self, pairs: list, what: str) -> list[DdlOp]:
         """Apply renames in order, then say what each captured name holds afterwards."""
         h = self.history
         before = {pair: h.get(*pair) for pair in {p for ab in pairs for p in ab}}
@@ -264,53 +255,51 @@ class HistoryFollower:
             h.remove(*old)
             h.put(dataclasses.replace(tdef, schema=new[0], name=new[1]))
             origin[new] = origin.pop(old, old)
-        ops = []
+        ops: list[DdlOp] = []
         moved_away = {src for src in origin.values()}
         for new, src in origin.items():
             if new == src:
                 continue
             new_captured, src_captured = self.captured(*new), self.captured(*src)
             if src_captured and not new_captured and src not in origin:
-                ops.append({"op": "reset", "table": [src[0], src[1]]})
+                ops.append(ResetOp((src[0], src[1])))
             if not new_captured:
                 continue
             if src_captured:
-                ops.append({"op": "move", "from": list(src), "to": list(new)})
+                ops.append(MoveOp(src, new))
                 continue
             shadow = before.get(src)
             old_def = before.get(new)
             if shadow is not None and old_def is not None and shadow.like == new and new in moved_away:
                 ops.append(self._layout_change(new, old_def, h.get(*new), swap_from=src))
             else:
-                ops.append({"op": "refuse", "table": list(new), "reason": (
+                ops.append(RefuseOp(new, (
                     f"{what} renames {src[0]}.{src[1]} to the captured table {new[0]}.{new[1]}; "
-                    f"{src[0]}.{src[1]} is not captured, so the rows it brings are not in the binlog")})
+                    f"{src[0]}.{src[1]} is not captured, so the rows it brings are not in the binlog")))
         for src in moved_away:
             if self.captured(*src) and src not in origin and not any(
-                    o.get("table") == list(src) for o in ops) and not any(
-                    o.get("from") == list(src) for o in ops):
-                ops.append({"op": "reset", "table": list(src)})
+                    getattr(o, "table", None) == src for o in ops) and not any(
+                    isinstance(o, MoveOp) and o.source == src for o in ops):
+                ops.append(ResetOp(src))
         return ops
 
     def _layout_change(self, name: tuple, old: TableDef, new: TableDef, *,
-                       swap_from: Optional[tuple] = None, renamed: Optional[list] = None) -> dict:
+                       swap_from: Optional[tuple] = None, renamed: Optional[list] = None) -> AlterOp:
         renamed = renamed or []
         renamed_new = {b.lower() for _, b in renamed}
         renamed_old = {a.lower() for a, _ in renamed}
         old_names = {c.name.lower() for c in old.columns}
-        added = [{"name": c.name, "column": c.to_json(), "value": c.value_for_existing_rows()}
-                 for c in new.columns if c.name.lower() not in old_names and c.name.lower() not in renamed_new]
+        added = tuple(AddedColumn(c.name, c.to_json(), c.value_for_existing_rows()) for c in new.columns
+                      if c.name.lower() not in old_names and c.name.lower() not in renamed_new)
         new_names = {c.name.lower() for c in new.columns}
-        dropped = [c.name for c in old.columns
-                   if c.name.lower() not in new_names and c.name.lower() not in renamed_old]
-        op = {"op": "alter", "table": list(name), "added": added, "dropped": dropped,
-              "renamed": [list(r) for r in renamed], "primary_key": list(new.primary_key),
-              "columns": [c.to_json() for c in new.columns]}
-        if swap_from is not None:
-            op["swap_from"] = list(swap_from)
-        return op
+        dropped = tuple(c.name for c in old.columns
+                        if c.name.lower() not in new_names and c.name.lower() not in renamed_old)
+        return AlterOp((name[0], name[1]), added=added, dropped=dropped,
+                       renamed=tuple((a, b) for a, b in renamed), primary_key=tuple(new.primary_key),
+                       columns=tuple(c.to_json() for c in new.columns),
+                       swap_from=None if swap_from is None else (swap_from[0], swap_from[1]))
 
-    def _AlterTable(self, stmt: ddl_model.AlterTable, default_schema: str) -> list[dict]:
+    def _AlterTable(self, stmt: ddl_model.AlterTable, default_schema: str) -> list[DdlOp]:
         h = self.history
         schema, table = stmt.table.resolve(default_schema)
         if not self.followed(schema) and not any(
@@ -382,7 +371,7 @@ class HistoryFollower:
                 rename_to = action.table.resolve(schema)
         new_def = TableDef(schema, table, tuple(columns), tuple(keys), charset[0], charset[1], old.like)
         h.put(new_def)
-        ops = []
+        ops: list[DdlOp] = []
         if self.captured(schema, table) and (
                 new_def.columns != old.columns or new_def.primary_key != old.primary_key):
             ops.append(self._layout_change((schema, table), old, new_def, renamed=renamed))
@@ -402,16 +391,16 @@ class HistoryFollower:
 __all__ = ["HistoryFollower", "charset_of_collation", "column_def"]
 
 
-def statement_ops(stmt: ddl_model.Statement, default_schema: str, captured: Captured) -> list[dict]:
+def statement_ops(stmt: ddl_model.Statement, default_schema: str, captured: Captured) -> list[DdlOp]:
     """The operations of a statement read without a history (a dump given no schema history):
     what follows from the names alone — resets, moves between captured tables, refusals.
     Column changes are then seen in the staged files only."""
     if isinstance(stmt, ddl_model.DropTables):
         refs = [r.resolve(default_schema) for r in stmt.tables]
-        return [{"op": "reset", "table": list(r)} for r in refs if captured(*r)]
+        return [ResetOp((r[0], r[1])) for r in refs if captured(*r)]
     if isinstance(stmt, ddl_model.TruncateTable) or (isinstance(stmt, ddl_model.CreateTable) and stmt.replace):
         ref = stmt.table.resolve(default_schema)
-        return [{"op": "reset", "table": list(ref)}] if captured(*ref) else []
+        return [ResetOp((ref[0], ref[1]))] if captured(*ref) else []
     pairs = []
     if isinstance(stmt, ddl_model.AlterTable):
         table = stmt.table.resolve(default_schema)
@@ -419,9 +408,9 @@ def statement_ops(stmt: ddl_model.Statement, default_schema: str, captured: Capt
         dropped = [a.name for a in stmt.actions if isinstance(a, ddl_model.DropColumn)]
         if captured(*table) and (added or dropped):
             defs = [column_def(c, table_charset=(None, None), flavor=Flavor.MYSQL) for c in added]
-            return [{"op": "alter", "table": list(table), "dropped": dropped, "renamed": [],
-                     "added": [{"name": d.name, "column": d.to_json(),
-                                "value": d.value_for_existing_rows()} for d in defs]}] + \
+            return [AlterOp((table[0], table[1]), dropped=tuple(dropped),
+                            added=tuple(AddedColumn(d.name, d.to_json(), d.value_for_existing_rows())
+                                        for d in defs))] + \
                 statement_ops(ddl_model.AlterTable(stmt.table, [a for a in stmt.actions
                                                           if isinstance(a, ddl_model.RenameTo)]),
                               default_schema, captured)
@@ -430,7 +419,7 @@ def statement_ops(stmt: ddl_model.Statement, default_schema: str, captured: Capt
     elif isinstance(stmt, ddl_model.AlterTable):
         old = stmt.table.resolve(default_schema)
         pairs = [(old, a.table.resolve(old[0])) for a in stmt.actions if isinstance(a, ddl_model.RenameTo)]
-    ops = []
+    ops: list[DdlOp] = []
     origin: dict = {}
     for old, new in pairs:
         origin[new] = origin.pop(old, old)
@@ -438,11 +427,11 @@ def statement_ops(stmt: ddl_model.Statement, default_schema: str, captured: Capt
         if new == src:
             continue
         if captured(*src) and not captured(*new):
-            ops.append({"op": "reset", "table": list(src)})
+            ops.append(ResetOp(src))
         elif captured(*new) and captured(*src):
-            ops.append({"op": "move", "from": list(src), "to": list(new)})
+            ops.append(MoveOp(src, new))
         elif captured(*new):
-            ops.append({"op": "refuse", "table": list(new), "reason": (
+            ops.append(RefuseOp(new, (
                 f"the statement renames {src[0]}.{src[1]} to the captured table {new[0]}.{new[1]}; "
-                f"{src[0]}.{src[1]} is not captured, so the rows it brings are not in the binlog")})
+                f"{src[0]}.{src[1]} is not captured, so the rows it brings are not in the binlog")))
     return ops

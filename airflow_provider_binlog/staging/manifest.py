@@ -1,27 +1,40 @@
 """The manifest of a published dump: read, validated, written atomically."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from ..atomic_file import write_atomically
+from ..checkpoints import Checkpoint
 from ..errors import ProviderError
 from .contract import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION
 from .storage import StorageOptions, filesystem, is_object_store, local_path
+
+if TYPE_CHECKING:  # imported when read: the schema history's parser is not needed to load a manifest
+    from ..schema_history import SchemaHistory
 
 
 class ManifestError(ProviderError, ValueError):
     """A manifest that is missing, malformed or points at files that are not there."""
 
 
+#: a manifest's ``mode``: a snapshot of the tables' content, or the changes of a binlog range
+MODE_SNAPSHOT = "snapshot"
+MODE_INCREMENTAL = "incremental"
+
+
 @dataclass(frozen=True)
 class Manifest:
     """A published batch's manifest: ``path`` on the local filesystem, or, for a batch on an
-    object store, its ``uri`` (``path`` is then the path in pyarrow's filesystem)."""
+    object store, its ``uri`` (``path`` is then the path in pyarrow's filesystem).
+
+    Read it through its properties (checkpoints and the schema history parsed once, on first
+    use); ``data`` is the JSON as published, kept for readers of fields without a property."""
 
     path: Path
     data: dict[str, Any]
@@ -44,17 +57,63 @@ class Manifest:
     def dump_id(self) -> str:
         return cast(str, self.data["dump_id"])
 
-    @property
-    def start(self) -> dict[str, Any]:
-        return cast("dict[str, Any]", self.data["start"])
+    @functools.cached_property
+    def start(self) -> Checkpoint:
+        """Where the batch starts in the binlog (a :class:`ManifestError` when malformed)."""
+        return self._checkpoint("start")
+
+    @functools.cached_property
+    def end(self) -> Checkpoint:
+        """Where the batch ends in the binlog (a snapshot: where its content is taken)."""
+        return self._checkpoint("end")
+
+    def _checkpoint(self, name: str) -> Checkpoint:
+        try:
+            return Checkpoint.from_json(self.data[name])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ManifestError(f"{self.ref}: bad {name} checkpoint: {exc}; the manifest is damaged: "
+                                f"dump that range again") from None
 
     @property
-    def end(self) -> dict[str, Any]:
-        return cast("dict[str, Any]", self.data["end"])
+    def mode(self) -> str:
+        """:data:`MODE_SNAPSHOT` or :data:`MODE_INCREMENTAL` (a manifest without ``mode``)."""
+        return cast(str, self.data.get("mode") or MODE_INCREMENTAL)
+
+    @property
+    def is_snapshot(self) -> bool:
+        return self.mode == MODE_SNAPSHOT
 
     @property
     def tables(self) -> list[dict[str, Any]]:
         return cast("list[dict[str, Any]]", self.data["tables"])
+
+    @property
+    def ddl(self) -> list[dict[str, Any]]:
+        """The batch's schema-change records, in the order the dump wrote them."""
+        return cast("list[dict[str, Any]]", self.data.get("ddl") or [])
+
+    @property
+    def server(self) -> dict[str, Any]:
+        """What the dump recorded of its server (``host``, ``port``, ``flavor`` ...; may be empty)."""
+        return cast("dict[str, Any]", self.data.get("server") or {})
+
+    @property
+    def binlog_bytes(self) -> Optional[int]:
+        """The bytes of binlog the dump read (None when not recorded: a snapshot)."""
+        return cast(Optional[int], self.data.get("binlog_bytes"))
+
+    @property
+    def schema_history_json(self) -> Optional[dict[str, Any]]:
+        """The schema history valid at the batch end, as published (None when the dump had none)."""
+        return cast("Optional[dict[str, Any]]", self.data.get("schema_history") or None)
+
+    @functools.cached_property
+    def schema_history(self) -> Optional["SchemaHistory"]:
+        """:attr:`schema_history_json` read (once; do not change it)."""
+        from ..schema_history import SchemaHistory
+
+        data = self.schema_history_json
+        return SchemaHistory.from_json(data) if data else None
 
     def files(self, table: dict[str, Any]) -> list[Union[str, Path]]:
         """The staged files of a table entry: local paths, or URIs on an object store."""

@@ -20,17 +20,21 @@ Written as JSON (``exclude`` and ``hash`` lists, ``truncate`` an object of patte
 """
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import hashlib
 import hmac
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, cast
+from typing import TYPE_CHECKING, Any, Mapping, Optional, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ProviderError
+
+if TYPE_CHECKING:
+    from ..schema_history.ops import AlterOp
 
 EXCLUDE, HASH, TRUNCATE = "exclude", "hash", "truncate"
 #: the type of a hashed column in the staged files (and in Iceberg)
@@ -182,33 +186,45 @@ def mask_ddl_record(masking: Masking, record: dict[str, Any]) -> dict[str, Any]:
     strings they are staged as, defaults masked like values."""
     if not masking:
         return record
+    from ..schema_history.ops import AlterOp, DdlOp  # when masking: the parser stays unloaded otherwise
+
     ops = []
-    for op in record.get("ops") or ():
-        if op.get("op") != "alter":
-            ops.append(op)
-            continue
-        schema, table = op["table"]
-
-        def masked(items: list[dict[str, Any]], mask: Any) -> list[dict[str, Any]]:
-            """``items`` (each with a ``name``) without the excluded, ``mask(item, rule)`` of the masked."""
-            out = []
-            for item in items:
-                rule = masking.rule(schema, table, item["name"])
-                if rule is None:
-                    out.append(item)
-                elif rule.action != EXCLUDE:
-                    out.append(mask(item, rule))
-            return out
-
-        op = dict(op)
-        if op.get("columns"):
-            op["columns"] = masked(op["columns"], lambda c, rule: _masked_def(masking, rule, c))
-        if op.get("added"):
-            op["added"] = masked(op["added"], lambda a, rule: {
-                **a, "column": _masked_def(masking, rule, a["column"]) if a.get("column") else None,
-                "value": masking.mask_text(rule, a.get("value"))})
-        ops.append(op)
+    for raw in record.get("ops") or ():
+        op = DdlOp.from_json(raw, position=f"{record.get('file')}:{record.get('pos')}")
+        if isinstance(op, AlterOp):
+            op = _masked_alter(masking, op)
+        ops.append(op.to_json())
     return {**record, "ops": ops}
+
+
+def _masked_alter(masking: Masking, op: "AlterOp") -> "AlterOp":
+    """An ``alter`` operation with the rules applied to the columns it lists."""
+    from ..schema_history.ops import AddedColumn
+
+    schema, table = op.table
+
+    def kept(name: str) -> tuple[bool, Optional[ColumnRule]]:
+        rule = masking.rule(schema, table, name)
+        return rule is None or rule.action != EXCLUDE, rule
+
+    changes: dict[str, Any] = {}
+    if op.columns:
+        columns = []
+        for c in op.columns:
+            keep, rule = kept(c["name"])
+            if keep:
+                columns.append(c if rule is None else _masked_def(masking, rule, dict(c)))
+        changes["columns"] = tuple(columns)
+    if op.added:
+        added = []
+        for a in op.added:
+            keep, rule = kept(a.name)
+            if keep:
+                added.append(a if rule is None else AddedColumn(
+                    a.name, _masked_def(masking, rule, dict(a.column)) if a.column else None,
+                    masking.mask_text(rule, a.value)))
+        changes["added"] = tuple(added)
+    return dataclasses.replace(op, **changes)
 
 
 def _masked_def(masking: Masking, rule: ColumnRule, column: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,10 @@ decisions are in :class:`WakeupGate`, without I/O:
 
 Binlogs purged behind the checkpoint fire an event too (with ``status: error``): the run's
 sensor then fails with the remedy, visibly, instead of the watcher waiting forever. Other
-errors (a server down, a bad connection) are logged and the polling goes on.
+errors (a server down, a bad connection, a missing checkpoint, a check that does not answer
+within ``max(60, 5 * poke_interval)`` seconds) are logged and the polling goes on; the same
+error failing :data:`ERROR_CHECKS` checks in a row fires an error event too (again at most once
+per ``refire_after``), so that a load that cannot go on shows as a failed run.
 """
 from __future__ import annotations
 
@@ -31,6 +34,9 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from ..hooks.binlog import BinlogHook
 from ..replica import BinlogPurgedError
 from .position import error_payload
+
+#: Checks in a row that fail with the same error before the watcher fires an error event.
+ERROR_CHECKS = 3
 
 
 @dataclass
@@ -107,6 +113,10 @@ class BinlogNewDataTrigger(BaseEventTrigger):
         self.gate = WakeupGate(min_interval=min_interval, refire_after=refire_after,
                                max_threshold_wait=max_threshold_wait)
 
+    def __repr__(self) -> str:  # the store's URI may hold a password: never shown
+        return (f"<{type(self).__module__}.{type(self).__qualname__} conn_id={self.binlog_conn_id!r} "
+                f"checkpoint_key={self.checkpoint_key!r}>")
+
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}", {
             "binlog_conn_id": self.binlog_conn_id,
@@ -138,9 +148,26 @@ class BinlogNewDataTrigger(BaseEventTrigger):
             return {"status": "new_data", "checkpoint_key": self.checkpoint_key, **result}
         return None
 
+    def _check_timeout(self) -> float:
+        """Seconds one check may take before it counts as failed (a server that stopped
+        answering must not hold the watcher)."""
+        return max(60.0, 5 * self.poke_interval)
+
+    def _failed(self, now: float, error: str, failures: int) -> Optional[dict]:
+        """An error event once the same error has failed ``ERROR_CHECKS`` checks in a row (at
+        most once per ``refire_after``, through the gate): a run then fails visibly instead of
+        the watcher waiting in silence."""
+        if failures < ERROR_CHECKS:
+            return None
+        if self.gate.observe(now, checkpoint=f"error: {error}", has_new_data=True, ready=True):
+            return {"status": "error", "error_type": error.partition(":")[0], "message": error,
+                    "hint": "the incremental run started by this event fails on the same error; its log "
+                            "says what to do", "checkpoint_key": self.checkpoint_key}
+        return None
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook: Optional[BinlogHook] = None
-        last_error = None
+        last_error, failures = None, 0
         while True:
             try:
                 if hook is None:
@@ -148,17 +175,23 @@ class BinlogNewDataTrigger(BaseEventTrigger):
                     hook = BinlogHook(self.binlog_conn_id, connection=connection,
                                       checkpoint_store_uri=self.checkpoint_store_uri)
                 # pymysql blocks: query in a thread, never in the triggerer's event loop
-                payload = await asyncio.to_thread(self._check, hook, time.monotonic())
+                payload = await asyncio.wait_for(asyncio.to_thread(self._check, hook, time.monotonic()),
+                                                 timeout=self._check_timeout())
             except Exception as exc:  # a lost server, a missing connection or checkpoint: go on
-                error = f"{type(exc).__name__}: {exc}"
-                (self.log.debug if error == last_error else self.log.warning)(
+                if isinstance(exc, asyncio.TimeoutError):
+                    error = f"TimeoutError: no answer in {self._check_timeout():g} s"
+                else:
+                    error = f"{type(exc).__name__}: {exc}"
+                failures = failures + 1 if error == last_error else 1
+                (self.log.debug if failures > 1 else self.log.warning)(
                     "the binlog of %s could not be checked (%s); checking again every %g s",
                     self.binlog_conn_id, error, self.poke_interval)
-                hook, payload, last_error = None, None, error
+                hook, last_error = None, error
+                payload = self._failed(time.monotonic(), error, failures)
             else:
-                last_error = None
+                last_error, failures = None, 0
             if payload is not None:
-                self.log.info("new binlog data after checkpoint %s of %s: %s", payload.get("start"),
+                self.log.info("binlog event for checkpoint %s of %s: %s", payload.get("start"),
                               self.checkpoint_key, payload.get("reason") or payload.get("message"))
                 yield TriggerEvent(payload)
             await asyncio.sleep(self.poke_interval)

@@ -121,7 +121,7 @@ class Load:
     store: Any             # the checkpoint store
     store_uri: str
     catalog: str
-    job_args: list         # the merge job's catalog arguments, for a rerun in this process
+    job_options: dict      # the merge job's catalog options, for a rerun in this process
     cluster: Any = None
     reader: Any = None     # the same catalog read by PyIceberg, without a JVM
 
@@ -142,7 +142,7 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
         store_uri, catalog = str(tmp_path / "store"), "lake"
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_E2E", json.dumps({"conn_type": "spark", "host": "local[2]"}))
         kwargs.update(catalog=catalog, spark_conn_id="spark_e2e", warehouse=spark_warehouse)
-        job_args = ["--warehouse", spark_warehouse, "--catalog", catalog]
+        job_options = {"warehouse": spark_warehouse, "catalog": catalog}
         reader = PyIcebergReader(warehouse=spark_warehouse)
     else:
         pg = request.getfixturevalue("postgres_server")
@@ -169,7 +169,7 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
                               properties={"jdbc.user": pg.user})
         for key, value in same.spark_conf().items():
             spark.conf.set(key, value)
-        job_args = ["--catalog", catalog]
+        job_options = {"catalog": catalog}
         reader = PyIcebergReader(sql_uri=pg.url("e2e_iceberg"), catalog_name=catalog)
     set_connection(monkeypatch, server, conn_id=CONN_ID,
                    extra={"server_id": 7390, "flavor": "mariadb", "checkpoint_store_uri": store_uri})
@@ -185,7 +185,7 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
         spec.loader.exec_module(module)
         return getattr(module, name)
 
-    yield Load(load, open_checkpoint_store(store_uri), store_uri, catalog, job_args, cluster, reader)
+    yield Load(load, open_checkpoint_store(store_uri), store_uri, catalog, job_options, cluster, reader)
     path.unlink()
 
 
@@ -483,10 +483,12 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
     assert heads(spark, catalog) == before and store.load(SOURCE_ID) == checkpoint
 
     # 4. the last merge run again with the same manifest: already applied, nothing changes
+    from airflow_provider_binlog.merge.options import MergeOptions
     from airflow_provider_binlog.merge.spark import job as merge_job
     out = Path(spark_warehouse).parent / "e2e-rerun.json"
-    argv = [*dags.job_args, "--namespace", NAMESPACE, "--checkpoint-store", dags.store_uri,
-            "--checkpoint-key", SOURCE_ID, "--manifest", last_dump["manifest"], "--output-json", str(out)]
+    options = MergeOptions(**dags.job_options, namespace=NAMESPACE, checkpoint_store=dags.store_uri,
+                           checkpoint_key=SOURCE_ID)
+    argv = ["--options", options.to_json_text(), "--manifest", last_dump["manifest"], "--output-json", str(out)]
     assert merge_job.main(argv) == 0
     assert [b["status"] for b in json.loads(out.read_text())["batches"]] == ["already-applied"]
     assert heads(spark, catalog) == before and store.load(SOURCE_ID) == checkpoint

@@ -413,7 +413,7 @@ def test_event_trigger_fires_once_per_checkpoint_and_again_when_a_run_advanced_i
     json.dumps(event)
 
 
-def test_event_trigger_fires_an_error_event_for_purged_binlogs_and_survives_a_missing_connection(source):
+def test_event_trigger_fires_one_error_event_for_purged_binlogs_and_for_a_missing_connection(source):
     from airflow_provider_binlog.triggers.new_data import BinlogNewDataTrigger
 
     server, conn_id, hook = source
@@ -424,14 +424,17 @@ def test_event_trigger_fires_an_error_event_for_purged_binlogs_and_survives_a_mi
     assert payload["status"] == "error" and payload["error_type"] == "BinlogPurgedError"
     assert "new snapshot" in payload["message"]
 
-    async def quiet():
+    async def missing():
         run = BinlogNewDataTrigger("no_such_binlog_conn", poke_interval=0.1).run()
+        first = await asyncio.wait_for(run.__anext__(), 20)  # after three failed checks
         task = asyncio.ensure_future(run.__anext__())
-        await asyncio.sleep(0.5)
-        assert not task.done()  # logged and polled again, not ended
+        await asyncio.sleep(0.8)
+        assert not task.done()  # polled again, but no second event for the same error
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         await run.aclose()
+        return first.payload
 
-    asyncio.run(quiet())
+    failed = asyncio.run(missing())
+    assert failed["status"] == "error" and "no_such_binlog_conn" in failed["message"]

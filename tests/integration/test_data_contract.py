@@ -17,6 +17,7 @@ from airflow_provider_binlog.merge.contract import ContractError, DataContract  
 from airflow_provider_binlog.merge.errors import MergeJobError  # noqa: E402
 from airflow_provider_binlog.merge.spark import batch as merge_batch  # noqa: E402
 from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
 from airflow_provider_binlog.merge.spark.catalog import read_table_properties  # noqa: E402
 from tests.integration.test_merge_job import Binlog, col, table_map  # noqa: E402
 
@@ -50,7 +51,7 @@ def test_change_columns_record_each_rows_last_change_and_soft_deletes_keep_delet
     log.rows(tm, "delete", [(2, 20, "y")])                                      # pos 204, t2
     log.rows(tm, "update", [((3, 30, "z"), (4, 30, "z"))])                      # pos 304, t3: key 3 -> 4
     second = log.publish()
-    apply_manifests(spark, [first, second], "lake", "dc_soft", contract=SOFT)
+    apply_manifests(spark, [first, second], MergeOptions(namespace="dc_soft", data_contract=SOFT))
     name = "lake.dc_soft.s__soft"
     got = rows_by_id(spark, name)
     assert sorted(got) == [1, 2, 3, 4]  # deleted rows stay
@@ -67,7 +68,7 @@ def test_change_columns_record_each_rows_last_change_and_soft_deletes_keep_delet
     log.rows(tm, "insert", [(2, None, "back")])                                 # pos 404: revives key 2
     log.rows(tm, "update", [((4, ABSENT, ABSENT), (ABSENT, 31, ABSENT))])       # MINIMAL: keeps b
     third = log.publish()
-    apply_manifests(spark, [third], "lake", "dc_soft", contract=SOFT)
+    apply_manifests(spark, [third], MergeOptions(namespace="dc_soft", data_contract=SOFT))
     got = rows_by_id(spark, name)
     assert (got[2]["a"], got[2]["b"], got[2]["_cdc_op"], got[2]["_cdc_deleted"], got[2]["_cdc_deleted_at"]) == \
         (None, "back", "insert", False, None)
@@ -88,7 +89,7 @@ def test_change_columns_on_the_first_load_of_a_table_are_written_by_its_append(s
     log.rows(tm, "update", [((1, 1, "a"), (1, 5, "a"))])
     manifest = log.publish()
     contract = DataContract.parse({"default": {"change_columns": {"prefix": "meta_"}, "soft_delete": True}})
-    apply_manifests(spark, [manifest], "lake", "dc_fresh", contract=contract)
+    apply_manifests(spark, [manifest], MergeOptions(namespace="dc_fresh", data_contract=contract))
     got = rows_by_id(spark, "lake.dc_fresh.s__fresh")
     # a key inserted and deleted within the first batch never reaches the table
     assert list(got) == [1]
@@ -101,15 +102,15 @@ def test_an_option_turned_on_later_adds_its_columns_and_turned_off_keeps_them(sp
     log = Binlog(tmp_path).begin()
     log.rows(tm, "insert", [(1, 1, "a"), (2, 2, "b")])
     first = log.publish()
-    apply_manifests(spark, [first], "lake", "dc_later")
+    apply_manifests(spark, [first], MergeOptions(namespace="dc_later"))
     name = "lake.dc_later.s__later"
     assert spark.table(name).columns == ["id", "a", "b"]
     log.begin()
     log.rows(tm, "update", [((1, 1, "a"), (1, 9, "a"))])
     second = log.publish()
-    apply_manifests(spark, [second], "lake", "dc_later",
-                    contract=DataContract.parse({"tables": {"s.later": {"change_columns": {"names": {"op": "op"},
-                                                                                              "prefix": "c_"}}}}))
+    contract = DataContract.parse({"tables": {"s.later": {"change_columns": {"names": {"op": "op"},
+                                                                             "prefix": "c_"}}}})
+    apply_manifests(spark, [second], MergeOptions(namespace="dc_later", data_contract=contract))
     got = rows_by_id(spark, name)
     assert spark.table(name).columns == ["id", "a", "b", "op", "c_commit_ts", "c_binlog_file", "c_binlog_pos",
                                          "c_gtid", "c_batch_id"]
@@ -117,7 +118,7 @@ def test_an_option_turned_on_later_adds_its_columns_and_turned_off_keeps_them(sp
     log.begin()
     log.rows(tm, "delete", [(1, 9, "a")])
     third = log.publish()
-    apply_manifests(spark, [third], "lake", "dc_later")  # the option is off again
+    apply_manifests(spark, [third], MergeOptions(namespace="dc_later"))  # the option is off again
     assert "op" in spark.table(name).columns  # the columns stay, no longer maintained
     assert sorted(rows_by_id(spark, name)) == [2]  # hard delete again
 
@@ -129,7 +130,7 @@ def test_contract_columns_clashing_with_the_source_are_refused_before_any_commit
     log.rows(tm, "insert", [(1, 1)])
     manifest = log.publish()
     with pytest.raises(ContractError, match=r"s\.clash: column\(s\) _cdc_op .* clash"):
-        apply_manifests(spark, [manifest], "lake", "dc_clash", contract=SOFT)
+        apply_manifests(spark, [manifest], MergeOptions(namespace="dc_clash", data_contract=SOFT))
     assert not spark.catalog.tableExists("lake.dc_clash.s__clash")
 
 
@@ -149,12 +150,14 @@ def test_a_keyed_tables_change_log_holds_every_change_once_even_after_a_failed_r
     with monkeypatch.context() as m:
         m.setattr(merge_batch, "apply_changelog_table", killed)
         with pytest.raises(RuntimeError, match="killed"):
-            apply_manifests(spark, [manifest], "lake", "dc_log", store, "log", contract=contract,
-                            parallel_tables=1)
+            apply_manifests(spark, [manifest], MergeOptions(namespace="dc_log", checkpoint_store=store.root,
+                                                            checkpoint_key="log", data_contract=contract,
+                                                            parallel_tables=1))
     assert store.load("log") is None
     assert not spark.catalog.tableExists("lake.dc_log.s__logged__changes") or \
         spark.table("lake.dc_log.s__logged__changes").count() == 0
-    result = apply_manifests(spark, [manifest], "lake", "dc_log", store, "log", contract=contract)
+    result = apply_manifests(spark, [manifest], MergeOptions(namespace="dc_log", checkpoint_store=store.root,
+                                                             checkpoint_key="log", data_contract=contract))
     assert {t["table"]: t["status"] for t in result["batches"][0]["tables"]} == {
         "lake.dc_log.s__logged": "already-applied", "lake.dc_log.s__logged__changes": "committed"}
     changes = spark.sql("SELECT _op, _binlog_pos, _row, id, a FROM lake.dc_log.s__logged__changes "
@@ -162,7 +165,8 @@ def test_a_keyed_tables_change_log_holds_every_change_once_even_after_a_failed_r
     assert [tuple(r) for r in changes] == [("insert", 4, 0, 1, 1), ("insert", 4, 1, 2, 2),
                                            ("update", 104, 0, 1, 3), ("delete", 204, 0, 2, 2)]
     assert {k: r["a"] for k, r in rows_by_id(spark, "lake.dc_log.s__logged").items()} == {1: 3}
-    again = apply_manifests(spark, [manifest], "lake", "dc_log", store, "log", contract=contract)
+    again = apply_manifests(spark, [manifest], MergeOptions(namespace="dc_log", checkpoint_store=store.root,
+                                                            checkpoint_key="log", data_contract=contract))
     assert again["batches"][0]["status"] == "already-applied"
     assert spark.table("lake.dc_log.s__logged__changes").count() == 4
 
@@ -176,6 +180,7 @@ def test_a_change_log_suffix_naming_another_captured_table_is_refused(spark, tmp
     manifest = log.publish()
     with pytest.raises(MergeJobError, match="the change log of s.t and the table s.t_changes map to "
                                             "the same table s__t_changes; give the change log another suffix"):
-        apply_manifests(spark, [manifest], "lake", "dc_same", contract=DataContract.parse(
-            {"default": {"change_log": {"suffix": "_changes"}}}))
+        apply_manifests(spark, [manifest], MergeOptions(namespace="dc_same",
+                                                        data_contract=DataContract.parse(
+            {"default": {"change_log": {"suffix": "_changes"}}})))
     assert not spark.catalog.tableExists("lake.dc_same.s__t")

@@ -20,6 +20,7 @@ from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.merge.errors import MergeJobError  # noqa: E402
 from airflow_provider_binlog.merge.spark import direct_commit  # noqa: E402
 from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
 from airflow_provider_binlog.merge.spark.catalog import applied_state, iceberg_table  # noqa: E402
 from airflow_provider_binlog.merge.spark.maintenance import run_maintenance  # noqa: E402
 from tests.integration.test_merge_job import (  # noqa: E402
@@ -130,7 +131,8 @@ def test_random_simple_changes_are_committed_directly_and_equal_the_spark_merge_
         random_changes(log, rng, wide, pairs, 60)
         manifests.append(log.publish())
         for namespace, direct_bytes in (("dc_direct", 1 << 24), ("dc_spark", 0)):
-            result = apply_manifests(spark, [manifests[-1]], "lake", namespace, direct_max_bytes=direct_bytes)
+            result = apply_manifests(spark, [manifests[-1]], MergeOptions(namespace=namespace,
+                                                                          direct_max_bytes=direct_bytes))
             tables = result["batches"][0]["tables"]
             # the first batch creates the tables (Spark); the next are direct unless turned off
             assert [t.get("direct", False) for t in tables] == [len(manifests) > 1 and direct_bytes > 0] * 2
@@ -152,7 +154,7 @@ def test_random_simple_changes_are_committed_directly_and_equal_the_spark_merge_
     assert all(sorted(r[1]) == ["lake.dc_direct.s__pair", "lake.dc_direct.s__wide"] and r[2] > 0 for r in ledger)
     # applied again: nothing is committed
     heads = (head(spark, name), head(spark, "lake.dc_direct._binlog_batches"))
-    again = apply_manifests(spark, manifests, "lake", "dc_direct")
+    again = apply_manifests(spark, manifests, MergeOptions(namespace="dc_direct"))
     assert [b["status"] for b in again["batches"]] == ["already-applied"] * 4
     assert (head(spark, name), head(spark, "lake.dc_direct._binlog_batches")) == heads
 
@@ -162,7 +164,7 @@ def three_file_table(spark, log: Binlog, namespace: str) -> str:
     ``few_changes`` touches and which lie outside their range."""
     name = two_file_table(spark, log, namespace)
     log.begin().rows(LAYOUT_MAP, "insert", [(i, 10 * i, f"r{i}") for i in range(100, 131)])
-    apply_manifests(spark, [log.publish()], "lake", namespace, direct_max_bytes=0)
+    apply_manifests(spark, [log.publish()], MergeOptions(namespace=namespace, direct_max_bytes=0))
     return name
 
 
@@ -177,7 +179,7 @@ def test_a_few_changes_become_one_position_delete_file_and_one_data_file_read_on
     real_key_row_groups = position_deletes.key_row_groups
     monkeypatch.setattr(position_deletes, "key_row_groups", lambda source, *a: read.append(source) or
                         real_key_row_groups(source, *a))
-    result = apply_manifests(spark, [few_changes(log)], "lake", "dc_pos")
+    result = apply_manifests(spark, [few_changes(log)], MergeOptions(namespace="dc_pos"))
     assert result["batches"][0]["tables"][0]["direct"] is True
     assert len(read) == 2  # the two files whose key bounds overlap 3..61, not the one of 100..130
     s = summary(spark, name)
@@ -191,7 +193,7 @@ def test_a_few_changes_become_one_position_delete_file_and_one_data_file_read_on
     # deleted twice, the live ones are
     log.begin().rows(LAYOUT_MAP, "update", [((3, 33, "changed"), (3, 34, "again"))])
     log.rows(LAYOUT_MAP, "delete", [(61, 610, "r61")])
-    result = apply_manifests(spark, [log.publish()], "lake", "dc_pos")
+    result = apply_manifests(spark, [log.publish()], MergeOptions(namespace="dc_pos"))
     assert result["batches"][0]["tables"][0]["direct"] is True
     assert summary(spark, name)["added-position-deletes"] == "2"
     rows[3] = (34, "again")
@@ -201,7 +203,7 @@ def test_a_few_changes_become_one_position_delete_file_and_one_data_file_read_on
     # a batch that only deletes keys the table does not hold commits nothing
     before = head(spark, name)
     log.begin().rows(LAYOUT_MAP, "delete", [(500, 1, "never there")])
-    result = apply_manifests(spark, [log.publish()], "lake", "dc_pos")
+    result = apply_manifests(spark, [log.publish()], MergeOptions(namespace="dc_pos"))
     assert head(spark, name) == before and reader.equality_delete_files("dc_pos", "s__mor") == 0
 
 
@@ -210,7 +212,7 @@ def test_equality_deletes_as_an_option_then_the_merge_takes_the_table_until_main
     reader = PyIcebergReader(warehouse=spark_warehouse)
     log = Binlog(tmp_path)
     name = three_file_table(spark, log, "dc_few")
-    result = apply_manifests(spark, [few_changes(log)], "lake", "dc_few", direct_deletes="equality")
+    result = apply_manifests(spark, [few_changes(log)], MergeOptions(namespace="dc_few", direct_deletes="equality"))
     assert result["batches"][0]["tables"][0]["direct"] is True
     s = summary(spark, name)
     assert s["added-equality-deletes"] == "4"        # keys 3, 40, 50 and 61
@@ -224,13 +226,13 @@ def test_equality_deletes_as_an_option_then_the_merge_takes_the_table_until_main
     # by default, a simple batch on a table holding equality deletes goes through the MERGE
     # (position deletes must know which rows the equality deletes already dropped)
     log.begin().rows(LAYOUT_MAP, "update", [((40, 404, "r40"), (40, 405, "r40"))])
-    result = apply_manifests(spark, [log.publish()], "lake", "dc_few")
+    result = apply_manifests(spark, [log.publish()], MergeOptions(namespace="dc_few"))
     assert "direct" not in result["batches"][0]["tables"][0]
     rows[40] = (405, "r40")
     assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
     # the next batch goes through a Spark MERGE (a key change) on top of the equality deletes
     log.begin().rows(LAYOUT_MAP, "update", [((3, 33, "changed"), (70, 33, "moved"))])
-    result = apply_manifests(spark, [log.publish()], "lake", "dc_few")
+    result = apply_manifests(spark, [log.publish()], MergeOptions(namespace="dc_few"))
     assert "direct" not in result["batches"][0]["tables"][0]
     rows[70] = rows.pop(3)[0], "moved"
     assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
@@ -251,7 +253,7 @@ def test_equality_deletes_as_an_option_then_the_merge_takes_the_table_until_main
 def test_a_copy_on_write_table_gets_no_delete_file(spark, tmp_path):
     log = Binlog(tmp_path)
     name = two_file_table(spark, log, "dc_cow", {"write.merge.mode": "copy-on-write"})
-    result = apply_manifests(spark, [few_changes(log)], "lake", "dc_cow")
+    result = apply_manifests(spark, [few_changes(log)], MergeOptions(namespace="dc_cow"))
     assert "direct" not in result["batches"][0]["tables"][0]
     assert delete_file_count(spark, name) == 0
     assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == expected_after_few_changes()
@@ -264,7 +266,7 @@ def test_a_truncate_in_the_batch_replaces_the_content_with_the_rows_after_it(spa
     log.ddl("truncate", ["s.mor"], "TRUNCATE TABLE mor")
     log.rows(LAYOUT_MAP, "insert", [(5, 50, "new"), (6, 60, "gone")])
     log.rows(LAYOUT_MAP, "delete", [(6, 60, "gone")])
-    result = apply_manifests(spark, [log.publish()], "lake", "dc_trunc")
+    result = apply_manifests(spark, [log.publish()], MergeOptions(namespace="dc_trunc"))
     info = result["batches"][0]["tables"][0]
     assert (info["direct"], info["truncated"]) == (True, True)
     assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == {5: (50, "new")}
@@ -285,14 +287,16 @@ def test_a_commit_by_another_writer_after_planning_fails_the_direct_commit_and_a
     with monkeypatch.context() as m:
         m.setattr(direct_commit, "collapse_staged", with_a_concurrent_commit)
         with pytest.raises(Exception, match="[Ff]ound conflicting files"):
-            apply_manifests(spark, [changes], "lake", "dc_race", store, "race")
+            apply_manifests(spark, [changes], MergeOptions(namespace="dc_race", checkpoint_store=store.root,
+                                                           checkpoint_key="race"))
     assert store.load("race") is None
     # the files the failed commit wrote are deleted again
     location = iceberg_table(spark, name).location().removeprefix("file:")
     assert not list(Path(location).rglob("binlog-*.parquet"))
     rows = {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()}
     assert rows[3] == (30, "r3") and rows[99] == (990, "other writer")  # the batch is not in
-    result = apply_manifests(spark, [changes], "lake", "dc_race", store, "race")
+    result = apply_manifests(spark, [changes], MergeOptions(namespace="dc_race", checkpoint_store=store.root,
+                                                            checkpoint_key="race"))
     assert result["batches"][0]["tables"][0]["direct"] is True
     expected = expected_after_few_changes()
     expected[99] = (990, "other writer")
@@ -306,8 +310,8 @@ def test_a_partitioned_table_goes_through_the_merge(spark, tmp_path):
     layouts = TableLayouts.parse('{"tables": {"s.mor": {"partition_by": ["bucket(4, id)"]}}}')
     log = Binlog(tmp_path)
     log.begin().rows(LAYOUT_MAP, "insert", [(i, 10 * i, f"r{i}") for i in range(1, 61)])
-    apply_manifests(spark, [log.publish()], "lake", "dc_part", layouts=layouts)
-    result = apply_manifests(spark, [few_changes(log)], "lake", "dc_part", layouts=layouts)
+    apply_manifests(spark, [log.publish()], MergeOptions(namespace="dc_part", table_layout=layouts))
+    result = apply_manifests(spark, [few_changes(log)], MergeOptions(namespace="dc_part", table_layout=layouts))
     info = result["batches"][0]["tables"][0]
     assert info["status"] == "committed" and "direct" not in info
     name = "lake.dc_part.s__mor"
@@ -340,7 +344,8 @@ def test_batches_staged_on_an_object_store_merge_directly_and_through_spark_like
         manifest = log.publish()
         assert manifest.ref.startswith(f"{store_location}/stage/")
         for namespace, direct_bytes in ((f"{store}_direct", 1 << 24), (f"{store}_spark", 0)):
-            result = apply_manifests(spark, [manifest.ref], "lake", namespace, direct_max_bytes=direct_bytes)
+            result = apply_manifests(spark, [manifest.ref], MergeOptions(namespace=namespace,
+                                                                         direct_max_bytes=direct_bytes))
             tables = result["batches"][0]["tables"]
             assert [t.get("direct", False) for t in tables] == [round_no > 0 and direct_bytes > 0] * 2
             assert wide_state(spark, f"lake.{namespace}.s__wide") == expected_wide(wide)
@@ -360,12 +365,12 @@ def test_spark_can_read_staged_objects_through_its_own_filesystem_and_says_when_
     spark.conf.set(STAGING_READER_CONF, "spark")
     try:
         with pytest.raises(MergeJobError, match="Spark cannot read the staged object") as caught:
-            apply_manifests(spark, [manifest.ref], "lake", "hadoop_read", direct_max_bytes=0)
+            apply_manifests(spark, [manifest.ref], MergeOptions(namespace="hadoop_read", direct_max_bytes=0))
         assert str(caught.value).startswith(f"gs://{gcs_env}/stage/") and STAGING_READER_CONF in caught.value.hint
         spark.conf.set(STAGING_READER_CONF, "arrow")
         with pytest.raises(MergeJobError, match="is not a staging reader"):
-            apply_manifests(spark, [manifest.ref], "lake", "hadoop_read", direct_max_bytes=0)
+            apply_manifests(spark, [manifest.ref], MergeOptions(namespace="hadoop_read", direct_max_bytes=0))
     finally:
         spark.conf.unset(STAGING_READER_CONF)
-    apply_manifests(spark, [manifest.ref], "lake", "hadoop_read", direct_max_bytes=0)
+    apply_manifests(spark, [manifest.ref], MergeOptions(namespace="hadoop_read", direct_max_bytes=0))
     assert pair_state(spark, "lake.hadoop_read.s__pair") == {(1, "x"): 10}

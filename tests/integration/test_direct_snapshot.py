@@ -17,6 +17,7 @@ from airflow_provider_binlog.checkpoints import FileCheckpointStore  # noqa: E40
 from airflow_provider_binlog.merge.layout import TableLayouts  # noqa: E402
 from airflow_provider_binlog.merge.spark import direct_snapshot  # noqa: E402
 from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
 from airflow_provider_binlog.merge.spark.catalog import iceberg_table  # noqa: E402
 from tests.integration.test_direct_commit import (  # noqa: E402
     PAIR,
@@ -98,10 +99,11 @@ def snapshot_with_changes(root: Path, rng: random.Random, *, keys: int = 300, in
 def test_a_snapshot_with_changes_is_committed_directly_and_equals_the_spark_path_the_model_and_pyiceberg(
         spark, spark_warehouse, tmp_path):
     manifest, wide, pairs = snapshot_with_changes(tmp_path, random.Random(5))
-    direct = apply_manifests(spark, [manifest], "lake", "dsnap")["batches"][0]["tables"]
+    direct = apply_manifests(spark, [manifest], MergeOptions(namespace="dsnap"))["batches"][0]["tables"]
     assert {(t["source"], t.get("direct"), t["status"]) for t in direct} == {
         ("s.wide", True, "committed"), ("s.pair", True, "committed")}
-    by_spark = apply_manifests(spark, [manifest], "lake", "dsnap_spark", direct_max_bytes=0)["batches"][0]["tables"]
+    by_spark = apply_manifests(spark, [manifest], MergeOptions(namespace="dsnap_spark", direct_max_bytes=0))
+    by_spark = by_spark["batches"][0]["tables"]
     assert not any(t.get("direct") for t in by_spark)
     assert wide_state(spark, "lake.dsnap.s__wide") == expected_wide(wide) \
         == wide_state(spark, "lake.dsnap_spark.s__wide")
@@ -111,7 +113,7 @@ def test_a_snapshot_with_changes_is_committed_directly_and_equals_the_spark_path
     rows = spark.sql("SELECT id, count(*) AS n FROM lake.dsnap.s__wide GROUP BY id HAVING n > 1").collect()
     assert rows == []
     commits = spark.sql("SELECT operation, summary['binlog.checkpoint'] FROM lake.dsnap.s__wide.snapshots").collect()
-    assert [c[0] for c in commits] == ["overwrite"] and json.loads(commits[0][1]) == manifest.end
+    assert [c[0] for c in commits] == ["overwrite"] and json.loads(commits[0][1]) == manifest.end.to_json()
     assert len(WIDE_COLS) == len(spark.table("lake.dsnap.s__wide").columns)
 
 
@@ -119,7 +121,8 @@ def test_a_reload_replaces_the_content_and_a_failed_commit_leaves_nothing_then_a
         spark, tmp_path, monkeypatch):
     store = FileCheckpointStore(tmp_path / "store")
     first, _, _ = snapshot_with_changes(tmp_path / "a", random.Random(1), keys=120)
-    apply_manifests(spark, [first], "lake", "dsnap_re", store, "re")
+    apply_manifests(spark, [first], MergeOptions(namespace="dsnap_re", checkpoint_store=store.root,
+                                                 checkpoint_key="re"))
     reload, wide, _ = snapshot_with_changes(tmp_path / "b", random.Random(2), keys=80, index=2)
     name = "lake.dsnap_re.s__wide"
     before = wide_state(spark, name)
@@ -133,14 +136,17 @@ def test_a_reload_replaces_the_content_and_a_failed_commit_leaves_nothing_then_a
     with monkeypatch.context() as m:
         m.setattr(direct_snapshot.runtime, "commit_update", crash)
         with pytest.raises(RuntimeError, match="killed at the commit"):
-            apply_manifests(spark, [reload], "lake", "dsnap_re", store, "re")
+            apply_manifests(spark, [reload], MergeOptions(namespace="dsnap_re", checkpoint_store=store.root,
+                                                          checkpoint_key="re"))
     assert wide_state(spark, name) == before and store.load("re").file == "mysql-bin.000001"
     assert set(Path(location).rglob("*.parquet")) == files_before  # the files written are deleted again
     assert direct_snapshot.runtime.commit_update is real
-    result = apply_manifests(spark, [reload], "lake", "dsnap_re", store, "re")
+    result = apply_manifests(spark, [reload], MergeOptions(namespace="dsnap_re", checkpoint_store=store.root,
+                                                           checkpoint_key="re"))
     assert all(t.get("direct") for t in result["batches"][0]["tables"])
     assert wide_state(spark, name) == expected_wide(wide)  # rows of the first snapshot only are gone
-    again = apply_manifests(spark, [reload], "lake", "dsnap_re", store, "re")
+    again = apply_manifests(spark, [reload], MergeOptions(namespace="dsnap_re", checkpoint_store=store.root,
+                                                          checkpoint_key="re"))
     assert again["batches"][0]["status"] == "already-applied"
     assert wide_state(spark, name) == expected_wide(wide)
 
@@ -152,7 +158,7 @@ def test_partitioned_and_otherwise_sorted_tables_go_through_spark_after_their_cr
                                  '"s.pair": {"sort_by": ["v"]}}}')
     manifest, wide, pairs = snapshot_with_changes(tmp_path, random.Random(3), keys=100)
     with caplog.at_level(logging.INFO, logger="airflow_provider_binlog"):
-        result = apply_manifests(spark, [manifest], "lake", "dsnap_layout", layouts=layouts)
+        result = apply_manifests(spark, [manifest], MergeOptions(namespace="dsnap_layout", table_layout=layouts))
     tables = {t["source"]: t for t in result["batches"][0]["tables"]}
     assert not any(t.get("direct") for t in tables.values())
     assert all(t["status"] == "committed" and t["schema_changes"][0].startswith("CREATE TABLE")
@@ -171,7 +177,7 @@ def test_large_snapshots_roll_data_files_at_the_tables_target_size(spark, tmp_pa
     for at in range(1, 2001, 500):
         log.chunk(WIDE, [wide[k] for k in range(at, at + 500)])
     layouts = TableLayouts.parse('{"tables": {"s.wide": {"properties": {"write.target-file-size-bytes": "20000"}}}}')
-    result = apply_manifests(spark, [log.publish()], "lake", "dsnap_roll", layouts=layouts)
+    result = apply_manifests(spark, [log.publish()], MergeOptions(namespace="dsnap_roll", table_layout=layouts))
     assert result["batches"][0]["tables"][0]["direct"] is True
     files = spark.sql("SELECT file_size_in_bytes, record_count FROM lake.dsnap_roll.s__wide.files").collect()
     assert len(files) >= 3 and sum(f[1] for f in files) == 2000
@@ -184,7 +190,7 @@ def test_a_snapshot_staged_on_s3_is_committed_directly_and_read_back_by_pyiceber
                                                                                  s3_env):  # noqa: F811
     manifest, wide, pairs = snapshot_with_changes(tmp_path, random.Random(8), keys=150, staging=f"s3://{s3_env}/stage")
     assert manifest.ref.startswith(f"s3://{s3_env}/stage/")
-    tables = apply_manifests(spark, [manifest.ref], "lake", "dsnap_s3")["batches"][0]["tables"]
+    tables = apply_manifests(spark, [manifest.ref], MergeOptions(namespace="dsnap_s3"))["batches"][0]["tables"]
     assert {(t["source"], t.get("direct")) for t in tables} == {("s.wide", True), ("s.pair", True)}
     assert pyiceberg_wide(PyIcebergReader(warehouse=spark_warehouse), "dsnap_s3") == expected_wide(wide)
     assert pair_state(spark, "lake.dsnap_s3.s__pair") == {(a, b): v for (a, b), v in pairs.items()}

@@ -89,7 +89,7 @@ def test_max_bytes_stops_at_the_first_transaction_boundary_at_or_after_the_limit
             result = run_dump(rc, staging_dir=tmp_path / f"s{i}", start=p[0], stop=p[-1], tables=tables,
                               max_bytes=limit)
             assert result.end.position == p[transactions].position, (limit, result.end)
-            assert result.manifest.data["binlog_bytes"] == p[transactions].position - p[0].position
+            assert result.manifest.binlog_bytes == p[transactions].position - p[0].position
             assert result.rows[f"{DB}.{table}"]["insert"] == 20 * transactions, limit
         # the next dump goes on from there: every row exactly once
         first = run_dump(rc, staging_dir=tmp_path / "next", start=p[0], stop=p[-1], tables=tables, max_bytes=1)

@@ -26,6 +26,7 @@ from airflow_provider_binlog.merge.spark import apply as merge_apply  # noqa: E4
 from airflow_provider_binlog.merge.spark import batch as merge_batch  # noqa: E402
 from airflow_provider_binlog.merge.spark import job as merge_job  # noqa: E402
 from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
 from airflow_provider_binlog.merge.spark.catalog import applied_state, read_table_properties  # noqa: E402
 from airflow_provider_binlog.merge.spark.column_types import iceberg_schema_for  # noqa: E402
 from airflow_provider_binlog.merge.spark.maintenance import run_maintenance  # noqa: E402
@@ -211,7 +212,8 @@ def test_random_changes_match_a_model_exactly_once(spark, tmp_path):
         log.rotate()                                # the batch spans two binlog files
         random_batch(log, rng, model, 100, minimal)
         manifests.append(log.publish())
-        result = apply_manifests(spark, [manifests[-1]], "lake", "mj_rnd", store, "rnd")
+        result = apply_manifests(spark, [manifests[-1]], MergeOptions(namespace="mj_rnd", checkpoint_store=store.root,
+                                                                      checkpoint_key="rnd"))
         assert result["batches"][0]["status"] == "applied"
         # MINIMAL key changes are folded in order on the driver, the rest by window functions
         assert result["batches"][0]["tables"][0]["key_change_chains"] == (minimal > 0)
@@ -224,7 +226,8 @@ def test_random_changes_match_a_model_exactly_once(spark, tmp_path):
 
     # rerunning every batch is a no-op
     heads = (head(spark, name), head(spark, "lake.mj_rnd._binlog_batches"))
-    again = apply_manifests(spark, manifests, "lake", "mj_rnd", store, "rnd")
+    again = apply_manifests(spark, manifests, MergeOptions(namespace="mj_rnd", checkpoint_store=store.root,
+                                                           checkpoint_key="rnd"))
     assert [b["status"] for b in again["batches"]] == ["already-applied"] * 2
     assert (head(spark, name), head(spark, "lake.mj_rnd._binlog_batches")) == heads
     assert store.load("rnd") == log.here()
@@ -285,7 +288,7 @@ def test_every_staged_type_round_trips(spark, tmp_path):
     log.begin()
     log.rows(TYPES_MAP, "update", [(nulls, rows[1])])            # MERGE: matched
     log.rows(TYPES_MAP, "insert", [(4,) + rows[0][1:]])          # MERGE: not matched
-    apply_manifests(spark, [manifest, log.publish()], "lake", "mj_types")
+    apply_manifests(spark, [manifest, log.publish()], MergeOptions(namespace="mj_types"))
     name = "lake.mj_types.s__types"
     types = {f.name: f.dataType.simpleString() for f in spark.table(name).schema.fields}
     assert types == TYPES_EXPECTED
@@ -332,7 +335,7 @@ def test_add_and_drop_columns_mid_stream(spark, tmp_path):
     log.rows(v2, "update", [((1, 10, None), (1, 2**40, 7))])
     log.rows(v2, "insert", [(4, 40, 8)])
     second = log.publish()
-    result = apply_manifests(spark, [first, second], "lake", "mj_evo")
+    result = apply_manifests(spark, [first, second], MergeOptions(namespace="mj_evo"))
     name = "lake.mj_evo.s__evo"
     assert [(f.name, f.dataType.simpleString()) for f in spark.table(name).schema.fields] == [
         ("id", "int"), ("a", "bigint"), ("c", "bigint")]
@@ -350,7 +353,7 @@ def test_add_and_drop_columns_mid_stream(spark, tmp_path):
     third = log.publish()
     heads = head(spark, name), head(spark, "lake.mj_evo._binlog_batches")
     with pytest.raises(SchemaEvolutionError, match=r"'a' changed from bigint to string"):
-        apply_manifests(spark, [third], "lake", "mj_evo")
+        apply_manifests(spark, [third], MergeOptions(namespace="mj_evo"))
     assert (head(spark, name), head(spark, "lake.mj_evo._binlog_batches")) == heads
     assert not spark.catalog.tableExists("lake.mj_evo.s__other")
 
@@ -372,7 +375,7 @@ def test_minimal_images_keep_absent_columns(spark, tmp_path):
     log.rows(tm, "insert", [(6, 60, ABSENT)])
     log.rows(tm, "update", [((6, ABSENT, ABSENT), (ABSENT, 61, ABSENT))])
     second = log.publish()
-    apply_manifests(spark, [first, second], "lake", "mj_mini")
+    apply_manifests(spark, [first, second], MergeOptions(namespace="mj_mini"))
     got = {k: (r["a"], r["b"]) for k, r in table_rows(spark, "lake.mj_mini.s__mini").items()}
     assert got == {1: (11, "x"), 2: (None, "new"), 3: (30, "z"), 5: (20, "Y"), 6: (61, None)}
 
@@ -394,9 +397,9 @@ def test_truncate_empties_the_table_at_its_position(spark, tmp_path):
     log.ddl("truncate", ["s.trunc"], "TRUNCATE trunc")   # a batch with only the TRUNCATE
     third = log.publish()
     name = "lake.mj_trunc.s__trunc"
-    apply_manifests(spark, [first, second], "lake", "mj_trunc")
+    apply_manifests(spark, [first, second], MergeOptions(namespace="mj_trunc"))
     assert table_rows(spark, name) == {4: {"id": 4, "a": 40}}
-    result = apply_manifests(spark, [third], "lake", "mj_trunc")
+    result = apply_manifests(spark, [third], MergeOptions(namespace="mj_trunc"))
     assert result["batches"][0]["tables"][0]["status"] == "committed"
     assert table_rows(spark, name) == {}
 
@@ -420,15 +423,18 @@ def test_table_without_primary_key_becomes_a_change_log(spark, tmp_path, monkeyp
     with monkeypatch.context() as m:
         m.setattr(merge_batch, "apply_merge_table", killed)
         with pytest.raises(RuntimeError, match="killed"):
-            apply_manifests(spark, [manifest], "lake", "mj_nopk", store, "nopk")
+            apply_manifests(spark, [manifest], MergeOptions(namespace="mj_nopk", checkpoint_store=store.root,
+                                                            checkpoint_key="nopk"))
     assert store.load("nopk") is None
     first = head(spark, name)
-    result = apply_manifests(spark, [manifest], "lake", "mj_nopk", store, "nopk")
+    result = apply_manifests(spark, [manifest], MergeOptions(namespace="mj_nopk", checkpoint_store=store.root,
+                                                             checkpoint_key="nopk"))
     assert [(t["source"], t["status"]) for t in result["batches"][0]["tables"]] == [
         ("s.nopk", "already-applied"), ("s.z_kv", "committed")]
     assert head(spark, name) == first and store.load("nopk") == log.here()
     assert sorted(table_rows(spark, "lake.mj_nopk.s__z_kv")) == [1, 2]
-    again = apply_manifests(spark, [manifest], "lake", "mj_nopk", store, "nopk")
+    again = apply_manifests(spark, [manifest], MergeOptions(namespace="mj_nopk", checkpoint_store=store.root,
+                                                            checkpoint_key="nopk"))
     assert again["batches"][0]["status"] == "already-applied" and head(spark, name) == first
 
     rows = spark.sql(f"SELECT _op, _binlog_pos, _row, k, v, _batch_id FROM {name} "
@@ -470,8 +476,8 @@ def two_file_table(spark, log: Binlog, namespace: str, table_properties=None) ->
     name = f"lake.{namespace}.s__mor"
     for low in (1, 31):
         log.begin().rows(LAYOUT_MAP, "insert", [(i, 10 * i, f"r{i}") for i in range(low, low + 30)])
-        apply_manifests(spark, [log.publish()], "lake", namespace, table_properties=table_properties,
-                        direct_max_bytes=0)
+        apply_manifests(spark, [log.publish()], MergeOptions(namespace=namespace, direct_max_bytes=0,
+                                                             table_properties=table_properties or {}))
     assert len(data_files(spark, name)) == 2
     return name
 
@@ -495,7 +501,7 @@ def expected_after_few_changes() -> dict:
 def test_created_tables_are_merge_on_read_v2_and_sorted_by_key(spark, tmp_path):
     log = Binlog(tmp_path).begin()
     log.rows(LAYOUT_MAP, "insert", [(1, 10, "r1")])
-    apply_manifests(spark, [log.publish()], "lake", "mj_layout")
+    apply_manifests(spark, [log.publish()], MergeOptions(namespace="mj_layout"))
     props = read_table_properties(spark, "lake.mj_layout.s__mor")
     assert props["format-version"] == "2"
     assert (props["write.merge.mode"], props["write.update.mode"], props["write.delete.mode"]) == \
@@ -509,7 +515,7 @@ def test_merge_of_a_few_changes_adds_delete_files_and_keeps_the_data_files(spark
     log = Binlog(tmp_path)
     name = two_file_table(spark, log, "mj_mor")
     before = data_files(spark, name)
-    apply_manifests(spark, [few_changes(log)], "lake", "mj_mor", direct_max_bytes=0)
+    apply_manifests(spark, [few_changes(log)], MergeOptions(namespace="mj_mor", direct_max_bytes=0))
     s = summary(spark, name)
     assert s.get("deleted-data-files", "0") == "0"           # no data file is rewritten
     assert s["added-position-deletes"] == "3"                  # rows 3, 40 and 50
@@ -527,7 +533,7 @@ def test_table_properties_given_override_the_merge_on_read_default(spark, tmp_pa
     name = two_file_table(spark, log, "mj_cow", table_properties=cow)
     assert read_table_properties(spark, name)["write.merge.mode"] == "copy-on-write"
     before = data_files(spark, name)
-    apply_manifests(spark, [few_changes(log)], "lake", "mj_cow", direct_max_bytes=0)
+    apply_manifests(spark, [few_changes(log)], MergeOptions(namespace="mj_cow", direct_max_bytes=0))
     s = summary(spark, name)
     assert s["deleted-data-files"] == "2" and delete_file_count(spark, name) == 0
     assert not before & data_files(spark, name)
@@ -542,8 +548,9 @@ def test_maintenance_folds_the_delete_files_into_the_data_files(spark, tmp_path,
     statements = []
     real_sql = spark.sql
     monkeypatch.setattr(spark, "sql", lambda text, *a, **k: statements.append(text) or real_sql(text, *a, **k))
-    result = apply_manifests(spark, [changes], "lake", "mj_maint", maintenance=True,
-                             expire_older_than_days=0, retain_last=1, direct_max_bytes=0)
+    result = apply_manifests(spark, [changes], MergeOptions(namespace="mj_maint", maintenance=True,
+                                                            expire_older_than_days=0, retain_last=1,
+                                                            direct_max_bytes=0))
     monkeypatch.undo()
     assert all("rewrite-all" not in t for t in statements if "rewrite_data_files" in t)  # no equality deletes
     assert delete_file_count(spark, name) == 0
@@ -563,10 +570,10 @@ def test_maintenance_folds_the_delete_files_into_the_data_files(spark, tmp_path,
     assert state.checkpoint == log.here() and state.batch_id == changes.dump_id
     log.begin().rows(LAYOUT_MAP, "delete", [(1, 10, "r1")])
     following = log.publish()
-    apply_manifests(spark, [following], "lake", "mj_maint", direct_max_bytes=0)
+    apply_manifests(spark, [following], MergeOptions(namespace="mj_maint", direct_max_bytes=0))
     assert summary(spark, name)["added-position-deletes"] == "1" and delete_file_count(spark, name) >= 1
     assert sorted(table_rows(spark, name))[:2] == [2, 3]
-    again = apply_manifests(spark, [changes, following], "lake", "mj_maint")
+    again = apply_manifests(spark, [changes, following], MergeOptions(namespace="mj_maint"))
     assert [b["status"] for b in again["batches"]] == ["already-applied"] * 2
     # the next maintenance expires everything before the following batch's snapshot: the two
     # loaded data files, the merge's data file and its delete file are referenced by nothing
@@ -595,13 +602,13 @@ def test_merge_reads_target_columns_only_when_an_image_lacks_columns(spark, tmp_
     monkeypatch.setattr(merge_apply, "merge_statement", recording)
     log = Binlog(tmp_path)
     name = two_file_table(spark, log, "mj_proj")
-    apply_manifests(spark, [few_changes(log)], "lake", "mj_proj", direct_max_bytes=0)
+    apply_manifests(spark, [few_changes(log)], MergeOptions(namespace="mj_proj", direct_max_bytes=0))
     full = statements[-1]
     # full images: the target's non-key columns are not read; its rows are filtered by key
     assert "THEN t.`" not in full and "SET t.`a` = CASE WHEN s.h1 THEN s.v1" in full
     assert "t.`id` IN (3, 40, 50, 61)" in full
     log.begin().rows(LAYOUT_MAP, "update", [((5, ABSENT, ABSENT), (ABSENT, 55, ABSENT))])
-    apply_manifests(spark, [log.publish()], "lake", "mj_proj", direct_max_bytes=0)
+    apply_manifests(spark, [log.publish()], MergeOptions(namespace="mj_proj", direct_max_bytes=0))
     assert "WHEN s._self THEN t.`b`" in statements[-1]
     got = table_rows(spark, name)
     assert (got[5]["a"], got[5]["b"]) == (55, "r5")
@@ -627,15 +634,18 @@ def test_gaps_are_refused_and_the_store_advances_with_cas(spark, tmp_path):
         log.begin().rows(tm, "insert", [(i,)])
         batches.append(log.publish())
     store = FileCheckpointStore(tmp_path / "store")
-    store.save("cas", Checkpoint.from_json(batches[0].start))
-    apply_manifests(spark, [batches[0]], "lake", "mj_cas", store, "cas")
-    assert store.load("cas") == Checkpoint.from_json(batches[0].end)
+    store.save("cas", batches[0].start)
+    apply_manifests(spark, [batches[0]], MergeOptions(namespace="mj_cas", checkpoint_store=store.root,
+                                                      checkpoint_key="cas"))
+    assert store.load("cas") == batches[0].end
 
     with pytest.raises(BatchGapError, match=r"starts at \[mysql-bin.000001:204\] but checkpoint "
                                             r"store key 'cas' is at \[mysql-bin.000001:104\]"):
-        apply_manifests(spark, [batches[2]], "lake", "mj_cas", store, "cas")
+        apply_manifests(spark, [batches[2]], MergeOptions(namespace="mj_cas", checkpoint_store=store.root,
+                                                          checkpoint_key="cas"))
     with pytest.raises(BatchGapError, match=r"starts at \[mysql-bin.000001:204\] but ledger"):
-        apply_manifests(spark, [batches[2]], "lake", "mj_cas", stream="cas")   # no store: the ledger knows
+        # no store: the ledger knows
+        apply_manifests(spark, [batches[2]], MergeOptions(namespace="mj_cas", stream="cas"))
 
     class RacingStore(FileCheckpointStore):
         """Another run advances the key between our read and our compare-and-set."""
@@ -646,7 +656,8 @@ def test_gaps_are_refused_and_the_store_advances_with_cas(spark, tmp_path):
             return current
 
     with pytest.raises(CheckpointConflictError):
-        apply_manifests(spark, [batches[1]], "lake", "mj_cas", RacingStore(tmp_path / "store"), "cas")
+        apply_manifests(spark, [batches[1]], MergeOptions(namespace="mj_cas", checkpoint_store=str(tmp_path / "store"),
+                                                          checkpoint_key="cas"), store=RacingStore(tmp_path / "store"))
     assert store.load("cas") == Checkpoint(file="mysql-bin.000009", position=4)
     # the table holds batch 1 exactly once, whatever the store says
     assert sorted(table_rows(spark, "lake.mj_cas.s__cas")) == [0, 1]
@@ -670,8 +681,11 @@ def test_a_batch_cut_differently_resumes_after_each_table_checkpoint(spark, tmp_
 
     FileCheckpointStore(tmp_path / "store").save("recut", Checkpoint(file=log.file, position=4))
     with pytest.raises(RuntimeError, match="killed"):
-        apply_manifests(spark, [short], "lake", "mj_recut", CrashingStore(tmp_path / "store"), "recut")
-    result = apply_manifests(spark, [longer], "lake", "mj_recut", FileCheckpointStore(tmp_path / "store"), "recut")
+        apply_manifests(spark, [short], MergeOptions(namespace="mj_recut", checkpoint_store=str(tmp_path / "store"),
+                                                     checkpoint_key="recut"), store=CrashingStore(tmp_path / "store"))
+    result = apply_manifests(spark, [longer], MergeOptions(namespace="mj_recut",
+                                                           checkpoint_store=str(tmp_path / "store"),
+                                                           checkpoint_key="recut"))
     assert result["batches"][0]["tables"][0]["status"] == "committed"
     keys = [r[0] for r in spark.sql("SELECT k FROM lake.mj_recut.s__recut ORDER BY _binlog_pos").collect()]
     assert keys == [1, 2, 3]
@@ -703,11 +717,11 @@ def test_live_dumps_merged_by_the_command_line(mariadb, spark, spark_warehouse, 
     store = FileCheckpointStore(tmp_path / "store")
     store.save("live", start)
     out = tmp_path / "result.json"
-    argv = ["--warehouse", spark_warehouse, "--catalog", "lake", "--namespace", "mj_live",
-            "--manifest", str(second.manifest.directory), "--manifest", str(first.manifest.path),
-            "--checkpoint-store", str(tmp_path / "store"), "--checkpoint-key", "live",
-            "--output-json", str(out), "--maintenance", "--retain-last", "1",
-            "--expire-older-than-days", "0"]
+    options = MergeOptions(catalog="lake", namespace="mj_live", warehouse=spark_warehouse,
+                           checkpoint_store=str(tmp_path / "store"), checkpoint_key="live",
+                           maintenance=True, retain_last=1, expire_older_than_days=0)
+    argv = ["--manifest", str(second.manifest.directory), "--manifest", str(first.manifest.path),
+            "--options", options.to_json_text(), "--output-json", str(out)]
     assert merge_job.main(argv) == 0
     result = json.loads(out.read_text())
     assert [b["batch_id"] for b in result["batches"]] == [first.manifest.dump_id, second.manifest.dump_id]
@@ -718,7 +732,7 @@ def test_live_dumps_merged_by_the_command_line(mariadb, spark, spark_warehouse, 
     expired = {m["table"]: m["expire"]["deleted_manifest_lists_count"] for m in result["maintenance"]}
     assert expired["lake.mj_live.dumpdb__merged"] >= 1
     state = applied_state(spark, "lake.mj_live.dumpdb__merged")
-    assert state.checkpoint == Checkpoint.from_json(second.manifest.end)
+    assert state.checkpoint == second.manifest.end
     assert state.batch_id == second.manifest.dump_id
     assert merge_job.main(argv) == 0      # a rerun is a no-op
     assert json.loads(out.read_text())["batches"][0]["status"] == "already-applied"
@@ -734,16 +748,19 @@ def test_a_batch_committed_from_another_session_is_seen_as_applied(spark, tmp_pa
         log.begin()
         random_batch(log, rng, model, 40, 0.0)
         manifests.append(log.publish())
-    assert apply_manifests(spark, manifests[:1], "lake", "mj_stale", store, "st")["batches"][0]["status"] == "applied"
+    assert apply_manifests(spark, manifests[:1], MergeOptions(namespace="mj_stale", checkpoint_store=store.root,
+                                                              checkpoint_key="st"))["batches"][0]["status"] == "applied"
     name = "lake.mj_stale.s__rnd"
     assert table_rows(spark, name)  # loaded (and cached) by this session's catalog
     # the same warehouse through a second catalog: its own cache, like another process
     prefix = "spark.sql.catalog.lake"
     for key in ("", ".type", ".warehouse"):
         spark.conf.set(f"{prefix}_other{key}", spark.conf.get(prefix + key))
-    other = apply_manifests(spark, manifests[1:], "lake_other", "mj_stale", store, "st")
+    other = apply_manifests(spark, manifests[1:], MergeOptions(catalog="lake_other", namespace="mj_stale",
+                                                               checkpoint_store=store.root, checkpoint_key="st"))
     assert other["batches"][0]["status"] == "applied"
-    again = apply_manifests(spark, manifests, "lake", "mj_stale", store, "st")
+    again = apply_manifests(spark, manifests, MergeOptions(namespace="mj_stale", checkpoint_store=store.root,
+                                                           checkpoint_key="st"))
     assert [b["status"] for b in again["batches"]] == ["already-applied"] * 2
     spark.sql(f"REFRESH TABLE {name}")
     got = {k: tuple(r[c] for c in RCOLS) for k, r in table_rows(spark, name).items()}
@@ -770,7 +787,8 @@ def test_a_batch_of_many_tables_is_committed_from_several_threads_each_commit_ho
         log.rows(tm, "update", [((1, t * 100 + 1), (1, -t))])
         log.rows(tm, "delete", [(2, t * 100 + 2)])
     second = log.publish()
-    result = apply_manifests(spark, [first, second], "lake", "mj_many", store, "many", parallel_tables=4)
+    result = apply_manifests(spark, [first, second], MergeOptions(namespace="mj_many", checkpoint_store=store.root,
+                                                                  checkpoint_key="many", parallel_tables=4))
     for batch, manifest in zip(result["batches"], (first, second)):
         assert [t["status"] for t in batch["tables"]] == ["committed"] * 12
         # listed in table order, whatever order the threads finished in
@@ -779,7 +797,7 @@ def test_a_batch_of_many_tables_is_committed_from_several_threads_each_commit_ho
             snap = spark.sql(f"SELECT summary FROM lake.mj_many.s__m{t:02d}.snapshots "
                              f"WHERE snapshot_id = {batch['tables'][t]['snapshot_id']}").collect()[0][0]
             assert snap["binlog.batch_id"] == manifest.dump_id
-            assert json.loads(snap["binlog.checkpoint"]) == manifest.end
+            assert json.loads(snap["binlog.checkpoint"]) == manifest.end.to_json()
     for t in range(12):
         assert {k: r["v"] for k, r in table_rows(spark, f"lake.mj_many.s__m{t:02d}").items()} == \
             {1: -t, 3: t * 100 + 3, 4: t * 100 + 4, 5: t * 100 + 5}
@@ -805,10 +823,12 @@ def test_a_table_failing_in_a_parallel_batch_leaves_the_store_and_the_rerun_comp
     with monkeypatch.context() as m:
         m.setattr(merge_batch, "apply_merge_table", fails_on_f3)
         with pytest.raises(RuntimeError, match="f3 failed"):
-            apply_manifests(spark, [manifest], "lake", "mj_pfail", store, "pfail", parallel_tables=3)
+            apply_manifests(spark, [manifest], MergeOptions(namespace="mj_pfail", checkpoint_store=store.root,
+                                                            checkpoint_key="pfail", parallel_tables=3))
     assert store.load("pfail") is None  # neither the ledger row nor the store moved
     assert spark.table("lake.mj_pfail._binlog_batches").count() == 0
-    again = apply_manifests(spark, [manifest], "lake", "mj_pfail", store, "pfail", parallel_tables=3)
+    again = apply_manifests(spark, [manifest], MergeOptions(namespace="mj_pfail", checkpoint_store=store.root,
+                                                            checkpoint_key="pfail", parallel_tables=3))
     statuses = {t["source"]: t["status"] for t in again["batches"][0]["tables"]}
     assert statuses["s.f3"] == "committed"
     assert set(statuses.values()) <= {"committed", "already-applied"}
@@ -818,8 +838,8 @@ def test_a_table_failing_in_a_parallel_batch_leaves_the_store_and_the_rerun_comp
 
 
 def test_parallel_tables_below_one_is_refused(spark, tmp_path):
-    with pytest.raises(MergeJobError, match="parallel_tables must be at least 1, not 0"):
-        apply_manifests(spark, [], "lake", "mj_zero", parallel_tables=0)
+    with pytest.raises(MergeJobError, match="parallel_tables must be a whole number of at least 1, not 0"):
+        apply_manifests(spark, [], MergeOptions(namespace="mj_zero", parallel_tables=0))
 
 
 def test_applied_state_read_through_the_java_api_equals_the_metadata_tables(spark, tmp_path, monkeypatch):
@@ -830,7 +850,8 @@ def test_applied_state_read_through_the_java_api_equals_the_metadata_tables(spar
     for k in range(3):
         log.begin()
         log.rows(tm, "insert", [(k,)])
-        apply_manifests(spark, [log.publish()], "lake", "mj_state", store, "st")
+        apply_manifests(spark, [log.publish()], MergeOptions(namespace="mj_state", checkpoint_store=store.root,
+                                                             checkpoint_key="st"))
     name, ledger = "lake.mj_state.s__st", "lake.mj_state._binlog_batches"
     spark.sql(f"DELETE FROM {name} WHERE id = 0")  # a commit without a checkpoint on top
 

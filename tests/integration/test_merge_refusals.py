@@ -1,7 +1,7 @@
 """What the merge job refuses, and what it does at its limits, on batches staged by the real
 writer from synthetic rows events: an Iceberg table that belongs to another source table or
 to nobody, a table that lost its primary key, two manifests of one dump id with different
-ranges, ``--max-key-change-rows`` exceeded (nothing is committed in each case); the MERGE's
+ranges, ``max_key_change_rows`` exceeded (nothing is committed in each case); the MERGE's
 key filter given up above its limit; DROP TABLE emptying the Iceberg table."""
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from airflow_provider_binlog.merge.spark import batch as merge_batch  # noqa: E4
 from airflow_provider_binlog.merge.spark import job as merge_job  # noqa: E402
 from airflow_provider_binlog.merge.errors import MergeJobError  # noqa: E402
 from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
 from airflow_provider_binlog.merge.batches import plan_batches  # noqa: E402
 
 UTC = dt.timezone.utc
@@ -89,7 +90,7 @@ def rows_of(spark, name) -> dict:
 
 def store_at(tmp_path, manifest):
     store = FileCheckpointStore(tmp_path / "store")
-    store.save("k", Checkpoint.from_json(manifest.start))
+    store.save("k", manifest.start)
     return store
 
 
@@ -110,28 +111,30 @@ def test_a_table_of_another_source_or_of_nobody_is_refused(spark, tmp_path, owne
     expected = ("holds source table [\"s\", \"other\"], not s.t" if owner == "other"
                 else "exists but was not created by the merge job (no binlog.source property)")
     with pytest.raises(MergeJobError, match=r"refusing to write into it") as info:
-        apply_manifests(spark, [manifest], "lake", namespace, store, "k")
+        apply_manifests(spark, [manifest], MergeOptions(namespace=namespace, checkpoint_store=store.root,
+                                                        checkpoint_key="k"))
     assert expected in str(info.value) and name in str(info.value)
     assert snapshots(spark, name) == before and rows_of(spark, name) == {100: (1, "theirs")}
-    assert store.load("k") == Checkpoint.from_json(manifest.start)
+    assert store.load("k") == manifest.start
 
 
 def test_a_table_that_lost_its_primary_key_is_refused(spark, tmp_path):
     log = Binlog(tmp_path)
     first = log.begin().rows(tmap("lost"), "insert", [(1, 10, "x"), (2, 20, "y")]).publish()
     store = store_at(tmp_path, first)
-    apply_manifests(spark, [first], "lake", "mr_pk", store, "k")
+    apply_manifests(spark, [first], MergeOptions(namespace="mr_pk", checkpoint_store=store.root, checkpoint_key="k"))
     name = "lake.mr_pk.s__lost"
     before = snapshots(spark, name)
     # ALTER TABLE lost DROP PRIMARY KEY: the next rows come without a key
     second = log.begin().rows(tmap("lost", NO_PK), "insert", [(3, 30, "z")]).publish()
     assert second.tables[0]["primary_key"] == []
     with pytest.raises(MergeJobError) as info:
-        apply_manifests(spark, [second], "lake", "mr_pk", store, "k")
+        apply_manifests(spark, [second], MergeOptions(namespace="mr_pk", checkpoint_store=store.root,
+                                                      checkpoint_key="k"))
     assert "s.lost has no primary key any more" in str(info.value)
     assert "give the table a primary key again" in str(info.value)
     assert snapshots(spark, name) == before and rows_of(spark, name) == {1: (10, "x"), 2: (20, "y")}
-    assert store.load("k") == Checkpoint.from_json(first.end)
+    assert store.load("k") == first.end
 
 
 def test_two_manifests_of_one_dump_id_with_different_ranges_are_refused(tmp_path):
@@ -151,7 +154,7 @@ def test_max_key_change_rows_exceeded_fails_the_job_and_commits_nothing(spark, s
     log = Binlog(tmp_path)
     first = log.begin().rows(tmap("kc"), "insert", [(i, 10 * i, f"r{i}") for i in range(1, 6)]).publish()
     store = store_at(tmp_path, first)
-    apply_manifests(spark, [first], "lake", "mr_kc", store, "k")
+    apply_manifests(spark, [first], MergeOptions(namespace="mr_kc", checkpoint_store=store.root, checkpoint_key="k"))
     name = "lake.mr_kc.s__kc"
     before = snapshots(spark, name)
     # MINIMAL images: key changes whose after image lacks the other columns
@@ -161,15 +164,16 @@ def test_max_key_change_rows_exceeded_fails_the_job_and_commits_nothing(spark, s
     second = log.publish()
 
     def argv(limit):
-        return ["--warehouse", spark_warehouse, "--catalog", "lake", "--namespace", "mr_kc",
-                "--checkpoint-store", str(tmp_path / "store"), "--checkpoint-key", "k",
-                "--manifest", str(second.directory), "--max-key-change-rows", str(limit),
+        options = MergeOptions(namespace="mr_kc", warehouse=spark_warehouse, checkpoint_store=str(tmp_path / "store"),
+                               checkpoint_key="k", max_key_change_rows=limit)
+        return ["--options", options.to_json_text(), "--manifest", str(second.directory),
                 "--output-json", str(tmp_path / "out.json")]
 
     assert merge_job.main(argv(5)) == 1
     out = json.loads((tmp_path / "out.json").read_text())
-    assert out["error_type"] == "MergeJobError" and "limited to 5 (--max-key-change-rows)" in out["error"], out
-    assert snapshots(spark, name) == before and store.load("k") == Checkpoint.from_json(first.end)
+    assert out["error_type"] == "MergeJobError", out
+    assert "limited to 5 (the merge option max_key_change_rows)" in out["error"], out
+    assert snapshots(spark, name) == before and store.load("k") == first.end
     # within the limit the same batch applies
     assert merge_job.main(argv(1000)) == 0
     assert rows_of(spark, name) == {101: (10, "r1"), 102: (20, "r2"), 103: (30, "r3"), 4: (40, "r4"), 5: (50, "r5")}
@@ -190,16 +194,16 @@ def test_the_key_filter_is_given_up_above_its_limit(spark, tmp_path, monkeypatch
                         functools.partial(merge_apply.apply_merge_table, max_filter_keys=3))
     log = Binlog(tmp_path)
     apply_manifests(spark, [log.begin().rows(tmap("kf"), "insert", [(i, i, "r") for i in range(1, 11)]).publish()],
-                    "lake", "mr_kf")
+                    MergeOptions(namespace="mr_kf"))
     name = "lake.mr_kf.s__kf"
     # three changed keys: listed
     apply_manifests(spark, [log.begin().rows(tmap("kf"), "update", [((i, i, "r"), (i, -i, "r")) for i in (2, 4, 6)])
-                            .publish()], "lake", "mr_kf", direct_max_bytes=0)
+                            .publish()], MergeOptions(namespace="mr_kf", direct_max_bytes=0))
     assert statements[-1] == "t.`id` IN (2, 4, 6)"
     # four: more than the limit, no filter; the MERGE is still right
     apply_manifests(spark, [log.begin().rows(tmap("kf"), "update", [((i, i, "r"), (i, -i, "r")) for i in (1, 3, 5)])
-                            .rows(tmap("kf"), "delete", [(7, 7, "r")]).publish()], "lake", "mr_kf",
-                    direct_max_bytes=0)
+                            .rows(tmap("kf"), "delete", [(7, 7, "r")]).publish()], MergeOptions(namespace="mr_kf",
+                                                                                                direct_max_bytes=0))
     assert statements[-1] is None
     assert rows_of(spark, name) == {i: (-i if i <= 6 else i, "r") for i in range(1, 11) if i != 7}
 
@@ -208,16 +212,17 @@ def test_drop_table_empties_the_iceberg_table(spark, tmp_path):
     log = Binlog(tmp_path)
     first = log.begin().rows(tmap("dropped"), "insert", [(1, 10, "x"), (2, 20, "y")]).publish()
     store = store_at(tmp_path, first)
-    apply_manifests(spark, [first], "lake", "mr_drop", store, "k")
+    apply_manifests(spark, [first], MergeOptions(namespace="mr_drop", checkpoint_store=store.root, checkpoint_key="k"))
     name = "lake.mr_drop.s__dropped"
     assert rows_of(spark, name) == {1: (10, "x"), 2: (20, "y")}
     second = (log.begin().rows(tmap("dropped"), "insert", [(3, 30, "z")])
               .ddl("drop", "s.dropped", "DROP TABLE dropped").publish())
-    result = apply_manifests(spark, [second], "lake", "mr_drop", store, "k")
+    result = apply_manifests(spark, [second], MergeOptions(namespace="mr_drop", checkpoint_store=store.root,
+                                                           checkpoint_key="k"))
     assert result["batches"][0]["tables"][0]["status"] == "committed"
     assert rows_of(spark, name) == {}
-    assert store.load("k") == Checkpoint.from_json(second.end)
+    assert store.load("k") == second.end
     # the table is there (empty): CREATE TABLE again and new rows go on in it
     third = log.begin().rows(tmap("dropped"), "insert", [(9, 90, "new")]).publish()
-    apply_manifests(spark, [third], "lake", "mr_drop", store, "k")
+    apply_manifests(spark, [third], MergeOptions(namespace="mr_drop", checkpoint_store=store.root, checkpoint_key="k"))
     assert rows_of(spark, name) == {9: (90, "new")}

@@ -57,8 +57,10 @@ class Load:
 
     def merge(self, manifest_path: str) -> dict:
         from airflow_provider_binlog.merge.spark.batch import apply_manifests
-        return apply_manifests(self.spark, [load_manifest(manifest_path)], "lake", self.namespace,
-                               self.store, self.key)
+        from airflow_provider_binlog.merge.options import MergeOptions
+        return apply_manifests(self.spark, [load_manifest(manifest_path)], MergeOptions(namespace=self.namespace,
+                                                                                        checkpoint_store=self.store.root,
+                                                                                        checkpoint_key=self.key))
 
     def snapshot(self) -> None:
         result = self.hook.snapshot(self.staging, tables=self.patterns)
@@ -280,7 +282,7 @@ def test_a_swap_interrupted_between_its_two_moves_completes_on_the_rerun(mariadb
     monkeypatch.setattr(runtime, "run_with_commit_properties", dies_at_the_second_move)
     with pytest.raises(RuntimeError, match="killed between"):
         load.merge(result["manifest"])
-    end = Checkpoint.from_json(load_manifest(result["manifest"]).end)
+    end = load_manifest(result["manifest"]).end
     assert load.store.load(load.key) != end  # the store did not advance
     monkeypatch.setattr(runtime, "run_with_commit_properties", original)
     again = load.merge(result["manifest"])
@@ -300,7 +302,7 @@ def test_a_schema_change_missing_from_the_binlog_is_a_divergence_with_both_colum
     first = hook.dump(staging_dir=tmp_path / "staging", start=hook.current_position(), tables=[f"{db}.t"])
     # what the merge does: the checkpoint advances with the history at the dump's end
     store.save(hook.binlog_conn_id, Checkpoint.from_json(first["end"]),
-               schema_history=load_manifest(first["manifest"]).data["schema_history"])
+               schema_history=load_manifest(first["manifest"]).schema_history_json)
     conn = server.connect()
     try:
         with conn.cursor() as cur:  # an ALTER the binlog never sees
@@ -361,7 +363,7 @@ def test_create_table_select_is_followed_from_the_columns_the_server_logs(mariad
     server.execute(f"CREATE TABLE {db}.copy (extra INT DEFAULT 3) SELECT id, v FROM {db}.src")
     result = hook.dump(staging_dir=tmp_path, start=start, tables=[f"{db}.copy"])
     assert result["rows"] == {f"{db}.copy": {"insert": 2, "update": 0, "delete": 0}}
-    history = load_manifest(result["manifest"]).data["schema_history"]
+    history = load_manifest(result["manifest"]).schema_history_json
     (copy,) = [t for t in history["tables"] if t["name"] == "copy"]
     assert [c["name"] for c in copy["columns"]] == ["extra", "id", "v"]
 

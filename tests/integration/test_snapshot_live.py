@@ -33,14 +33,13 @@ def test_snapshot_then_dump_reproduces_the_table_exactly(mariadb, table, tmp_pat
         stop_writer.set()
         thread.join()
     workload(mariadb, table, rng, 100)
-    assert snap.data["mode"] == "snapshot" and snap.start == snap.end
+    assert snap.is_snapshot and snap.start == snap.end
     (entry,) = snap.tables
     staged = [r for p in snap.files(entry) for r in pq.read_table(p).to_pylist()]
     assert {r["_op"] for r in staged} == {"insert"}
     assert len({r["_row"] for r in staged}) == len(staged)
-    from airflow_provider_binlog.checkpoints import Checkpoint
     rc = replica(mariadb)
-    rest = run_dump(rc, staging_dir=tmp_path, start=Checkpoint.from_json(snap.end),
+    rest = run_dump(rc, staging_dir=tmp_path, start=snap.end,
                     tables=TableFilter([f"dumpdb.{table}"]))
     rc.close()
     assert replay([snap, rest.manifest], table) == source_rows(mariadb, table)

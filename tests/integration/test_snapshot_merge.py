@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import random
 
-from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore
+from airflow_provider_binlog.checkpoints import FileCheckpointStore
 from airflow_provider_binlog.capture.dump import run_dump
+from airflow_provider_binlog.merge.options import MergeOptions
 from airflow_provider_binlog.capture.snapshot import take_snapshot
 from airflow_provider_binlog.tables import TableFilter
 from airflow_provider_binlog.merge.spark import job as merge_job
@@ -26,9 +27,9 @@ def test_snapshot_overwrites_then_dumps_continue(mariadb, spark, spark_warehouse
     snap = take_snapshot(lambda: mariadb.connect(), staging_dir=staging, tables=tables,
                          flavor="mariadb", server={"server_id": mariadb.server_id})
     store_dir = tmp_path / "store"
-    argv = ["--warehouse", spark_warehouse, "--catalog", "lake", "--namespace", "snap_ns",
-            "--checkpoint-store", str(store_dir), "--checkpoint-key", "snap",
-            "--output-json", str(tmp_path / "out.json")]
+    options = MergeOptions(namespace="snap_ns", warehouse=spark_warehouse, checkpoint_store=str(store_dir),
+                           checkpoint_key="snap")
+    argv = ["--options", options.to_json_text(), "--output-json", str(tmp_path / "out.json")]
     assert merge_job.main(argv + ["--manifest", str(snap.path)]) == 0
     out = json.loads((tmp_path / "out.json").read_text())  # what the task's link and the benchmark read
     assert out["spark_application_id"] == spark.sparkContext.applicationId and out["driver_peak_rss_mib"] > 50
@@ -36,7 +37,7 @@ def test_snapshot_overwrites_then_dumps_continue(mariadb, spark, spark_warehouse
     got = {r[0]: tuple(r) for r in spark.sql(f"SELECT {', '.join(COLUMNS)} FROM {target}").collect()}
     assert got and len(got) == len(mariadb.query("SELECT id FROM dumpdb.snapped"))
     store = FileCheckpointStore(store_dir)
-    assert store.load("snap") == Checkpoint.from_json(snap.end)
+    assert store.load("snap") == snap.end
     workload(mariadb, "snapped", rng, 120)
     rc = replica(mariadb)
     inc = run_dump(rc, staging_dir=staging, start=store.load("snap"), tables=tables)
@@ -62,4 +63,4 @@ def test_snapshot_overwrites_then_dumps_continue(mariadb, spark, spark_warehouse
     assert merge_job.main(argv + ["--manifest", str(snap2.path)]) == 0
     got = {r[0]: tuple(r) for r in spark.sql(f"SELECT {', '.join(COLUMNS)} FROM {target}").collect()}
     assert got == source_rows(mariadb, "snapped")
-    assert store.load("snap") == Checkpoint.from_json(snap2.end)
+    assert store.load("snap") == snap2.end

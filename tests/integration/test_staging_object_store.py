@@ -77,8 +77,8 @@ def test_a_different_batch_under_the_same_id_is_refused_and_the_published_one_ke
     published = stage(Binlog(tmp_path / "a", staging=staging), 1).publish()
     other = stage(Binlog(tmp_path / "b", staging=staging), 1)
     with pytest.raises(StagingStorageError, match="another batch is published") as caught:
-        other.writer.publish(dump_id=published.dump_id, start=published.start,
-                             end={**published.end, "pos": published.end["pos"] + 1}, server={})
+        other.writer.publish(dump_id=published.dump_id, start=published.data["start"],
+                             end={**published.data["end"], "pos": published.data["end"]["pos"] + 1}, server={})
     assert "delete that manifest" in caught.value.hint
     assert load_manifest(published.ref).data == published.data
 

@@ -166,13 +166,14 @@ def _stage(root, tm: TableMap, deferred: bool):
 def test_iceberg_keeps_the_whole_date_range_bit64_and_mariadb_text(spark, tmp_path):
     pytest.importorskip("pyspark")
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.merge.options import MergeOptions
 
     got_types = {}
     for deferred, table in ((True, "by_columns"), (False, "by_rows")):
         tm = TableMap(1, "s", table, COLUMNS)
         manifest = _stage(tmp_path / table, tm, deferred)
         assert json.loads(manifest.path.read_text())["invalid_temporals"] == 2
-        apply_manifests(spark, [manifest], "lake", f"fidelity_{table}")
+        apply_manifests(spark, [manifest], MergeOptions(namespace=f"fidelity_{table}"))
         name = f"lake.fidelity_{table}.s__{table}"
         got = {r["id"]: tuple(r[n] for n in NAMES) for r in spark.table(name).collect()}
         assert got == EXPECTED, table
@@ -190,6 +191,7 @@ def test_a_bit64_column_of_a_table_that_holds_it_as_bigint_is_refused_with_the_r
     decimal(20,0) in Iceberg: the merge commits nothing and says how to recover."""
     from airflow_provider_binlog.merge.errors import SchemaEvolutionError
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.merge.options import MergeOptions
 
     def batch(root, bits, start, end):
         tm = TableMap(1, "s", "bits", (COLUMNS[0], Column(1, "b", C.MYSQL_TYPE_BIT, bits)))
@@ -202,10 +204,10 @@ def test_a_bit64_column_of_a_table_that_holds_it_as_bigint_is_refused_with_the_r
 
     first = batch(tmp_path / "a", 4 << 8, 4, 100)        # BIT(32): bigint
     second = batch(tmp_path / "b", 8 << 8, 100, 200)     # BIT(64): decimal(20,0)
-    apply_manifests(spark, [first], "lake", "fidelity_bits")
+    apply_manifests(spark, [first], MergeOptions(namespace="fidelity_bits"))
     with pytest.raises(SchemaEvolutionError,
                        match=r"'b' changed from bigint to decimal\(20,0\).*Recreate the table"):
-        apply_manifests(spark, [first, second], "lake", "fidelity_bits")
+        apply_manifests(spark, [first, second], MergeOptions(namespace="fidelity_bits"))
     rows = spark.table("lake.fidelity_bits.s__bits").collect()
     assert [(r["id"], r["b"]) for r in rows] == [(4, 2**31)]
 

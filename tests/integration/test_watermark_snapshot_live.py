@@ -148,18 +148,18 @@ def test_a_watermark_snapshot_under_concurrent_writers_equals_the_source(mariadb
             w.join()
     stats = snap.data["snapshot_stats"]
     assert stats["chunks"] >= N // 97 and stats["changes"] > 0, stats   # changes were made mid-snapshot
-    assert snap.data["mode"] == "snapshot" and snap.start != snap.end
+    assert snap.is_snapshot and snap.start != snap.end
     # every chunk read the chosen way (no fallback)
     assert stats["arrow_chunks"] == (stats["chunks"] if reader == "arrow" else 0), stats
     # the GTID state at the end, followed from the start's, is the server's own for that position
-    end = Checkpoint.from_json(snap.end)
+    end = snap.end
     assert str(end.gtid) == mariadb.query("SELECT BINLOG_GTID_POS(%s, %s)", (end.file, end.position))[0][0]
     assert {t for t, _ in seen} == {f"{DB}.items", f"{DB}.pairs", f"{DB}.coded"}
     rc = replica_factory(mariadb)()
     rc.connect()
     try:
-        inc = run_dump(rc, staging_dir=tmp_path / "staging", start=Checkpoint.from_json(snap.end), tables=tables,
-                       history=SchemaHistory.from_json(snap.data["schema_history"]))
+        inc = run_dump(rc, staging_dir=tmp_path / "staging", start=snap.end, tables=tables,
+                       history=SchemaHistory.from_json(snap.schema_history_json))
     finally:
         rc.close()
     manifests = [snap, inc.manifest]
@@ -172,11 +172,12 @@ def test_a_watermark_snapshot_under_concurrent_writers_equals_the_source(mariadb
 
     # the merge: the snapshot replaces the tables from its start, the dump continues at its end
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.merge.options import MergeOptions
 
     namespace = f"wsnap_{reader}"
     # the snapshot alone first: committed directly (no Spark job), the changes made while it ran
     # folded in, equal to the staged rows replayed, and readable by PyIceberg
-    loaded = apply_manifests(spark, [snap.directory], "lake", namespace)["batches"][0]["tables"]
+    loaded = apply_manifests(spark, [snap.directory], MergeOptions(namespace=namespace))["batches"][0]["tables"]
     assert {(t["source"], t.get("direct"), t["status"]) for t in loaded} == {
         (f"{DB}.{name}", True, "committed") for name in ("items", "pairs", "coded")}
     got = {r[0]: tuple(r) for r in spark.sql(f"SELECT id, v, s FROM lake.{namespace}.wsnap__items").collect()}
@@ -184,7 +185,7 @@ def test_a_watermark_snapshot_under_concurrent_writers_equals_the_source(mariadb
     from airflow_provider_binlog.local.pyiceberg_check import read_rows
 
     assert {r[0]: tuple(r) for r in read_rows(spark_warehouse, namespace, "wsnap__items", ["id", "v", "s"])} == got
-    apply_manifests(spark, [snap.directory, inc.manifest.directory], "lake", namespace)
+    apply_manifests(spark, [snap.directory, inc.manifest.directory], MergeOptions(namespace=namespace))
     got = {r[0]: tuple(r) for r in spark.sql(f"SELECT id, v, s FROM lake.{namespace}.wsnap__items").collect()}
     assert got == source(mariadb, "items", 1, ("id", "v", "s"))
     got = {(r[0], r[1]): tuple(r) for r in spark.sql(f"SELECT a, b, n FROM lake.{namespace}.wsnap__pairs").collect()}
@@ -287,6 +288,7 @@ def test_a_reload_of_some_tables_applies_unless_the_incremental_load_went_past_i
     from airflow_provider_binlog.codec import constants as C
     from airflow_provider_binlog.merge.errors import MergeJobError
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.merge.options import MergeOptions
     from tests.integration.test_merge_job import Binlog, col, table_map
 
     tm = table_map("s", "re", [col(0, "id", C.MYSQL_TYPE_LONG, primary_key=True), col(1, "v", C.MYSQL_TYPE_LONG)])
@@ -294,26 +296,26 @@ def test_a_reload_of_some_tables_applies_unless_the_incremental_load_went_past_i
     log.rows(tm, "insert", [(1, 1), (2, 2)])
     first = log.publish()
     name = "lake.wsnap_re.s__re"
-    apply_manifests(spark, [first], "lake", "wsnap_re")
+    apply_manifests(spark, [first], MergeOptions(namespace="wsnap_re"))
     spark.sql(f"DELETE FROM {name} WHERE id = 2")  # the table went wrong
     repair = snapshot_manifest(tmp_path / "r", tm, [(1, 1), (2, 2)], log.here(), "repair")
-    result = apply_manifests(spark, [repair], "lake", "wsnap_re", stream="re.partial")
+    result = apply_manifests(spark, [repair], MergeOptions(namespace="wsnap_re", stream="re.partial"))
     assert result["batches"][0]["tables"][0]["status"] == "committed"
     assert sorted(r[0] for r in spark.table(name).collect()) == [1, 2]
-    again = apply_manifests(spark, [repair], "lake", "wsnap_re", stream="re.partial")
+    again = apply_manifests(spark, [repair], MergeOptions(namespace="wsnap_re", stream="re.partial"))
     assert again["batches"][0]["status"] == "already-applied"
 
     stale = snapshot_manifest(tmp_path / "s", tm, [(1, 1), (2, 2)], log.here(), "stale")
     log.begin()
     log.rows(tm, "update", [((1, 1), (1, 10))])
     second = log.publish()
-    apply_manifests(spark, [second], "lake", "wsnap_re")
+    apply_manifests(spark, [second], MergeOptions(namespace="wsnap_re"))
     with pytest.raises(MergeJobError, match="past the end of snapshot stale .* Take the snapshot again"):
-        apply_manifests(spark, [stale], "lake", "wsnap_re", stream="re.partial2")
+        apply_manifests(spark, [stale], MergeOptions(namespace="wsnap_re", stream="re.partial2"))
     assert {r[0]: r[1] for r in spark.table(name).collect()} == {1: 10, 2: 2}
     # the repair, merged again after the incremental load went on: it applied, nothing happens
-    assert apply_manifests(spark, [repair], "lake", "wsnap_re", stream="re.partial")["batches"][0]["status"] == \
-        "already-applied"
+    again = apply_manifests(spark, [repair], MergeOptions(namespace="wsnap_re", stream="re.partial"))
+    assert again["batches"][0]["status"] == "already-applied"
 
 
 @pytest.mark.parametrize("staged_on", ["local", "s3"])
@@ -328,6 +330,7 @@ def test_a_killed_watermark_snapshot_resumes_at_its_last_sealed_chunk(mariadb, s
     import sys
 
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.merge.options import MergeOptions
     from airflow_provider_binlog.staging.manifest import load_manifest
 
     create(mariadb)
@@ -385,12 +388,12 @@ def test_a_killed_watermark_snapshot_resumes_at_its_last_sealed_chunk(mariadb, s
     rc = replica_factory(mariadb)()
     rc.connect()
     try:
-        inc = run_dump(rc, staging_dir=tmp_path / "staging", start=Checkpoint.from_json(snap.end),
-                       tables=TableFilter([f"{DB}.*"]), history=SchemaHistory.from_json(snap.data["schema_history"]))
+        inc = run_dump(rc, staging_dir=tmp_path / "staging", start=snap.end,
+                       tables=TableFilter([f"{DB}.*"]), history=SchemaHistory.from_json(snap.schema_history_json))
     finally:
         rc.close()
     namespace = f"wsnap_kill_{staged_on}"
-    apply_manifests(spark, [snap.ref, inc.manifest.directory], "lake", namespace)
+    apply_manifests(spark, [snap.ref, inc.manifest.directory], MergeOptions(namespace=namespace))
     got = {r[0]: tuple(r) for r in spark.sql(f"SELECT id, v, s FROM lake.{namespace}.wsnap__items").collect()}
     assert got == source(mariadb, "items", 1, ("id", "v", "s"))
     got = {(r[0], r[1]): tuple(r) for r in spark.sql(f"SELECT a, b, n FROM lake.{namespace}.wsnap__pairs").collect()}
@@ -406,6 +409,7 @@ def test_a_change_log_reloaded_after_the_incremental_load_logged_part_of_the_sna
 
     from airflow_provider_binlog.codec import constants as C
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.merge.options import MergeOptions
     from tests.integration.test_merge_job import Binlog, col, table_map
 
     tm = table_map("s", "log", [col(0, "k", C.MYSQL_TYPE_LONG), col(1, "v", C.MYSQL_TYPE_LONG)])
@@ -415,7 +419,7 @@ def test_a_change_log_reloaded_after_the_incremental_load_logged_part_of_the_sna
     log.begin()
     log.rows(tm, "insert", [(2, 2)])                                   # at 104
     second = log.publish()                                             # 104 .. 204
-    apply_manifests(spark, [first, second], "lake", "wsnap_log")
+    apply_manifests(spark, [first, second], MergeOptions(namespace="wsnap_log"))
     snap = Binlog(tmp_path / "snap").begin()
     snap.pos = 104
     start = snap.here()
@@ -427,7 +431,7 @@ def test_a_change_log_reloaded_after_the_incremental_load_logged_part_of_the_sna
     snap.pos = 304
     manifest = snap.writer.publish(dump_id="wsnap-log", start=start.to_json(), end=snap.here().to_json(),
                                    server={"flavor": "mysql"}, extra={"mode": "snapshot"})
-    apply_manifests(spark, [manifest], "lake", "wsnap_log", stream="log.partial")
+    apply_manifests(spark, [manifest], MergeOptions(namespace="wsnap_log", stream="log.partial"))
     rows = spark.sql("SELECT _op, _binlog_pos, k FROM lake.wsnap_log.s__log "
                      "ORDER BY _binlog_seq, _binlog_pos, _row").collect()
     assert [tuple(r) for r in rows] == [("insert", 4, 1), ("truncate", 103, None), ("insert", 104, 2),

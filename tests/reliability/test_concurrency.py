@@ -18,6 +18,7 @@ import pytest
 from airflow_provider_binlog.checkpoints import (Checkpoint, CheckpointConflictError,
                                                 CheckpointLockedError, FileCheckpointStore)
 from airflow_provider_binlog.capture.dump import run_dump
+from airflow_provider_binlog.merge.options import MergeOptions
 from airflow_provider_binlog.staging import load_manifest
 from airflow_provider_binlog.tables import TableFilter
 from tests.reliability import support as S
@@ -60,14 +61,15 @@ def test_a_second_merge_of_the_same_stream_is_refused_while_one_runs(dumped, spa
 
     manifest, expected = dumped
     store = FileCheckpointStore(tmp_path / "store")
-    store.save("conc", Checkpoint.from_json(manifest.start))
+    store.save("conc", manifest.start)
     other = holder(tmp_path / "store", "conc")       # another process runs this load
     try:
         before = S.snapshot_ids(spark, "rel_conc", DB)
         with pytest.raises(ConcurrentRunError, match=rf"another run of 'conc' is in progress \(process {other.pid}"):
-            apply_manifests(spark, [manifest], "lake", "rel_conc", store, "conc")
+            apply_manifests(spark, [manifest], MergeOptions(namespace="rel_conc", checkpoint_store=store.root,
+                                                            checkpoint_key="conc"))
         assert S.snapshot_ids(spark, "rel_conc", DB) == before
-        assert store.load("conc") == Checkpoint.from_json(manifest.start)
+        assert store.load("conc") == manifest.start
         # another key (another load) is not blocked; its own lock is
         with FileCheckpointStore(tmp_path / "store").exclusive("other"):
             with pytest.raises(CheckpointLockedError):
@@ -76,11 +78,12 @@ def test_a_second_merge_of_the_same_stream_is_refused_while_one_runs(dumped, spa
     finally:
         os.kill(other.pid, signal.SIGKILL)           # dies holding it: the kernel releases it
         other.wait()
-    apply_manifests(spark, [manifest], "lake", "rel_conc", store, "conc")
+    apply_manifests(spark, [manifest], MergeOptions(namespace="rel_conc", checkpoint_store=store.root,
+                                                    checkpoint_key="conc"))
     got = S.iceberg_state(spark, "rel_conc", DB)
     assert {t: got[t] for t in ("items", "pairs")} == {t: expected[t] for t in ("items", "pairs")}
     S.changelog_matches(got["events"], [manifest], DB, "events")
-    assert store.load("conc") == Checkpoint.from_json(manifest.end)
+    assert store.load("conc") == manifest.end
     record_trials("two merges of the same stream at once")
 
 
@@ -228,10 +231,10 @@ def test_two_merge_processes_at_once(dumped, spark, spark_warehouse, tmp_path, r
     exact."""
     manifest, expected = dumped
     store = FileCheckpointStore(tmp_path / "store")
-    store.save("conc2", Checkpoint.from_json(manifest.start))
-    argv = ["--warehouse", spark_warehouse, "--catalog", "lake", "--namespace", "rel_conc2",
-            "--checkpoint-store", str(tmp_path / "store"), "--checkpoint-key", "conc2",
-            "--manifest", str(manifest.directory)]
+    store.save("conc2", manifest.start)
+    options = MergeOptions(namespace="rel_conc2", warehouse=spark_warehouse,
+                           checkpoint_store=str(tmp_path / "store"), checkpoint_key="conc2")
+    argv = ["--options", options.to_json_text(), "--manifest", str(manifest.directory)]
     go = tmp_path / "go"
     first_out = tmp_path / "first.json"
     env = {**os.environ, **S.FAST_JVM, "PYTHONPATH": str(S.ROOT)}
@@ -251,5 +254,5 @@ def test_two_merge_processes_at_once(dumped, spark, spark_warehouse, tmp_path, r
     got = S.iceberg_state(spark, "rel_conc2", DB, refresh=True)
     assert {t: got[t] for t in ("items", "pairs")} == {t: expected[t] for t in ("items", "pairs")}
     S.changelog_matches(got["events"], [manifest], DB, "events")
-    assert store.load("conc2") == Checkpoint.from_json(manifest.end)
+    assert store.load("conc2") == manifest.end
     record_trials("two merge jobs (Spark) of the same stream at once")

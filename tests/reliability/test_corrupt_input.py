@@ -11,11 +11,12 @@ import shutil
 
 import pytest
 
-from airflow_provider_binlog.checkpoints import (Checkpoint, CheckpointStoreError,
+from airflow_provider_binlog.checkpoints import (CheckpointStoreError,
                                                 FileCheckpointStore)
 from airflow_provider_binlog.codec import BinlogError, TruncatedEventError, read_binlog_file
 from airflow_provider_binlog.codec.events import RowsEvent
 from airflow_provider_binlog.capture.dump import run_dump
+from airflow_provider_binlog.merge.options import MergeOptions
 from airflow_provider_binlog.replica import ReplicaError
 from airflow_provider_binlog.staging import ManifestError, load_manifest
 from airflow_provider_binlog.tables import TableFilter
@@ -176,9 +177,10 @@ def batch(mariadb, tmp_path):
 
 
 def argv(spark_warehouse, tmp_path, namespace, manifest):
-    return ["--warehouse", spark_warehouse, "--catalog", "lake", "--namespace", namespace,
-            "--checkpoint-store", str(tmp_path / "store"), "--checkpoint-key", "k",
-            "--manifest", str(manifest), "--output-json", str(tmp_path / "out.json")]
+    options = MergeOptions(namespace=namespace, warehouse=spark_warehouse,
+                           checkpoint_store=str(tmp_path / "store"), checkpoint_key="k")
+    return ["--options", options.to_json_text(), "--manifest", str(manifest),
+            "--output-json", str(tmp_path / "out.json")]
 
 
 def test_bad_staged_batches_are_refused_and_nothing_is_committed(batch, spark, spark_warehouse, tmp_path,
@@ -188,7 +190,7 @@ def test_bad_staged_batches_are_refused_and_nothing_is_committed(batch, spark, s
     first, second = batch
     namespace = "rel_corrupt_staged"
     store = FileCheckpointStore(tmp_path / "store")
-    store.save("k", Checkpoint.from_json(first.start))
+    store.save("k", first.start)
     assert merge_job.main(argv(spark_warehouse, tmp_path, namespace, first.directory)) == 0
     good = second.directory
     (entry, *_) = second.tables
@@ -255,7 +257,7 @@ def test_bad_staged_batches_are_refused_and_nothing_is_committed(batch, spark, s
         record_trials(f"bad staged input: {kind}")
     # the intact batch still applies
     assert merge_job.main(argv(spark_warehouse, tmp_path, namespace, good)) == 0
-    assert store.load("k") == Checkpoint.from_json(second.end)
+    assert store.load("k") == second.end
     with pytest.raises(ManifestError, match="sha256|checksum"):
         damaged("Parquet file with a flipped byte")
         load_manifest(tmp_path / "bad-Parquet file with a flipped byte", verify=True)
@@ -274,7 +276,7 @@ def test_bad_staged_batches_on_s3_are_refused_and_nothing_is_committed(mariadb, 
     first, second = two_batches(mariadb, f"s3://{bucket}/stage", "staged-s3")
     namespace = "rel_corrupt_staged_s3"
     store = FileCheckpointStore(tmp_path / "store")
-    store.save("k", Checkpoint.from_json(first.start))
+    store.save("k", first.start)
     assert merge_job.main(argv(spark_warehouse, tmp_path, namespace, first.ref)) == 0
     client = s3_server.client()
     batch_key = second.ref.split(f"s3://{bucket}/", 1)[1].rsplit("/", 1)[0]
@@ -302,7 +304,7 @@ def test_bad_staged_batches_on_s3_are_refused_and_nothing_is_committed(mariadb, 
         assert (S.snapshot_ids(spark, namespace, DB), store.load("k")) == before, kind
         record_trials(f"bad staged input on S3: {kind}")
     assert merge_job.main(argv(spark_warehouse, tmp_path, namespace, second.ref)) == 0
-    assert store.load("k") == Checkpoint.from_json(second.end)
+    assert store.load("k") == second.end
 
 
 def _paths(node, prefix=()):

@@ -105,9 +105,11 @@ def check_chain(manifests, server, spark=None, tmp_path=None, namespace=None):
     assert S.replay(manifests, DB) == S.source_state(server, DB)
     if spark is not None:
         from airflow_provider_binlog.merge.spark.batch import apply_manifests
+        from airflow_provider_binlog.merge.options import MergeOptions
         store = FileCheckpointStore(tmp_path / "store")
-        store.save("dump", Checkpoint.from_json(manifests[0].start))
-        apply_manifests(spark, manifests, "lake", namespace, store, "dump")
+        store.save("dump", manifests[0].start)
+        apply_manifests(spark, manifests, MergeOptions(namespace=namespace, checkpoint_store=store.root,
+                                                       checkpoint_key="dump"))
         got = S.iceberg_state(spark, namespace, DB)
         want = S.source_state(server, DB)
         assert {t: got[t] for t in ("items", "pairs")} == {t: want[t] for t in ("items", "pairs")}
@@ -125,7 +127,7 @@ def test_dump_killed_at_each_point_then_rerun(source, staging, tmp_path, record_
         manifest, killed = killed_dump_then_rerun(source, staging, start, kill, tmp_path)
         assert killed, f"the dump was not killed at {point}"
         manifests.append(manifest)
-        start = Checkpoint.from_json(manifest.end)
+        start = manifest.end
         record_trials(f"dump SIGKILL {point}" + (" (S3 staging)" if staging.server else ""))
     check_chain(manifests, source)
     if staging.server is None:
@@ -159,6 +161,6 @@ def test_dump_killed_at_random_points_then_rerun(source, spark, tmp_path, record
         manifest, killed = killed_dump_then_rerun(source, staging, start, kill, tmp_path)
         record_trials(f"dump SIGKILL {point}" if killed else "dump not killed (finished before the point)")
         manifests.append(manifest)
-        start = Checkpoint.from_json(manifest.end)
+        start = manifest.end
         assert S.replay(manifests, DB) == S.source_state(source, DB), f"trial {trial}: {kill}"
     check_chain(manifests, source, spark, tmp_path, "rel_dump_random")

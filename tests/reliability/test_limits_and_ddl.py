@@ -102,6 +102,7 @@ def docs_work(server, table, rng, n):
 def test_ddl_in_the_middle_of_the_window_merges_to_the_source(mariadb, spark, tmp_path, record_trials):
     from airflow_provider_binlog.merge.errors import SchemaEvolutionError
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.merge.options import MergeOptions
 
     from airflow_provider_binlog.capture.snapshot import take_snapshot
 
@@ -121,7 +122,8 @@ def test_ddl_in_the_middle_of_the_window_merges_to_the_source(mariadb, spark, tm
             rc.close()
         before = (S.snapshot_ids(spark, "rel_ddl", DDL_DB, ["docs", "docs2", "kv"]), store.load("ddl"))
         try:
-            apply_manifests(spark, [result.manifest], "lake", "rel_ddl", store, "ddl")
+            apply_manifests(spark, [result.manifest], MergeOptions(namespace="rel_ddl", checkpoint_store=store.root,
+                                                                   checkpoint_key="ddl"))
         except SchemaEvolutionError:
             # nothing committed: neither a table nor the ledger nor the store moved
             assert (S.snapshot_ids(spark, "rel_ddl", DDL_DB, ["docs", "docs2", "kv"]), store.load("ddl")) == before
@@ -164,7 +166,7 @@ def test_ddl_in_the_middle_of_the_window_merges_to_the_source(mariadb, spark, tm
         dump_and_merge(end)
     snap = take_snapshot(lambda: server.connect(), staging_dir=tmp_path / "staging", tables=captured,
                          flavor="mariadb", server={"server_id": server.server_id})
-    apply_manifests(spark, [snap], "lake", "rel_ddl", store, "ddl")
+    apply_manifests(spark, [snap], MergeOptions(namespace="rel_ddl", checkpoint_store=store.root, checkpoint_key="ddl"))
     check("docs2", "kv")
     server.execute(f"DROP TABLE IF EXISTS {DDL_DB}.docs2")
     record_trials("DDL mid-window: ADD COLUMN with defaults, DROP COLUMN, TRUNCATE")

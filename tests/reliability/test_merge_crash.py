@@ -11,6 +11,7 @@ import pytest
 
 from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore
 from airflow_provider_binlog.capture.dump import run_dump
+from airflow_provider_binlog.merge.options import MergeOptions
 from airflow_provider_binlog.tables import TableFilter
 from airflow_provider_binlog.merge.spark import job as merge_job
 from airflow_provider_binlog.merge.spark.catalog import applied_state
@@ -44,9 +45,10 @@ def batches(mariadb, tmp_path_factory):
     return [first.manifest, second.manifest], [at_first, S.source_state(mariadb, DB)]
 
 
-def argv_for(spark_warehouse, namespace, store_dir, manifests):
-    argv = ["--warehouse", spark_warehouse, "--catalog", "lake", "--namespace", namespace,
-            "--checkpoint-store", str(store_dir), "--checkpoint-key", KEY]
+def argv_for(spark_warehouse, namespace, store_dir, manifests, **more):
+    options = MergeOptions(namespace=namespace, warehouse=spark_warehouse, checkpoint_store=str(store_dir),
+                           checkpoint_key=KEY, **more)
+    argv = ["--options", options.to_json_text()]
     for m in manifests:
         argv += ["--manifest", str(m.directory)]
     return argv
@@ -66,9 +68,9 @@ def killed_merges_then_rerun(spark, spark_warehouse, tmp_path, manifests, expect
     one recovering from the crash of the one before), then in this process."""
     store_dir = tmp_path / f"store-{namespace}"
     store = FileCheckpointStore(store_dir)
-    store.save(KEY, Checkpoint.from_json(manifests[0].start))
+    store.save(KEY, manifests[0].start)
     argv = argv_for(spark_warehouse, namespace, store_dir, manifests)
-    ends = [Checkpoint.from_json(manifests[0].start)] + [Checkpoint.from_json(m.end) for m in manifests]
+    ends = [manifests[0].start] + [m.end for m in manifests]
     children = []
     for i, kill in enumerate(kills):
         child = S.run_child("_merge_child.py", {"argv": argv, "kill": kill,
@@ -175,9 +177,9 @@ def test_direct_commits_of_parallel_tables_killed_mid_batch_then_rerun(
     namespace = "rel_direct_kill"
     store_dir = tmp_path / "store-direct"
     store = FileCheckpointStore(store_dir)
-    first_end, second_end = (Checkpoint.from_json(m.end) for m in manifests)
+    first_end, second_end = (m.end for m in manifests)
     assert merge_job.main(argv_for(spark_warehouse, namespace, store_dir, manifests[:1])) == 0
-    argv = argv_for(spark_warehouse, namespace, store_dir, manifests) + ["--parallel-tables", "3"]
+    argv = argv_for(spark_warehouse, namespace, store_dir, manifests, parallel_tables=3)
     child = S.run_child("_merge_child.py", {"argv": argv, "kill": {"point": "after_commit", "after": 3},
                                             "out": str(tmp_path / "direct-killed.json")}, env=S.FAST_JVM)
     assert child.killed, child

@@ -180,6 +180,7 @@ def q(name):
 
 def test_odd_identifiers_end_to_end(mariadb, spark, tmp_path, record_trials):
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.merge.options import MergeOptions
 
     from airflow_provider_binlog.capture.snapshot import take_snapshot
 
@@ -199,7 +200,8 @@ def test_odd_identifiers_end_to_end(mariadb, spark, tmp_path, record_trials):
     snap = take_snapshot(lambda: server.connect(), staging_dir=staging, tables=captured, flavor="mariadb",
                          server={"server_id": server.server_id}, chunk_rows=2)
     store = FileCheckpointStore(tmp_path / "store")
-    apply_manifests(spark, [snap], "lake", "rel_weird", store, "weird")
+    apply_manifests(spark, [snap], MergeOptions(namespace="rel_weird", checkpoint_store=store.root,
+                                                checkpoint_key="weird"))
     want = S.source_state(server, WEIRD_DB, [WEIRD_TABLE])
     assert S.iceberg_state(spark, "rel_weird", WEIRD_DB, [WEIRD_TABLE]) == want
 
@@ -216,7 +218,8 @@ def test_odd_identifiers_end_to_end(mariadb, spark, tmp_path, record_trials):
         first = run_dump(rc, staging_dir=staging, start=start, tables=captured)
     finally:
         rc.close()
-    apply_manifests(spark, [first.manifest], "lake", "rel_weird", store, "weird")
+    apply_manifests(spark, [first.manifest], MergeOptions(namespace="rel_weird", checkpoint_store=store.root,
+                                                          checkpoint_key="weird"))
     want = S.source_state(server, WEIRD_DB, [WEIRD_TABLE])
     assert S.iceberg_state(spark, "rel_weird", WEIRD_DB, [WEIRD_TABLE]) == want
 
@@ -228,7 +231,8 @@ def test_odd_identifiers_end_to_end(mariadb, spark, tmp_path, record_trials):
     finally:
         rc.close()
     assert [d["kind"] for d in second.manifest.data["ddl"]] == ["truncate"]
-    apply_manifests(spark, [second.manifest], "lake", "rel_weird", store, "weird")
+    apply_manifests(spark, [second.manifest], MergeOptions(namespace="rel_weird", checkpoint_store=store.root,
+                                                           checkpoint_key="weird"))
     want = S.source_state(server, WEIRD_DB, [WEIRD_TABLE])
     assert S.iceberg_state(spark, "rel_weird", WEIRD_DB, [WEIRD_TABLE]) == want
     assert list(want[WEIRD_TABLE]) == [(7,)]
@@ -241,7 +245,8 @@ def test_odd_identifiers_end_to_end(mariadb, spark, tmp_path, record_trials):
     finally:
         rc.close()
     assert third.manifest.tables == []
-    apply_manifests(spark, [third.manifest], "lake", "rel_weird", store, "weird")
+    apply_manifests(spark, [third.manifest], MergeOptions(namespace="rel_weird", checkpoint_store=store.root,
+                                                          checkpoint_key="weird"))
     assert S.iceberg_state(spark, "rel_weird", WEIRD_DB, [WEIRD_TABLE]) == {WEIRD_TABLE: {}}
     server.execute(f"DROP DATABASE {q(WEIRD_DB)}")
     record_trials("odd identifiers (backticks, dots, quotes, spaces, unicode) end to end")
@@ -252,6 +257,7 @@ def test_odd_identifiers_end_to_end(mariadb, spark, tmp_path, record_trials):
 
 def test_store_and_staging_are_private(mariadb, spark, tmp_path, record_trials):
     from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.merge.options import MergeOptions
 
     old_umask = os.umask(0o022)      # a usual umask: what we create must still be private
     try:
@@ -265,7 +271,8 @@ def test_store_and_staging_are_private(mariadb, spark, tmp_path, record_trials):
             rc.close()
         store = FileCheckpointStore(tmp_path / "store")
         store.save("perm", start)
-        apply_manifests(spark, [result.manifest], "lake", "rel_perm", store, "perm")
+        apply_manifests(spark, [result.manifest], MergeOptions(namespace="rel_perm", checkpoint_store=store.root,
+                                                               checkpoint_key="perm"))
     finally:
         os.umask(old_umask)
     checked = 0

@@ -83,7 +83,7 @@ def test_every_module_imports_only_its_layer_and_the_layers_below():
     assert upward == []
 
 
-@pytest.mark.parametrize("module", ["merge", "merge.batches", "merge.ddl_plan", "merge.errors",
+@pytest.mark.parametrize("module", ["merge", "merge.batches", "merge.ddl_plan", "merge.errors", "merge.options",
                                     "merge.iceberg_contract", "merge.key_chains", "merge.sql"])
 def test_the_merge_planning_modules_import_no_pyspark(module):
     known = modules()

@@ -6,31 +6,23 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Optional
 
 from pyspark.sql import SparkSession
 
-from ...checkpoints import ABSENT, Checkpoint, CheckpointLockedError, CheckpointStore
+from ...checkpoints import ABSENT, Checkpoint, CheckpointLockedError, CheckpointStore, open_checkpoint_store
+from ...schema_history.ops import AlterOp
 from ...spark import runtime
 from ...tables import iceberg_table_name
-from ..contract import DataContract
-from ..layout import TableLayouts
 from ..batches import Batch, compare_checkpoints, plan_batches
 from ..batches import binlog_point as _position
 from ..batches import checkpoint_text as _checkpoint_text
 from ..ddl_plan import ddl_ops as _ddl_ops
 from ..ddl_plan import moves as _moves
 from ..ddl_plan import reset_records as _reset_records
-from ..direct_changes import DEFAULT_DIRECT_MAX_BYTES, DELETES_POSITION, check_direct_deletes
-from ..errors import BatchGapError, ConcurrentRunError, MergeJobError
-from ..iceberg_contract import (
-    DEFAULT_MAX_KEY_CHANGE_ROWS,
-    DEFAULT_PARALLEL_TABLES,
-    DEFAULT_STREAM,
-    LEDGER_TABLE,
-    MODE_MERGE,
-)
-from ..sql import check_identifier as _check_identifier
+from ..errors import BatchGapError, ConcurrentRunError, MergeJobError, MergeOptionError
+from ..iceberg_contract import LEDGER_TABLE, MODE_MERGE
+from ..options import MergeOptions
 from .apply import apply_changelog_table, apply_merge_table, backfill_defaults, commit_properties
 from .catalog import applied_state, ensure_namespace, head_snapshot, table_exists
 from .direct_commit import append_rows, apply_direct
@@ -51,7 +43,7 @@ def _describe_position(cp: Optional[Checkpoint]) -> str:
 def _save_checkpoint(store: CheckpointStore, key: str, batch: Batch, *, expected: Any) -> None:
     """Advance the store to the batch end, with the schema history valid there (the dump's
     manifest records it) in the same compare-and-set."""
-    history = batch.manifest.data.get("schema_history")
+    history = batch.manifest.schema_history_json
     if history is not None:
         store.save(key, batch.end, expected=expected, schema_history=history)
     else:
@@ -68,16 +60,13 @@ def _ledger_rows(values: tuple) -> Any:
     return pa.table({n: pa.array([v], t) for n, v, t in zip(names, values, types)})
 
 
-def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
-                store: Optional[CheckpointStore] = None, key: Optional[str] = None, *,
-                stream: Optional[str] = None, layouts: Optional[TableLayouts] = None,
-                contract: Optional[DataContract] = None,
-                max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS,
-                parallel_tables: int = DEFAULT_PARALLEL_TABLES,
-                direct_max_bytes: int = DEFAULT_DIRECT_MAX_BYTES,
-                direct_deletes: str = DELETES_POSITION) -> dict:
-    """Apply one batch (see :func:`apply_manifests`)."""
-    stream = stream or key or DEFAULT_STREAM
+def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
+                store: Optional[CheckpointStore] = None) -> dict:
+    """Apply one batch (see :func:`apply_manifests`); ``store`` is the open checkpoint store of
+    ``options``, advanced under ``options.checkpoint_key``."""
+    catalog, namespace, key = options.catalog, options.namespace, options.checkpoint_key
+    stream, layouts, contract = options.ledger_stream, options.layouts, options.data_contract
+    parallel_tables, direct_max_bytes = options.parallel_tables, options.direct_max_bytes
     ledger = ledger_name(catalog, namespace)
     ensure_ledger(spark, ledger)
     ledger_state = applied_state(spark, ledger, stream)
@@ -86,7 +75,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         (ledger_state.checkpoint, f"ledger {ledger} (stream {stream!r})")
     result: dict[str, Any] = {"batch_id": batch.batch_id, "start": batch.start.to_json(),
                               "end": batch.end.to_json(), "tables": []}
-    snapshot = batch.manifest.data.get("mode") == "snapshot"
+    snapshot = batch.manifest.is_snapshot
     if snapshot and position is not None and compare_checkpoints(batch.end, position) == 0:
         log.info("snapshot %s is already applied (%s is at %s)", batch.batch_id, source, position)
         result["status"] = "already-applied"
@@ -100,7 +89,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         if compare_checkpoints(batch.end, position) <= 0:
             log.info("batch %s is already applied (%s is at %s)", batch.batch_id, source, position)
             result["status"] = "already-applied"
-            if store is not None and stored is None:
+            if store is not None and key is not None and stored is None:
                 _save_checkpoint(store, key, batch, expected=ABSENT)
                 result["checkpoint_store"] = "advanced"
             return result
@@ -133,8 +122,8 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         pair = next((r["_table"] for r in records if r.get("_table")), None)
         names.add(tuple(pair) if pair else tuple(qualified.partition(".")[::2]))
     for _at, _record, op in _ddl_ops(batch):
-        if op["op"] == "alter":  # a table altered in the batch, with rows or without
-            names.add(tuple(op["table"]))
+        if isinstance(op, AlterOp):  # a table altered in the batch, with rows or without
+            names.add(op.table)
     seen_targets: dict[str, tuple] = {}
     for schema_name, table_name in sorted(names):
         target = iceberg_table_name(schema_name, table_name)
@@ -143,7 +132,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
                                 f"map to the same table {target}")
         seen_targets[target] = (schema_name, table_name)
 
-    contracts = {pair: (contract or DataContract()).for_table(*pair) for pair in names}
+    contracts = {pair: contract.for_table(*pair) for pair in names}
     # the change logs of merged tables (data contract): tables of their own, each with its own
     # exactly-once state
     # (a table without a primary key is a change log already)
@@ -161,7 +150,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         (schema_name, table_name), change_log = item
         return prepare_table(spark, batch, catalog, namespace, schema_name, table_name,
                              entries.get((schema_name, table_name)),
-                             resets.get(f"{schema_name}.{table_name}", []), layouts or TableLayouts(),
+                             resets.get(f"{schema_name}.{table_name}", []), layouts,
                              contracts[(schema_name, table_name)], change_log_of=change_log)
 
     items = [(pair, False) for pair in sorted(names)] + [(pair, True) for pair in logged]
@@ -182,7 +171,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
                 info["status"] = "committed" if info["snapshot_id"] != w.state.head else "no-change"
                 return info
         if w.mode == MODE_MERGE:  # a direct commit has no statement or backfill to run first
-            direct = apply_direct(spark, w, batch, stream, direct_max_bytes, direct_deletes)
+            direct = apply_direct(spark, w, batch, stream, direct_max_bytes, options.direct_deletes)
             if direct is not None:
                 info.update(direct, schema_changes=[])
                 info["status"] = "committed" if info["snapshot_id"] != w.state.head else "no-change"
@@ -195,7 +184,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         if w.defaults and w.exists and w.state.head is not None:
             info["backfill"] = backfill_defaults(spark, w, batch, stream)
         if w.mode == MODE_MERGE:
-            info.update(apply_merge_table(spark, w, batch, stream, max_key_change_rows))
+            info.update(apply_merge_table(spark, w, batch, stream, options.max_key_change_rows))
         else:
             info.update(apply_changelog_table(spark, w, batch, stream))
         info["snapshot_id"] = head_snapshot(spark, w.name)
@@ -207,7 +196,7 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
 
     # 2b. renames between captured tables, at the batch end
     if moves:
-        result["moves"] = apply_moves(spark, batch, catalog, namespace, stream, moves, layouts or TableLayouts())
+        result["moves"] = apply_moves(spark, batch, catalog, namespace, stream, moves, layouts)
 
     # 3. the ledger row, then 4. the checkpoint store
     if ledger_state.checkpoint is None or compare_checkpoints(batch.end, ledger_state.checkpoint) > 0:
@@ -220,82 +209,58 @@ def apply_batch(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         result["ledger"] = "committed"
     else:
         result["ledger"] = "already-applied"
-    if store is not None:
+    if store is not None and key is not None:
         _save_checkpoint(store, key, batch, expected=stored if stored is not None else ABSENT)
         result["checkpoint_store"] = "advanced"
     result["status"] = "applied"
     return result
 
 
-def apply_manifests(spark: SparkSession, manifests: Iterable[Any], catalog: str, namespace: str,
-                    store: Optional[CheckpointStore] = None, key: Optional[str] = None, *,
-                    stream: Optional[str] = None,
-                    table_properties: Optional[Mapping[str, str]] = None,
-                    layouts: Optional[TableLayouts] = None,
-                    contract: Optional[DataContract] = None,
-                    max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS,
-                    parallel_tables: int = DEFAULT_PARALLEL_TABLES, maintenance: bool = False,
-                    expire_older_than_days: float = 7.0,
-                    retain_last: int = 10, maintenance_every_hours: Optional[float] = None,
-                    direct_max_bytes: int = DEFAULT_DIRECT_MAX_BYTES,
-                    direct_deletes: str = DELETES_POSITION) -> dict:
-    """Apply the batches of ``manifests`` to ``catalog.namespace``, in checkpoint order,
-    exactly once; advance ``store[key]`` after each batch. Returns a JSON-able summary.
+def apply_manifests(spark: SparkSession, manifests: Iterable[Any], options: MergeOptions, *,
+                    store: Optional[CheckpointStore] = None) -> dict:
+    """Apply the batches of ``manifests`` (``Manifest`` objects or paths) to
+    ``options.catalog``.``options.namespace``, in checkpoint order, exactly once; advance the
+    checkpoint store after each batch. Returns a JSON-able summary.
 
-    ``stream`` (default: ``key``, else ``"default"``) names the binlog stream in the ledger
-    ``<namespace>._binlog_batches``: each stream has its own position there, which decides
-    gaps when no checkpoint store is given.
+    ``store`` is the checkpoint store to advance under ``options.checkpoint_key``, already open
+    (default: the one ``options.checkpoint_store`` names, opened here). Each stream
+    (``options.ledger_stream``) has its own position in the ledger
+    ``<namespace>._binlog_batches``, which decides gaps when no checkpoint store is given.
 
-    ``parallel_tables``: how many tables of a batch are planned and committed at once, from
-    that many driver threads (1: one after the other).
-
-    ``direct_max_bytes``: a table whose staged files hold at most this many bytes, and whose
-    changes are simple (whole images, no key change, no schema change), is committed without
-    Spark: its collapsed changes as a data file and a delete file, written with pyarrow and
-    committed through Iceberg's Java API (``merge/spark/direct_commit.py``); the ledger row
-    too. 0: every table through the Spark MERGE. ``direct_deletes``: how those commits drop
-    the rows they replace, ``"position"`` (position deletes, read by every Iceberg reader) or
-    ``"equality"`` (equality deletes on the primary key, read by JVM engines only).
-
-    ``layouts`` give the tables the job creates their partition spec, sort order and properties
-    (:class:`~airflow_provider_binlog.merge.layout.TableLayouts`); ``table_properties`` are
-    properties of every created table under them. ``contract`` gives merged tables change
-    columns, soft deletes and change logs
-    (:class:`~airflow_provider_binlog.merge.contract.DataContract`)."""
-    if parallel_tables < 1:
-        raise MergeJobError(f"parallel_tables must be at least 1, not {parallel_tables}")
-    check_direct_deletes(direct_deletes)
-    _check_identifier("catalog", catalog)
-    _check_identifier("namespace", namespace, dotted=True)
-    if (store is None) != (key is None):
-        raise MergeJobError("a checkpoint store needs a key, and a key a store")
-    stream = stream or key or DEFAULT_STREAM
-    _check_identifier("stream", stream.replace("-", "_").replace(".", "_"))
-    table_layouts = (layouts or TableLayouts()).with_properties(table_properties)
+    Tables of a batch are planned and committed ``options.parallel_tables`` at once, from that
+    many driver threads. A table whose staged files hold at most ``options.direct_max_bytes``,
+    and whose changes are simple (whole images, no key change, no schema change), is committed
+    without Spark: its collapsed changes as a data file and a delete file, written with pyarrow
+    and committed through Iceberg's Java API (``merge/spark/direct_commit.py``); the ledger row
+    too. ``options.direct_deletes`` is how those commits drop the rows they replace. The tables
+    the job creates get ``options.layouts``; ``options.data_contract`` gives merged tables
+    change columns, soft deletes and change logs. See :class:`~..options.MergeOptions`."""
+    if store is not None and options.checkpoint_key is None:
+        raise MergeOptionError("a checkpoint store is given without checkpoint_key in the merge options",
+                               hint="give checkpoint_store and checkpoint_key in the options")
+    if store is None and options.checkpoint_store is not None:
+        store = open_checkpoint_store(options.checkpoint_store)
+    catalog, namespace, key = options.catalog, options.namespace, options.checkpoint_key
     batches = plan_batches(manifests)
     ensure_namespace(spark, catalog, namespace)
     results = []
     try:
         # two runs of the same load must not both plan and commit the same batch (a fresh
         # table's first batch is an append: both would land); the store's key is the lock
-        with store.exclusive(key) if store is not None else contextlib.nullcontext():
+        with store.exclusive(key) if store is not None and key is not None else contextlib.nullcontext():
             for batch in batches:
                 log.info("applying batch %s: [%s] .. [%s]", batch.batch_id, batch.start, batch.end)
-                results.append(apply_batch(spark, batch, catalog, namespace, store, key, stream=stream,
-                                           layouts=table_layouts, contract=contract,
-                                           max_key_change_rows=max_key_change_rows,
-                                           parallel_tables=parallel_tables,
-                                           direct_max_bytes=direct_max_bytes,
-                                           direct_deletes=direct_deletes))
+                results.append(apply_batch(spark, batch, options, store))
     except CheckpointLockedError as exc:
         raise ConcurrentRunError(str(exc)) from None
     out: dict[str, Any] = {"catalog": catalog, "namespace": namespace,
-                           "stream": stream, "batches": results,
+                           "stream": options.ledger_stream, "batches": results,
                            "checkpoint": batches[-1].end.to_json() if batches else None}
-    if maintenance:
+    if options.maintenance:
         tables = sorted({t["table"] for r in results for t in r["tables"]
                          if table_exists(spark, t["table"])} | {ledger_name(catalog, namespace)})
         out["maintenance"] = run_maintenance(spark, catalog, namespace, tables,
-                                             older_than_days=expire_older_than_days,
-                                             retain_last=retain_last, every_hours=maintenance_every_hours)
+                                             older_than_days=options.expire_older_than_days,
+                                             retain_last=options.retain_last,
+                                             every_hours=options.maintenance_every_hours)
     return out

@@ -273,7 +273,7 @@ def _collapse_chains(spark: SparkSession, flat: DataFrame, events: DataFrame, n_
         raise MergeJobError(
             f"more than {max_rows} changes involve keys changed by updates whose after image lacks "
             f"columns (binlog_row_image MINIMAL/NOBLOB); they are resolved in order on the driver, "
-            f"which is limited to {max_rows} (--max-key-change-rows)")
+            f"which is limited to {max_rows} (the merge option max_key_change_rows)")
     folded = fold_key_chains(
         [(tuple(r["_o"]), r["_kind"], r["_side"], tuple(_hashable(r[k]) for k in keys),
           None if r["_org"] is None else tuple(_hashable(v) for v in r["_org"]), list(r["_has"]))

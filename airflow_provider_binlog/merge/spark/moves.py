@@ -8,6 +8,7 @@ import json
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from ...schema_history.ops import MoveOp
 from ...spark import runtime
 from ...tables import iceberg_table_name
 from ..layout import TableLayouts
@@ -27,7 +28,7 @@ from .schema import CHANGELOG_ENVELOPE, create_table_statements, table_columns
 
 
 def apply_moves(spark: SparkSession, batch: Batch, catalog: str, namespace: str, stream: str,
-                 moves: list, layouts: TableLayouts) -> list[dict]:
+                 moves: list[tuple[tuple[int, int], dict, MoveOp]], layouts: TableLayouts) -> list[dict]:
     """Carry renames between captured tables into Iceberg at the batch end: each target gets
     the content its source had (every change before the rename is applied by then), sources
     that no name holds any more are emptied. The contents are first copied into work tables,
@@ -38,7 +39,7 @@ def apply_moves(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         return f"{catalog}.{namespace}.{iceberg_table_name(pair[0], pair[1])}"
 
     tag = hashlib.sha1(batch.batch_id.encode()).hexdigest()[:12]
-    pairs = [(tuple(op["from"]), tuple(op["to"])) for _, _, op in moves]
+    pairs = [(op.source, op.target) for _, _, op in moves]
     def moved(name: str) -> bool:  # the target's content was moved by this batch already
         if not table_exists(spark, name):
             return False

@@ -10,6 +10,7 @@ from typing import Optional
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from ...schema_history.ops import AlterOp
 from ...staging.contract import ENVELOPE_COLUMNS
 from ...tables import iceberg_table_name
 from ..contract import TableContract
@@ -105,9 +106,9 @@ def _altered_layout(batch: Batch, work: "TableWork") -> Optional[list[tuple[str,
 
     last = None
     for position, _record, op in _ddl_ops(batch):
-        if op["op"] == "alter" and tuple(op["table"]) == (work.schema, work.table) and op.get("columns") \
+        if isinstance(op, AlterOp) and op.table == (work.schema, work.table) and op.columns \
                 and (work.since is None or position >= work.since):
-            last = op["columns"]
+            last = op.columns
     if last is None:
         return None
     return [(c["name"], arrow_to_spark(str(arrow_type_for(codec_column(ColumnDef.from_json(c))))))
@@ -153,7 +154,7 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
                      state, None, [])
     if mode == MODE_MERGE and contract is not None:  # a change log has its envelope already
         work.contract = contract
-    snapshot = batch.manifest.data.get("mode") == "snapshot"
+    snapshot = batch.manifest.is_snapshot
     if state.checkpoint is not None:
         if compare_checkpoints(batch.end, state.checkpoint) <= 0:
             applied = not snapshot or committed_batch(spark, name, batch.batch_id)

@@ -346,6 +346,8 @@ def test_event_driven_schedule_watches_the_binlog_and_the_sensor_takes_what_is_t
     wait = incremental.get_task("wait_for_changes")
     assert (wait.min_bytes, wait.min_transactions, wait.max_threshold_wait) == (None, None, None)
     assert (wait.poke_interval, wait.timeout) == (2, 60)
+    strict, _ = make(schedule=OnNewBinlogData(), skip_when_idle=False)
+    assert strict.get_task("wait_for_changes").skip_on_timeout is True
     # the merge's own asset is another one: its events do not start the DAG again
     assert [getattr(a, "uri", "").rstrip("/") for a in incremental.get_task("merge").outlets] == ["binlog://shop", ""]
     assert type(backfill.timetable).__name__ == "NullTimetable"
@@ -370,6 +372,16 @@ class _Counts:
     def get_ti_count(self, dag_id, task_ids=None, states=None, **_):
         self.asked.append(("tasks", dag_id, tuple(task_ids), tuple(states)))
         return self.loading
+
+
+def test_an_incremental_merge_yields_to_a_running_backfill_before_reading_anything(monkeypatch):
+    incremental, backfill = make()
+    merge = incremental.get_task("merge")
+    assert merge.yield_to_dag_id == "binlog_backfill__shop" and backfill.get_task("merge").yield_to_dag_id is None
+    monkeypatch.setattr("airflow_provider_binlog.operators.merge.manifest_paths",
+                        lambda manifests: pytest.fail("the merge read its manifests"))
+    with pytest.raises(AirflowSkipException, match="merge yields"):
+        merge.execute({"ti": _Counts(runs=1)})
 
 
 def test_an_incremental_dump_yields_to_a_running_backfill(monkeypatch):
@@ -412,6 +424,7 @@ def test_the_assets_register_the_source_for_the_view_without_a_password():
                                                 "checkpoint_store_uri")} == {
             "binlog_conn_id": "src_conn", "checkpoint_key": "shop_key", "staging_dir": "/staging",
             "checkpoint_store_uri": "/cp"}
-    secret, _ = make(tables=["shop.*"], checkpoint_store_uri="postgresql://u:pw@db/cp")
-    (asset, _alias) = secret.get_task("merge").outlets
-    assert "checkpoint_store_uri" not in asset.extra and asset.extra["checkpoint_key"] == "shop"
+    for uri in ("postgresql://u:pw@db/cp", "postgresql://u@db/cp?password=pw"):
+        secret, _ = make(tables=["shop.*"], checkpoint_store_uri=uri)
+        (asset, _alias) = secret.get_task("merge").outlets
+        assert "checkpoint_store_uri" not in asset.extra and asset.extra["checkpoint_key"] == "shop"

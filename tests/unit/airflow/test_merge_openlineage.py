@@ -36,7 +36,8 @@ def test_the_spark_properties_get_the_parent_job_and_the_transport(monkeypatch):
     conf = merge(openlineage_inject_parent_job_info=True, openlineage_inject_transport_info=True)._with_openlineage(
         {"spark.sql.shuffle.partitions": "4"}, context)
     assert conf == {"spark.sql.shuffle.partitions": "4", "spark.openlineage.parentJobName": "dag.merge",
-                    "spark.openlineage.transport.type": "http"}
+                    "spark.openlineage.transport.type": "http",
+                    "spark.redaction.regex": "(?i)secret|password|token|access[.]key|apikey"}
     assert seen == [("parent", context), ("transport", context)]
     seen.clear()
     assert merge(openlineage_inject_parent_job_info=False)._with_openlineage({"a": "1"}, context) == {"a": "1"}
@@ -51,3 +52,14 @@ def test_properties_set_by_the_user_are_kept():
     mine = {"spark.openlineage.parentJobName": "mine"}
     assert merge(openlineage_inject_parent_job_info=True)._with_openlineage(dict(mine), None) == mine
     assert inject_parent_job_information_into_spark_properties(dict(mine), None) == mine
+
+
+def test_the_transport_api_key_is_masked_and_redacted_in_spark(monkeypatch):
+    masked = []
+    monkeypatch.setattr("airflow.sdk.log.mask_secret", lambda value, name=None: masked.append(value))
+    monkeypatch.setattr(f"{COMPAT}.inject_transport_information_into_spark_properties",
+                        lambda props, context: {**props, "spark.openlineage.transport.type": "http",
+                                                "spark.openlineage.transport.auth.apiKey": "s3cr3t"})
+    conf = merge(openlineage_inject_transport_info=True)._with_openlineage({}, {"ti": None})
+    assert masked == ["s3cr3t"]
+    assert "apikey" in conf["spark.redaction.regex"]

@@ -69,7 +69,7 @@ def test_a_merge_records_the_spark_application_its_job_reported(manifest, monkey
     def submit(self, application="", **kwargs):
         command = self._build_spark_submit_command(application)
         args = command[command.index(application) + 1:]
-        end = load_manifest(args[args.index("--manifest") + 1]).data["end"]
+        end = load_manifest(args[args.index("--manifest") + 1]).end.to_json()
         write_bytes(args[args.index("--output-json") + 1], json.dumps(
             {"batches": [], "checkpoint": end, "spark_application_id": "app-42"}).encode())
 

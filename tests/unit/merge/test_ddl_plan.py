@@ -12,8 +12,7 @@ from tests.unit.merge._manifests import ddl, manifest
 
 
 def batch(m):
-    from airflow_provider_binlog.checkpoints import Checkpoint
-    return Batch(m, Checkpoint.from_json(m.start), Checkpoint.from_json(m.end))
+    return Batch(m, m.start, m.end)
 
 
 def work(columns, since=None):
@@ -27,7 +26,7 @@ ALTER = {"op": "alter", "table": ["s", "t"], "dropped": [], "renamed": [["a", "b
 
 def test_operations_come_in_binlog_order(tmp_path):
     m = manifest(tmp_path, 4, 900, ddl=[ddl(500, {"op": "reset", "table": ["s", "t"]}), ddl(200, ALTER)])
-    assert [(pos, op["op"]) for pos, _, op in ddl_ops(batch(m))] == [((1, 200), "alter"), ((1, 500), "reset")]
+    assert [(pos, op.kind) for pos, _, op in ddl_ops(batch(m))] == [((1, 200), "alter"), ((1, 500), "reset")]
 
 
 def test_a_record_without_operations_is_refused_with_the_remedy(tmp_path):
@@ -35,6 +34,13 @@ def test_a_record_without_operations_is_refused_with_the_remedy(tmp_path):
     del record["ops"]
     with pytest.raises(MergeJobError, match="older release.*dump that range again"):
         ddl_ops(batch(manifest(tmp_path, 4, 900, ddl=[record])))
+
+
+def test_an_operation_of_an_unknown_kind_fails_the_batch_naming_it(tmp_path):
+    m = manifest(tmp_path, 4, 900, ddl=[ddl(300, {"op": "explode", "table": ["s", "t"]})])
+    with pytest.raises(MergeJobError, match=r"at mysql-bin.000001:300: .*manifest.json: unknown schema operation "
+                                            r"'explode'.*dump the range again"):
+        ddl_ops(batch(m))
 
 
 def test_resets_per_table_and_refusals_before_anything_is_committed(tmp_path):
@@ -74,7 +80,7 @@ def test_insert_defaults_of_columns_masked_in_the_dump_are_the_masked_ones_never
 def test_a_batch_that_goes_on_after_a_move_is_refused(tmp_path):
     move = {"op": "move", "from": ["s", "a"], "to": ["s", "b"]}
     ok = batch(manifest(tmp_path, 4, 900, ddl=[ddl(800, move)]))
-    assert [op["op"] for _, _, op in moves(ok)] == ["move"]
+    assert [(op.source, op.target) for _, _, op in moves(ok)] == [(("s", "a"), ("s", "b"))]
     later = batch(manifest(tmp_path / "l", 4, 900,
                            ddl=[ddl(500, move), ddl(800, {"op": "reset", "table": ["s", "c"]})]))
     with pytest.raises(MergeJobError, match="goes on after a rename between captured tables"):

@@ -6,6 +6,13 @@ from airflow_provider_binlog.schema_history import (ColumnDef, HistoryFollower, 
 from airflow_provider_binlog.schema_history.apply import statement_ops
 from airflow_provider_binlog.schema_history.ddl import parse_ddl
 from airflow_provider_binlog.schema_history.errors import DdlSyntaxError
+from airflow_provider_binlog.schema_history.ops import DdlOp
+
+
+def _staged(ops):
+    """The operations as the dump stages them (their JSON, pinned by these tests)."""
+    assert all(isinstance(op, DdlOp) for op in ops)
+    return [op.to_json() for op in ops]
 
 
 def _history():
@@ -16,7 +23,7 @@ def _history():
 
 def _follow(history, sql, captured=lambda s, t: (s, t) == ("s", "t")):
     follower = HistoryFollower(history, captured, lambda schema: schema == "s")
-    return follower.apply(parse_ddl(sql), "s")
+    return _staged(follower.apply(parse_ddl(sql), "s"))
 
 
 def test_drop_an_int_and_add_an_int_keeps_the_names_apart():
@@ -105,12 +112,16 @@ def test_the_history_round_trips_through_json():
     assert again.get("s", "t") == h.get("s", "t")
 
 
+def _statement_ops(stmt, schema, captured):
+    return _staged(statement_ops(stmt, schema, captured))
+
+
 def test_without_a_history_names_alone_give_resets_and_added_defaults():
     captured = lambda s, t: t == "t"  # noqa: E731
-    assert statement_ops(parse_ddl("TRUNCATE t"), "s", captured) == [{"op": "reset", "table": ["s", "t"]}]
-    ops = statement_ops(parse_ddl("ALTER TABLE t ADD COLUMN d INT NOT NULL DEFAULT 9"), "s", captured)
+    assert _statement_ops(parse_ddl("TRUNCATE t"), "s", captured) == [{"op": "reset", "table": ["s", "t"]}]
+    ops = _statement_ops(parse_ddl("ALTER TABLE t ADD COLUMN d INT NOT NULL DEFAULT 9"), "s", captured)
     assert [(a["name"], a["value"]) for a in ops[0]["added"]] == [("d", "9")]
-    assert statement_ops(parse_ddl("RENAME TABLE x TO t"), "s", captured)[0]["op"] == "refuse"
+    assert _statement_ops(parse_ddl("RENAME TABLE x TO t"), "s", captured)[0]["op"] == "refuse"
 
 
 def test_pt_osc_shadow_kept_in_step_by_triggers_is_swapped_in_as_a_column_change():

@@ -6,7 +6,6 @@ PyIceberg (a reader without a JVM) reads."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import random
 from decimal import Decimal
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from airflow_provider_binlog.checkpoints import FileCheckpointStore  # noqa: E402
+from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore  # noqa: E402
 from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.merge.errors import MergeJobError  # noqa: E402
 from airflow_provider_binlog.merge.spark import direct_commit  # noqa: E402
@@ -146,7 +145,7 @@ def test_random_simple_changes_are_committed_directly_and_equal_the_spark_merge_
     s = summary(spark, name)
     assert int(s["added-position-delete-files"]) == 1 and int(s["added-data-files"]) == 1
     assert "added-equality-delete-files" not in s
-    assert json.loads(s["binlog.checkpoint"]) == manifests[-1].end
+    assert Checkpoint.from_json(s["binlog.checkpoint"]) == manifests[-1].end
     assert s["binlog.batch_id"] == manifests[-1].dump_id
     assert applied_state(spark, name).checkpoint == log.here()
     ledger = spark.sql("SELECT batch_id, tables, staged_rows FROM lake.dc_direct._binlog_batches").collect()

@@ -51,14 +51,14 @@ import asyncio
 import functools
 import logging
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Mapping, Optional
 from urllib.parse import urlsplit
 
 from airflow.plugins_manager import AirflowPlugin
 
 from ..settings import env_name, float_setting
+from .ttl_cache import TtlCache
 from .api import AirflowApi, ApiError, api_base_url, request_token, segment, user_identity
 
 log = logging.getLogger(__name__)
@@ -86,35 +86,8 @@ _ICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none
 
 
 
-class _Cache:
-    """What the view gathered for each user (read with their token), kept for ``[binlog]
-    ui_cache_seconds``; one gatherer per user at a time, at most ``size`` users."""
-
-    def __init__(self, size: int = 64) -> None:
-        self.size = size
-        self._lock = threading.Lock()
-        self._entries: dict[str, list] = {}  # key -> [lock, at, value]
-
-    def get(self, key: str, compute: Callable[[], Any]) -> Any:
-        ttl = float_setting("ui_cache_seconds", zero=True)
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                entry = self._entries[key] = [threading.Lock(), 0.0, None]
-                while len(self._entries) > self.size:
-                    self._entries.pop(next(iter(self._entries)))
-        with entry[0]:
-            if entry[2] is None or time.monotonic() - entry[1] >= ttl:
-                entry[2] = compute()
-                entry[1] = time.monotonic()
-            return entry[2]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-cache = _Cache()
+#: What the view gathered for each user (read with their token); one gatherer per user at a time.
+cache = TtlCache(size=64)
 
 #: A team the user may not know: the REST API refused to show the connection.
 HIDDEN = object()

@@ -34,9 +34,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
+from .ttl_cache import TtlCache
 from ..checkpoints import Checkpoint, FileCheckpointStore, SavedCheckpoint, open_checkpoint_store
 from ..replica.position import PositionCheck, check_position, read_server_state
-from ..settings import bool_setting, env_name, float_setting
+from ..settings import bool_setting, env_name
 from ..replica import BinlogPurgedError, ReplicaConnection, ReplicaError
 from .api import AirflowApi
 from .batches import DEFAULT_HISTORY, OPS, read_manifests
@@ -180,7 +181,7 @@ def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime
                    history_limit: int = DEFAULT_HISTORY, timeout: float = SERVER_TIMEOUT,
                    stall_after_seconds: Optional[float] = None, airflow_runs: Iterable[dict] = (),
                    snapshots: Iterable[dict] = (), probe: bool = True,
-                   probe_cache: Optional["_ProbeCache"] = None) -> dict:
+                   probe_cache: Optional["TtlCache"] = None) -> dict:
     """The status of one source as a JSON-able dict. Never raises: a failing step shows as
     the source's ``error`` state and a problem message. Without ``probe``, the server is not
     queried (no position, lag, retention, nor stalled state). With ``probe_cache``, what was
@@ -218,7 +219,7 @@ def collect_source(config: SourceConfig, conn: Any, *, now: Optional[dt.datetime
 
 def _collect(config: SourceConfig, conn: Any, st: _Status, *, now: dt.datetime, history_limit: int,
              timeout: float, stall: float, airflow_runs: list[dict], probe: bool = True,
-             probe_cache: Optional["_ProbeCache"] = None) -> None:
+             probe_cache: Optional["TtlCache"] = None) -> None:
     from ..hooks.binlog import BinlogHook
 
     data = st.data
@@ -481,37 +482,7 @@ _PROBED_KEYS = ("server", "position", "retention", "lag", "checkpoint", "last_ad
                 "warnings")
 
 
-class _ProbeCache:
-    """What was read of each source (server position and lag, checkpoint store, staging
-    listings), shared by every user's page for ``[binlog] ui_cache_seconds``: N users watching
-    the page probe a production server as often as one. One reader per source at a time; at
-    most ``size`` sources. Only the REST reads and the access filter are per user."""
-
-    def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self._lock = threading.Lock()
-        self._entries: dict = {}  # key -> [lock, at, value]
-
-    def get(self, key: Any, compute):
-        ttl = float_setting("ui_cache_seconds", zero=True)
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                entry = self._entries[key] = [threading.Lock(), 0.0, None]
-                while len(self._entries) > self.size:
-                    self._entries.pop(next(iter(self._entries)))
-        with entry[0]:
-            if entry[2] is None or time.monotonic() - entry[1] >= ttl:
-                entry[2] = compute()
-                entry[1] = time.monotonic()
-            return entry[2]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-probe_cache = _ProbeCache()
+probe_cache = TtlCache(size=256)
 
 
 # ------------------------------------------------------------------------------------ all sources
@@ -520,7 +491,7 @@ def collect_all(sources: list[tuple[SourceConfig, Any]], *, now: Optional[dt.dat
                 history_limit: int = DEFAULT_HISTORY, timeout: float = SERVER_TIMEOUT,
                 airflow_runs: Iterable[dict] = (), max_workers: int = 8,
                 snapshots: Iterable[dict] = (), probe: bool = True,
-                probe_cache: Optional[_ProbeCache] = None) -> list[dict]:
+                probe_cache: Optional[TtlCache] = None) -> list[dict]:
     """The status of every source, read concurrently (one slow server delays only itself)."""
     runs, snaps = list(airflow_runs), list(snapshots)
     if not sources:

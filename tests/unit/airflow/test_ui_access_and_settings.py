@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("airflow")
 
+from airflow_provider_binlog.plugins.ttl_cache import TtlCache  # noqa: E402
 from airflow_provider_binlog.plugins import status as status_mod  # noqa: E402
 from airflow_provider_binlog.plugins.sources import (  # noqa: E402
     SOURCES_ENV, SOURCES_VARIABLE, SourceConfig, configured_sources, discover_sources)
@@ -69,7 +70,7 @@ def gathered(monkeypatch):
             {"conn_id": "crm_db", "state": "ok", "problems": [], "warnings": []}]}
 
     monkeypatch.setattr(status_mod, "gather", gather)
-    monkeypatch.setattr(cdc_view, "cache", cdc_view._Cache())
+    monkeypatch.setattr(cdc_view, "cache", TtlCache(size=64))
     monkeypatch.delenv("AIRFLOW__API__BASE_URL", raising=False)
     return calls
 

@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("airflow")
 
 from airflow_provider_binlog.checkpoints import Checkpoint  # noqa: E402
+from airflow_provider_binlog.plugins.ttl_cache import TtlCache  # noqa: E402
 from airflow_provider_binlog.plugins import charts  # noqa: E402
 from airflow_provider_binlog.plugins.page import render_page  # noqa: E402
 from airflow_provider_binlog.plugins.sources import (  # noqa: E402
@@ -393,7 +394,7 @@ def test_the_app_serves_the_page_and_json_to_authenticated_users_only(monkeypatc
     status = {"generated_at": dt.datetime.now(UTC).isoformat(), "warnings": [], "sources": [
         {"conn_id": "a", "state": "ok", "problems": [], "warnings": []}]}
     monkeypatch.setattr(cdc_view, "collect", lambda api: (status, {}))
-    monkeypatch.setattr(cdc_view, "cache", cdc_view._Cache())
+    monkeypatch.setattr(cdc_view, "cache", TtlCache(size=64))
     monkeypatch.setattr(cdc_view, "_auth_manager", lambda: _Manager({"a"}))
     app = cdc_view.create_app()
     client = TestClient(app)
@@ -607,7 +608,7 @@ def test_two_users_refreshing_within_the_cache_time_probe_a_source_once(closed_s
     rest: list[str] = []
     monkeypatch.setattr(sources_mod, "api_connection_ids", lambda api: rest.append(api.identity) or [])
     monkeypatch.setattr(sources_mod, "dag_sources", lambda api: ([], []))
-    monkeypatch.setattr(status_mod, "probe_cache", status_mod._ProbeCache())
+    monkeypatch.setattr(status_mod, "probe_cache", TtlCache(size=256))
     monkeypatch.setenv(status_mod.TASK_RUNS_ENV, "false")
     monkeypatch.setenv("AIRFLOW__BINLOG__UI_CACHE_SECONDS", "60")
 

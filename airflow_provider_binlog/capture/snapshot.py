@@ -22,6 +22,7 @@ from ..codec import constants as C
 from ..codec.events import Column, TableMap
 from ..codec.gtid import Flavor, parse_gtid_state
 from ..errors import ProviderError
+from ..replica.information_schema import enum_labels, estimated_rows, list_tables, table_columns
 from ..schema_history import seed_history
 from ..staging import Manifest, StagingWriter
 from ..staging.masking import Masking
@@ -66,26 +67,16 @@ _GEOMETRY = ("geometry", "point", "linestring", "polygon", "multipoint", "multil
              "multipolygon", "geometrycollection", "geomcollection")
 
 
-def _labels(column_type: str) -> tuple:
-    import re
-    inner = column_type[column_type.index("(") + 1:column_type.rindex(")")]
-    return tuple(m.group(1).replace("''", "'") for m in re.finditer(r"'((?:[^']|'')*)'", inner))
-
-
 def table_map_from_information_schema(conn, schema: str, table: str, flavor: str) -> Optional[TableMap]:
     """A TableMap equal to the one the binlog carries for the table (same staged layout)."""
-    with conn.cursor() as cur:
-        cur.execute(
-            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY, IS_NULLABLE, "
-            "NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_MAXIMUM_LENGTH "
-            "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-            "ORDER BY ORDINAL_POSITION", (schema, table))
-        rows = cur.fetchall()
+    rows = table_columns(conn, schema, table)
     if not rows:
         return None
     columns = []
-    for i, (name, data_type, column_type, charset, key, nullable, prec, scale, dtp, _maxlen) in enumerate(rows):
-        data_type, column_type = data_type.lower(), column_type.lower()
+    for i, row in enumerate(rows):
+        name, charset, key, nullable = row.name, row.charset, row.column_key, row.is_nullable
+        prec, scale, dtp = row.numeric_precision, row.numeric_scale, row.datetime_precision
+        data_type, column_type = row.data_type.lower(), row.column_type.lower()
         if data_type in _BLOBS:
             t = C.MYSQL_TYPE_BLOB
         elif data_type in _GEOMETRY:
@@ -110,8 +101,8 @@ def table_map_from_information_schema(conn, schema: str, table: str, flavor: str
         columns.append(Column(
             index=i, name=name, type=t, meta=meta, nullable=nullable == "YES",
             unsigned="unsigned" in column_type, codec=None if binary else "utf-8", text=text,
-            enum_values=_labels(column_type) if data_type == "enum" else None,
-            set_values=_labels(column_type) if data_type == "set" else None,
+            enum_values=enum_labels(column_type) if data_type == "enum" else None,
+            set_values=enum_labels(column_type) if data_type == "set" else None,
             primary_key=key == "PRI", data_type=data_type))
     pk = tuple(c.index for c in columns if c.primary_key)
     return TableMap(table_id=0, schema=schema, table=table, columns=tuple(columns), primary_key=pk,
@@ -137,23 +128,6 @@ def _convert_rows(rows, converters):
     if not any(converters):
         return rows
     return [tuple(v if f is None or v is None else f(v) for v, f in zip(row, converters)) for row in rows]
-
-
-def list_tables(conn, table_filter: TableFilter) -> list[tuple[str, str]]:
-    with conn.cursor() as cur:
-        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
-                    "WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
-        return [(s, t) for s, t in cur.fetchall() if table_filter(s, t)]
-
-
-def estimated_rows(conn, tables: list[tuple[str, str]]) -> dict[str, int]:
-    """The server's estimate of each table's rows (``information_schema.TABLES.TABLE_ROWS``: an
-    InnoDB sample, not a count), by ``schema.table``."""
-    wanted = set(tables)
-    with conn.cursor() as cur:
-        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES "
-                    "WHERE TABLE_TYPE = 'BASE TABLE'")
-        return {f"{s}.{t}": int(n or 0) for s, t, n in cur.fetchall() if (s, t) in wanted}
 
 
 def binlog_status_row(cur) -> Optional[tuple]:

@@ -1,46 +1,49 @@
 """Table schemas from ``information_schema.COLUMNS``, for binlogs without column names."""
 from __future__ import annotations
 
-import re
 from typing import Callable, Optional
 
 from ..codec.schema import ColumnSchema, TableSchema
-
-_ENUM_RE = re.compile(r"'((?:[^']|'')*)'")
-
-
-def _labels(column_type: str) -> tuple:
-    inner = column_type[column_type.index("(") + 1:column_type.rindex(")")]
-    return tuple(m.group(1).replace("''", "'") for m in _ENUM_RE.finditer(inner))
+from .information_schema import enum_labels, table_columns
 
 
 def read_table_schema(conn, schema: str, table: str) -> Optional[TableSchema]:
-    with conn.cursor() as cur:
-        cur.execute(
-            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY, "
-            "IS_NULLABLE, DATETIME_PRECISION FROM information_schema.COLUMNS "
-            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
-            (schema, table))
-        rows = cur.fetchall()
+    """The codec's schema of ``schema.table`` as information_schema describes it now; None when
+    the server has no such table."""
+    rows = table_columns(conn, schema, table)
     if not rows:
         return None
     columns = []
-    for name, data_type, column_type, charset, key, nullable, precision in rows:
-        data_type = data_type.lower()
-        column_type = column_type.lower()
+    for c in rows:
+        data_type = c.data_type.lower()
+        column_type = c.column_type.lower()
         columns.append(ColumnSchema(
-            name=name, data_type=data_type, unsigned="unsigned" in column_type, charset=charset,
-            enum_values=_labels(column_type) if data_type == "enum" else None,
-            set_values=_labels(column_type) if data_type == "set" else None,
-            primary_key=key == "PRI", nullable=nullable == "YES",
-            datetime_precision=int(precision) if precision else None))
+            name=c.name, data_type=data_type, unsigned="unsigned" in column_type, charset=c.charset,
+            enum_values=enum_labels(column_type) if data_type == "enum" else None,
+            set_values=enum_labels(column_type) if data_type == "set" else None,
+            primary_key=c.column_key == "PRI", nullable=c.is_nullable == "YES",
+            datetime_precision=int(c.datetime_precision) if c.datetime_precision else None))
     return TableSchema(schema, table, tuple(columns))
 
 
 class InformationSchemaSource:
-    """A ``schemas`` source for the codec: reads a table's schema once, on first sight.
+    """The ``schemas=`` source of :func:`~airflow_provider_binlog.capture.dump.run_dump` (and
+    of the codec): the schema of each table read from ``information_schema`` once, on first
+    sight, with :func:`read_table_schema` — for a server logging
+    ``binlog_row_metadata=MINIMAL`` when no schema history is kept.
 
-    ``connect`` opens a separate (non-replication) connection when first needed.
+    ``connect`` opens a separate (non-replication) connection when first needed; :meth:`close`
+    closes it. Tables the server does not know give None. Example::
+
+        source = InformationSchemaSource(lambda: pymysql.connect(host=..., user=..., password=...))
+        try:
+            result = run_dump(replica, staging_dir=path, start=checkpoint,
+                              tables=TableFilter(["shop.*"]), schemas=source)
+        finally:
+            source.close()
+
+    Beware: it reads the schema as it is when first asked, not as it was at the event's
+    position; a load that follows DDL keeps a schema history instead (``history=``).
     """
 
     def __init__(self, connect: Callable[[], object]) -> None:

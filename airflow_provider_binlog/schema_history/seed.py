@@ -4,13 +4,15 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ..codec.gtid import Flavor
+from ..replica.information_schema import base_table_columns, primary_key_columns, schemata
+from ..tables import SYSTEM_SCHEMAS
 from .model import ColumnDef, SchemaHistory, TableDef
-
-_SYSTEM = ("mysql", "sys", "performance_schema", "information_schema")
 
 
 def _labels(column_type: str) -> tuple:
-    """``enum('a','it''s')`` -> ``('a', "it's")`` (information_schema doubles quotes)."""
+    """``enum('a','it''s')`` -> ``('a', "it's")`` (information_schema doubles quotes). Read
+    with the DDL tokenizer, the history's own reader of quoted strings, as it always was (not
+    with :func:`~airflow_provider_binlog.replica.information_schema.enum_labels`)."""
     from .ddl_tokens import tokenize
     inner = column_type[column_type.index("("):]
     return tuple(t.text for t in tokenize("SELECT " + inner) if t.kind == "string")
@@ -45,30 +47,15 @@ def read_tables(conn, schemas: list[str], flavor: str) -> list[TableDef]:
     """Every base table of ``schemas`` as information_schema describes it now."""
     if not schemas:
         return []
-    marks = ", ".join(["%s"] * len(schemas))
-    with conn.cursor() as cur:
-        cur.execute(
-            "SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.DATA_TYPE, c.COLUMN_TYPE, "
-            "c.CHARACTER_SET_NAME, c.COLLATION_NAME, c.COLUMN_KEY, c.IS_NULLABLE, "
-            "c.CHARACTER_MAXIMUM_LENGTH, c.NUMERIC_PRECISION, c.NUMERIC_SCALE, c.DATETIME_PRECISION, "
-            "c.COLUMN_DEFAULT, c.EXTRA, t.TABLE_COLLATION "
-            "FROM information_schema.COLUMNS c JOIN information_schema.TABLES t "
-            "ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME "
-            f"WHERE t.TABLE_TYPE = 'BASE TABLE' AND c.TABLE_SCHEMA IN ({marks}) "
-            "ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION", tuple(schemas))
-        rows = cur.fetchall()
-        cur.execute(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE "
-            f"WHERE CONSTRAINT_NAME = 'PRIMARY' AND TABLE_SCHEMA IN ({marks}) "
-            "ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION", tuple(schemas))
-        keys: dict = {}
-        for schema, table, column in cur.fetchall():
-            keys.setdefault((schema, table), []).append(column)
+    rows = base_table_columns(conn, schemas)
+    keys = primary_key_columns(conn, schemas)
     tables: dict = {}
     collations: dict = {}
-    for (schema, table, name, data_type, column_type, charset, collation, _key, nullable,
-         max_len, precision, scale, fsp, default, extra, table_collation) in rows:
-        data_type, column_type = data_type.lower(), column_type.lower()
+    for row in rows:
+        schema, table, name, charset, collation = row.schema, row.table, row.name, row.charset, row.collation
+        nullable, max_len, precision, scale = row.is_nullable, row.max_length, row.numeric_precision, row.numeric_scale
+        fsp, default, extra, table_collation = row.datetime_precision, row.default, row.extra, row.table_collation
+        data_type, column_type = row.data_type.lower(), row.column_type.lower()
         is_null = nullable == "YES"
         kind, text = _default(default, extra or "", is_null, flavor)
         generated = any(w in (extra or "").upper() for w in ("VIRTUAL", "STORED", "PERSISTENT"))
@@ -102,11 +89,9 @@ def seed_history(conn, followed: Callable[[str], bool], flavor: str,
     with conn.cursor() as cur:
         cur.execute("SELECT @@character_set_server, @@lower_case_table_names")
         server_charset, lctn = cur.fetchone()
-        cur.execute("SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME "
-                    "FROM information_schema.SCHEMATA")
-        databases = {name: (cs.lower() if cs else None, coll.lower() if coll else None)
-                     for name, cs, coll in cur.fetchall()
-                     if name.lower() not in _SYSTEM and followed(name)}
+    databases = {name: (cs.lower() if cs else None, coll.lower() if coll else None)
+                 for name, cs, coll in schemata(conn)
+                 if name.lower() not in SYSTEM_SCHEMAS and followed(name)}
     history = SchemaHistory(flavor=flavor, server_charset=(server_charset or "utf8mb4").lower(),
                             lower_case_table_names=int(lctn or 0), exact_from=exact_from)
     for name, charset in databases.items():

@@ -6,6 +6,7 @@ from typing import Optional
 from ...codec import constants as C
 from ...codec.events import TableMap
 from ...codec.mariadb_text import TEXT_FORMS
+from ...replica.information_schema import unique_indexes
 from ..snapshot import SnapshotError
 from .chunks import Table
 
@@ -32,13 +33,7 @@ def usable_key(conn, tm: TableMap) -> Optional[list[int]]:
     has no usable key."""
     if tm.primary_key:
         return list(tm.primary_key)
-    with conn.cursor() as cur:
-        cur.execute("SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
-                    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0 "
-                    "ORDER BY INDEX_NAME, SEQ_IN_INDEX", (tm.schema, tm.table))
-        indexes: dict[str, list[str]] = {}
-        for index, column in cur.fetchall():
-            indexes.setdefault(index, []).append(column)
+    indexes = unique_indexes(conn, tm.schema, tm.table)
     by_name = {c.name: c for c in tm.columns}
     for index in sorted(indexes):
         cols = [by_name.get(n) for n in indexes[index]]

@@ -12,12 +12,13 @@ from typing import Any, Callable, Optional
 from .. import arrow_reader
 from ...checkpoints import Checkpoint
 from ...codec.gtid import Flavor, MariadbGtidPosition, parse_gtid_state
+from ...replica.information_schema import estimated_rows, list_tables
 from ...schema_history import SchemaHistory, seed_history
 from ...staging import Manifest, StagingWriter
 from ...staging.masking import Masking
 from ...staging.storage import StorageOptions
 from ...tables import TableFilter
-from ..snapshot import SnapshotError, estimated_rows, list_tables, table_map_from_information_schema
+from ..snapshot import SnapshotError, table_map_from_information_schema
 from .chunks import Table
 from .follower import Follower
 from .keys import table_to_read, usable_key

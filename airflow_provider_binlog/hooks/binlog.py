@@ -32,12 +32,15 @@ from airflow.sdk import BaseHook
 from ..checkpoints import Checkpoint, CheckpointStore, open_checkpoint_store
 from ..codec.gtid import Flavor
 from ..capture.dump import run_dump
+from ..capture.options import DumpOptions, SnapshotOptions
 from ..errors import ProviderError
 from ..replica.position import PositionCheck, check_position
 from ..replica import ReplicaConnection
 from ..replica.preflight import PreflightReport, preflight
 from ..settings import dump_workers
 from ..tables import TableFilter
+from ..staging.masking import Masking
+from .masking import load_masking
 from .staging_storage import staging_storage_options
 
 DEFAULT_PORT = 3306
@@ -318,10 +321,12 @@ class BinlogHook(BaseHook):
 
     # ------------------------------------------------------------------ dump
     def dump(self, *, staging_dir, start: Optional[CheckpointLike] = None,
-             stop: Union[str, CheckpointLike] = "current", tables: Optional[Iterable[str]] = None,
-             exclude: Optional[Iterable[str]] = None, max_rows: Optional[int] = None,
-             max_bytes: Optional[int] = None, max_seconds: Optional[float] = None,
-             checkpoint_key: Optional[str] = None, staging_conn_id: Optional[str] = None, **options) -> dict:
+             stop: Union[str, CheckpointLike] = "current", options: Optional[DumpOptions] = None,
+             tables: Optional[Iterable[str]] = None, exclude: Optional[Iterable[str]] = None,
+             max_rows: Optional[int] = None, max_bytes: Optional[int] = None,
+             max_seconds: Optional[float] = None, checkpoint_key: Optional[str] = None,
+             staging_conn_id: Optional[str] = None, masking: Optional[Any] = None,
+             history: Optional[Any] = None, **more: Any) -> dict:
         """Dump the binlog from ``start`` to ``stop`` into ``staging_dir``; return the result as
         JSON (manifest path, dump id, start and end checkpoints, row counts, transactions).
 
@@ -333,18 +338,39 @@ class BinlogHook(BaseHook):
         ``google_cloud_platform`` or ``wasb`` connection for a ``staging_dir`` on S3, GCS or Azure
         (default: the environment's credential chain).
         The dump never advances the stored checkpoint.
+
+        ``options`` (a :class:`~airflow_provider_binlog.capture.options.DumpOptions`) gives all
+        of these at once, checked when made; without it, they are made from the keyword
+        arguments (and ``workers``, ``retries``, ``backoff_seconds``, ``progress_seconds``).
+        ``masking`` may also be a :class:`~airflow_provider_binlog.staging.masking.Masking` with
+        its key, used as it is.
         """
-        ref = self.checkpoint_ref(checkpoint_key)
+        given = {"tables": tables, "exclude": exclude, "max_rows": max_rows, "max_bytes": max_bytes,
+                 "max_seconds": max_seconds, "checkpoint_key": checkpoint_key,
+                 "staging_conn_id": staging_conn_id, **more}
+        given = {k: v for k, v in given.items() if v is not None}
+        keyed = masking if isinstance(masking, Masking) else None
+        if masking is not None and keyed is None:
+            given["masking"] = masking
+        if options is None:
+            options = DumpOptions(**given)
+        elif given:
+            raise TypeError(f"dump() takes options= or the options as keyword arguments, not both: "
+                            f"{', '.join(sorted(given))}")
+        ref = self.checkpoint_ref(options.checkpoint_key)
         store = ref.open() if ref.store_uri else None
-        if start is None and store is not None and options.get("history") is None:
+        if start is None and store is not None and history is None:
             # one read of the store: the checkpoint with the schema history kept beside it
             stored = store.load_schema_history(ref.key)
             if stored is not None:
                 from ..schema_history import SchemaHistory
-                start, options["history"] = stored[0], SchemaHistory.from_json(stored[1])
-        begin = as_checkpoint(start, "start") if start is not None else self.stored_checkpoint(checkpoint_key)
+                start, history = stored[0], SchemaHistory.from_json(stored[1])
+        begin = as_checkpoint(start, "start") if start is not None else \
+            self.stored_checkpoint(options.checkpoint_key)
         end = stop if stop == "current" else as_checkpoint(stop, "stop")
-        table_filter = TableFilter(tables, exclude)
+        table_filter = TableFilter(options.tables, options.exclude)
+        if keyed is None:
+            keyed = load_masking(options.masking, options.masking_secret_conn_id)
         replica = self.get_replica()
         plain = self._plain_connect_kwargs()
         try:
@@ -354,15 +380,16 @@ class BinlogHook(BaseHook):
                 self.log.warning("%s", warning)
             self.log.info("binlog dump of %s from [%s] to [%s], tables %s", self.binlog_conn_id, begin,
                           end, table_filter.to_json())
-            configured_workers = dump_workers() if options.get("workers") is None else None
-            if configured_workers is not None:
-                options["workers"] = configured_workers
+            workers = dump_workers() if options.workers is None else options.workers
             # the schema history is kept with the checkpoint; without one it is read now
             result = run_dump(replica, staging_dir=staging_dir, start=begin, stop=end, tables=table_filter,
                               store=store, key=ref.key,
                               seed_connect=lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **plain),
-                              max_rows=max_rows, max_bytes=max_bytes, max_seconds=max_seconds,
-                              storage_options=staging_storage_options(staging_conn_id), **options)
+                              max_rows=options.max_rows, max_bytes=options.max_bytes,
+                              max_seconds=options.max_seconds, history=history, workers=workers,
+                              masking=keyed, retries=options.retries, backoff_seconds=options.backoff_seconds,
+                              progress_seconds=options.progress_seconds,
+                              storage_options=staging_storage_options(options.staging_conn_id))
         finally:
             replica.close()
         out = result.to_json()
@@ -377,10 +404,12 @@ class BinlogHook(BaseHook):
         return {k: v for k, v in self.replica_kwargs().items() if k in keep}
 
     def snapshot(self, staging_dir, tables: Optional[Iterable[str]] = None,
-                 exclude: Optional[Iterable[str]] = None, *, chunk_rows: Optional[int] = None,
+                 exclude: Optional[Iterable[str]] = None, *, options: Optional[SnapshotOptions] = None,
+                 chunk_rows: Optional[int] = None,
                  progress: Optional[Callable[[str, int, int], None]] = None,
-                 masking: Optional[Any] = None, method: str = "watermark",
-                 resume_key: Optional[str] = None, reader: str = "auto", read_connections: int = 1,
+                 masking: Optional[Any] = None, method: Optional[str] = None,
+                 resume_key: Optional[str] = None, reader: Optional[str] = None,
+                 read_connections: Optional[int] = None,
                  estimates: Optional[Callable[[dict], None]] = None,
                  staging_conn_id: Optional[str] = None) -> dict:
         """Take an initial snapshot of the selected tables into ``staging_dir``. Returns the result like
@@ -401,16 +430,33 @@ class BinlogHook(BaseHook):
         process died is continued there. ``reader`` and ``read_connections`` choose how its
         chunks are read (see :func:`~airflow_provider_binlog.capture.watermark.snapshot.take_watermark_snapshot`:
         straight into Arrow with connectorx where it can, over that many connections); a
-        connection with TLS is read with pymysql."""
+        connection with TLS is read with pymysql.
+
+        ``options`` (a :class:`~airflow_provider_binlog.capture.options.SnapshotOptions`) gives
+        the tables, method, reader, chunk rows, connections, masking and staging connection at
+        once, checked when made; without it, they are made from the keyword arguments.
+        ``masking`` may also be a :class:`~airflow_provider_binlog.staging.masking.Masking` with
+        its key, used as it is."""
         from ..capture.arrow_reader import ArrowChunkReader
         from ..capture.snapshot import take_snapshot
         from ..capture.watermark.snapshot import take_watermark_snapshot
 
-        if method not in ("consistent", "watermark"):
-            raise ValueError(f"snapshot method is 'consistent' or 'watermark', not {method!r}")
-
-        table_filter = TableFilter(tables, exclude)
-        storage_options = staging_storage_options(staging_conn_id)
+        given = {"tables": tables, "exclude": exclude, "chunk_rows": chunk_rows, "method": method,
+                 "reader": reader, "read_connections": read_connections, "staging_conn_id": staging_conn_id}
+        given = {k: v for k, v in given.items() if v is not None}
+        keyed = masking if isinstance(masking, Masking) else None
+        if masking is not None and keyed is None:
+            given["masking"] = masking
+        if options is None:
+            options = SnapshotOptions(**given)
+        elif given:
+            raise TypeError(f"snapshot() takes options= or the options as keyword arguments, not both: "
+                            f"{', '.join(sorted(given))}")
+        if keyed is None:
+            keyed = load_masking(options.masking, options.masking_secret_conn_id)
+        method, chunk_rows = options.method, options.chunk_rows
+        table_filter = TableFilter(options.tables, options.exclude)
+        storage_options = staging_storage_options(options.staging_conn_id)
         with self.get_replica() as replica:
             report = preflight(replica)
             info = replica.info
@@ -428,14 +474,14 @@ class BinlogHook(BaseHook):
                 plain["host"], plain["port"], plain["user"], plain.get("password"), "information_schema")
             manifest = take_watermark_snapshot(connect, self.get_replica, staging_dir=staging_dir,
                                                tables=table_filter, flavor=info.flavor, server=server,
-                                               chunk_rows=chunk_rows, progress=progress, masking=masking,
-                                               resume_key=resume_key, arrow_url=arrow_url, reader=reader,
-                                               read_connections=read_connections, estimates=estimates,
+                                               chunk_rows=chunk_rows, progress=progress, masking=keyed,
+                                               resume_key=resume_key, arrow_url=arrow_url, reader=options.reader,
+                                               read_connections=options.read_connections, estimates=estimates,
                                                storage_options=storage_options)
         else:
             manifest = take_snapshot(connect, staging_dir=staging_dir, tables=table_filter, flavor=info.flavor,
                                      server=server, chunk_rows=chunk_rows or 10_000, progress=progress,
-                                     masking=masking, estimates=estimates, storage_options=storage_options)
+                                     masking=keyed, estimates=estimates, storage_options=storage_options)
         rows = {f"{t['schema']}.{t['table']}": t["rows"] for t in manifest.tables}
         out = {"manifest": manifest.ref, "dump_id": manifest.dump_id, "start": manifest.start.to_json(),
                "end": manifest.end.to_json(), "rows": rows, "transactions": 0, "mode": "snapshot"}

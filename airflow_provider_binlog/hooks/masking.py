@@ -9,14 +9,6 @@ from airflow.sdk import BaseHook
 from ..staging.masking import Masking, MaskingError
 
 
-def check_masking(rules: Any, secret_conn_id: Optional[str]) -> Optional[dict]:
-    """The rules as JSON, checked when the DAG is parsed (without reading the key)."""
-    if not rules:
-        return None
-    masking = Masking.parse(rules, secret="checked-at-parse" if secret_conn_id else None)
-    return masking.to_json()
-
-
 def load_masking(rules: Any, secret_conn_id: Optional[str]) -> Optional[Masking]:
     """The rules with their key read from connection ``secret_conn_id``; None without rules."""
     if not rules:
@@ -31,4 +23,4 @@ def load_masking(rules: Any, secret_conn_id: Optional[str]) -> Optional[Masking]
     return Masking.parse(rules, secret=secret)
 
 
-__all__ = ["check_masking", "load_masking"]
+__all__ = ["load_masking"]

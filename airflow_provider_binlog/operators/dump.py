@@ -10,7 +10,7 @@ from airflow.sdk import BaseOperator
 from ..hooks.binlog import BinlogHook
 from .links import BinlogCdcViewLink
 from .turns import yield_to_running_runs
-from ..hooks.masking import check_masking, load_masking
+from ..capture.options import DumpOptions
 from ..metrics import record_dump
 
 
@@ -61,7 +61,11 @@ class BinlogDumpOperator(BaseOperator):
         super().__init__(**kwargs)
         self.yield_to_dag_id = yield_to_dag_id
         self.staging_conn_id = staging_conn_id
-        self.masking = check_masking(masking, masking_secret_conn_id)
+        # the options that are not templated are checked now, when the DAG is parsed, by the
+        # checks DumpOptions makes; the others when execute() makes the options
+        checked = DumpOptions.check(max_rows=max_rows, max_bytes=max_bytes, max_seconds=max_seconds,
+                                    masking=masking, masking_secret_conn_id=masking_secret_conn_id)
+        self.masking = checked["masking"]
         self.masking_secret_conn_id = masking_secret_conn_id
         self.binlog_conn_id = binlog_conn_id
         self.staging_dir = staging_dir
@@ -80,10 +84,7 @@ class BinlogDumpOperator(BaseOperator):
         hook = BinlogHook(self.binlog_conn_id, checkpoint_store_uri=self.checkpoint_store_uri)
         began = time.monotonic()
         result = hook.dump(staging_dir=self.staging_dir, start=self.start or None, stop=self.stop or "current",
-                           tables=self.tables, exclude=self.exclude, max_rows=self.max_rows,
-                           max_bytes=self.max_bytes, max_seconds=self.max_seconds,
-                           checkpoint_key=self.checkpoint_key, staging_conn_id=self.staging_conn_id,
-                           masking=load_masking(self.masking, self.masking_secret_conn_id))
+                           options=self.dump_options())
         try:  # a metric must not fail a staged dump
             from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
             from airflow_provider_binlog.staging import load_manifest
@@ -95,6 +96,15 @@ class BinlogDumpOperator(BaseOperator):
             self.log.warning("the dump's metrics could not be sent", exc_info=True)
         self._manifest = result["manifest"]
         return result
+
+    def dump_options(self) -> DumpOptions:
+        """The :class:`~airflow_provider_binlog.capture.options.DumpOptions` of this task (its
+        templated fields rendered)."""
+        return DumpOptions(tables=self.tables, exclude=self.exclude, max_rows=self.max_rows,
+                           max_bytes=self.max_bytes, max_seconds=self.max_seconds,
+                           checkpoint_key=self.checkpoint_key or None, masking=self.masking,
+                           masking_secret_conn_id=self.masking_secret_conn_id,
+                           staging_conn_id=self.staging_conn_id or None)
 
     def get_openlineage_facets_on_complete(self, task_instance) -> Any:
         """OpenLineage: the source tables in, their staged files out (see :mod:`..lineage`)."""

@@ -8,7 +8,7 @@ from typing import Any, Optional, Sequence
 from airflow.sdk import BaseOperator
 
 from ..hooks.binlog import BinlogHook
-from ..hooks.masking import check_masking, load_masking
+from ..capture.options import SnapshotOptions
 from ..metrics import record_snapshot, record_snapshot_progress
 from ..process_memory import current_rss_mib, peak_rss_mib
 from .links import BinlogCdcViewLink
@@ -105,16 +105,15 @@ class BinlogSnapshotOperator(BaseOperator):
                  staging_conn_id: Optional[str] = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.staging_conn_id = staging_conn_id
-        if snapshot_method not in ("consistent", "watermark"):
-            raise ValueError(f"snapshot_method is 'consistent' or 'watermark', not {snapshot_method!r}")
-        if snapshot_reader not in ("auto", "arrow", "pymysql"):
-            raise ValueError(f"snapshot_reader is 'auto', 'arrow' or 'pymysql', not {snapshot_reader!r}")
-        if isinstance(read_connections, bool) or not isinstance(read_connections, int) or read_connections < 1:
-            raise ValueError(f"read_connections is a whole number of at least 1, not {read_connections!r}")
+        # the options that are not templated are checked now, when the DAG is parsed, by the
+        # checks SnapshotOptions makes; the others when execute() makes the options
+        checked = SnapshotOptions.check(method=snapshot_method, reader=snapshot_reader, chunk_rows=chunk_rows,
+                                        read_connections=read_connections, masking=masking,
+                                        masking_secret_conn_id=masking_secret_conn_id)
         self.snapshot_reader = snapshot_reader
         self.read_connections = read_connections
         self.snapshot_method = snapshot_method
-        self.masking = check_masking(masking, masking_secret_conn_id)
+        self.masking = checked["masking"]
         self.masking_secret_conn_id = masking_secret_conn_id
         self.binlog_conn_id = binlog_conn_id
         self.staging_dir = staging_dir
@@ -129,12 +128,9 @@ class BinlogSnapshotOperator(BaseOperator):
         report = SnapshotProgress(self.binlog_conn_id, self.snapshot_method,
                                   context.get("ti") if hasattr(context, "get") else None, self.log)
         try:
-            result = hook.snapshot(staging_dir=self.staging_dir, tables=self.tables or None,
-                                   exclude=self.exclude or None, chunk_rows=self.chunk_rows, progress=report.progress,
-                                   masking=load_masking(self.masking, self.masking_secret_conn_id),
-                                   method=self.snapshot_method, resume_key=self._resume_key(context),
-                                   reader=self.snapshot_reader, read_connections=self.read_connections,
-                                   estimates=report.estimates, staging_conn_id=self.staging_conn_id)
+            result = hook.snapshot(staging_dir=self.staging_dir, options=self.snapshot_options(),
+                                   progress=report.progress, resume_key=self._resume_key(context),
+                                   estimates=report.estimates)
         finally:
             report.publish(finished=True)
         try:
@@ -145,6 +141,15 @@ class BinlogSnapshotOperator(BaseOperator):
         self.log.info("snapshot taken in %.1f s; peak RSS of this process %.1f MiB (%s MiB when the task started)",
                       time.monotonic() - began, peak_rss_mib(), "?" if rss_before is None else f"{rss_before:.1f}")
         return result
+
+    def snapshot_options(self) -> SnapshotOptions:
+        """The :class:`~airflow_provider_binlog.capture.options.SnapshotOptions` of this task (its
+        templated fields rendered)."""
+        return SnapshotOptions(method=self.snapshot_method, reader=self.snapshot_reader, chunk_rows=self.chunk_rows,
+                               read_connections=self.read_connections, tables=self.tables or None,
+                               exclude=self.exclude or None, masking=self.masking,
+                               masking_secret_conn_id=self.masking_secret_conn_id,
+                               staging_conn_id=self.staging_conn_id or None)
 
     @staticmethod
     def _resume_key(context) -> Optional[str]:

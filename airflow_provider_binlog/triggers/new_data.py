@@ -14,6 +14,9 @@ decisions are in :class:`WakeupGate`, without I/O:
 - the thresholds (``min_bytes``, ``min_transactions``) as the sensor's, waived once new data
   has waited ``max_threshold_wait`` seconds.
 
+The last event's checkpoint and time are kept in the watched asset's state store (which
+Airflow gives event triggers), so a restarted triggerer does not fire again for them.
+
 Binlogs purged behind the checkpoint fire an event too (with ``status: error``): the run's
 sensor then fails with the remedy, visibly, instead of the watcher waiting forever. Other
 errors (a server down, a bad connection, a missing checkpoint, a check that does not answer
@@ -37,12 +40,16 @@ from .position import error_payload
 
 #: Checks in a row that fail with the same error before the watcher fires an error event.
 ERROR_CHECKS = 3
+#: The key of the watcher's state (the last event's checkpoint and time) in the watched asset's
+#: state store, which Airflow gives event triggers: a restarted triggerer goes on from it.
+GATE_STATE_KEY = "binlog_new_data_gate"
 
 
 @dataclass
 class WakeupGate:
     """Whether a check of the binlog fires an event; fed the checks one by one with the time
-    they were made (seconds, any monotonic clock)."""
+    they were made (seconds; the trigger gives wall-clock time, so that its state outlives a
+    restart)."""
 
     min_interval: float = 10.0
     refire_after: float = 600.0
@@ -165,9 +172,33 @@ class BinlogNewDataTrigger(BaseEventTrigger):
                             "says what to do", "checkpoint_key": self.checkpoint_key}
         return None
 
+    async def _restore_gate(self) -> None:
+        """The last event's checkpoint and time, kept in the watched asset's state store by a
+        triggerer that ran this watcher before (a restart does not fire again for it)."""
+        store = getattr(self, "asset_state_store", None)
+        if store is None:
+            return
+        try:
+            saved = await store.aget(GATE_STATE_KEY)
+        except Exception as exc:  # a store that cannot be read: start afresh
+            self.log.warning("the watcher's state could not be read (%s): starting afresh", exc)
+            return
+        if isinstance(saved, dict) and isinstance(saved.get("fired_at"), (int, float)):
+            self.gate.fired_for, self.gate.fired_at = saved.get("fired_for"), float(saved["fired_at"])
+
+    async def _save_gate(self) -> None:
+        store = getattr(self, "asset_state_store", None)
+        if store is None:
+            return
+        try:
+            await store.aset(GATE_STATE_KEY, {"fired_for": self.gate.fired_for, "fired_at": self.gate.fired_at})
+        except Exception as exc:
+            self.log.warning("the watcher's state could not be saved (%s)", exc)
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook: Optional[BinlogHook] = None
         last_error, failures = None, 0
+        await self._restore_gate()
         while True:
             try:
                 if hook is None:
@@ -175,7 +206,7 @@ class BinlogNewDataTrigger(BaseEventTrigger):
                     hook = BinlogHook(self.binlog_conn_id, connection=connection,
                                       checkpoint_store_uri=self.checkpoint_store_uri)
                 # pymysql blocks: query in a thread, never in the triggerer's event loop
-                payload = await asyncio.wait_for(asyncio.to_thread(self._check, hook, time.monotonic()),
+                payload = await asyncio.wait_for(asyncio.to_thread(self._check, hook, time.time()),
                                                  timeout=self._check_timeout())
             except Exception as exc:  # a lost server, a missing connection or checkpoint: go on
                 if isinstance(exc, asyncio.TimeoutError):
@@ -187,12 +218,13 @@ class BinlogNewDataTrigger(BaseEventTrigger):
                     "the binlog of %s could not be checked (%s); checking again every %g s",
                     self.binlog_conn_id, error, self.poke_interval)
                 hook, last_error = None, error
-                payload = self._failed(time.monotonic(), error, failures)
+                payload = self._failed(time.time(), error, failures)
             else:
                 last_error, failures = None, 0
             if payload is not None:
                 self.log.info("binlog event for checkpoint %s of %s: %s", payload.get("start"),
                               self.checkpoint_key, payload.get("reason") or payload.get("message"))
+                await self._save_gate()
                 yield TriggerEvent(payload)
             await asyncio.sleep(self.poke_interval)
 

@@ -71,3 +71,33 @@ def test_the_representation_shows_no_store_uri():
     trigger = BinlogNewDataTrigger("src", checkpoint_key="k", checkpoint_store_uri="postgresql://u:pw@db/cp")
     assert "pw" not in repr(trigger) and "k" in repr(trigger)
     assert new_data.ERROR_CHECKS == 3
+
+
+class _StateStore:
+    """The watched asset's state store as Airflow gives it to an event trigger."""
+
+    def __init__(self):
+        self.values = {}
+
+    async def aget(self, key, default=None):
+        return self.values.get(key, default)
+
+    async def aset(self, key, value):
+        self.values[key] = value
+
+
+def test_a_restarted_watcher_does_not_fire_again_for_the_checkpoint_it_fired_for(connected, monkeypatch):
+    def ready(self, hook, now):
+        fired = self.gate.observe(now, checkpoint="A", has_new_data=True, ready=True)
+        return {"status": "new_data", "start": "A"} if fired else None
+    monkeypatch.setattr(BinlogNewDataTrigger, "_check", ready)
+    store = _StateStore()
+    first = BinlogNewDataTrigger("src", poke_interval=0.05, min_interval=0)
+    first.asset_state_store = store
+    assert len(asyncio.run(_events(first, 0.3))) == 1
+    assert store.values[new_data.GATE_STATE_KEY]["fired_for"] == "A"
+    restarted = BinlogNewDataTrigger("src", poke_interval=0.05, min_interval=0)
+    restarted.asset_state_store = store
+    assert asyncio.run(_events(restarted, 0.3)) == []
+    afresh = BinlogNewDataTrigger("src", poke_interval=0.05, min_interval=0)  # no state kept: fires
+    assert len(asyncio.run(_events(afresh, 0.3))) == 1

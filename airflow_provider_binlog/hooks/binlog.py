@@ -133,6 +133,22 @@ class CheckpointRef:
         return open_checkpoint_store(self.store_uri)
 
 
+def _options_of(kind: Any, method: str, options: Any, masking: Any, given: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The options of :meth:`BinlogHook.dump` or ``snapshot`` (``kind``): ``options`` as given,
+    else made from the keyword arguments that are set (both is a ``TypeError``); and the
+    ``masking`` when it is a :class:`Masking` with its key, used as it is."""
+    values = {k: v for k, v in given.items() if v is not None}
+    keyed = masking if isinstance(masking, Masking) else None
+    if masking is not None and keyed is None:
+        values["masking"] = masking
+    if options is None:
+        return kind(**values), keyed
+    if values:
+        raise TypeError(f"{method}() takes options= or the options as keyword arguments, not both: "
+                        f"{', '.join(sorted(values))}")
+    return options, keyed
+
+
 class BinlogHook(BaseHook):
     """Reads a MySQL/MariaDB server's binlog like a replica, through an Airflow connection.
 
@@ -345,18 +361,10 @@ class BinlogHook(BaseHook):
         ``masking`` may also be a :class:`~airflow_provider_binlog.staging.masking.Masking` with
         its key, used as it is.
         """
-        given = {"tables": tables, "exclude": exclude, "max_rows": max_rows, "max_bytes": max_bytes,
-                 "max_seconds": max_seconds, "checkpoint_key": checkpoint_key,
-                 "staging_conn_id": staging_conn_id, **more}
-        given = {k: v for k, v in given.items() if v is not None}
-        keyed = masking if isinstance(masking, Masking) else None
-        if masking is not None and keyed is None:
-            given["masking"] = masking
-        if options is None:
-            options = DumpOptions(**given)
-        elif given:
-            raise TypeError(f"dump() takes options= or the options as keyword arguments, not both: "
-                            f"{', '.join(sorted(given))}")
+        options, keyed = _options_of(DumpOptions, "dump", options, masking, {
+            "tables": tables, "exclude": exclude, "max_rows": max_rows, "max_bytes": max_bytes,
+            "max_seconds": max_seconds, "checkpoint_key": checkpoint_key, "staging_conn_id": staging_conn_id,
+            **more})
         ref = self.checkpoint_ref(options.checkpoint_key)
         store = ref.open() if ref.store_uri else None
         if start is None and store is not None and history is None:
@@ -441,17 +449,9 @@ class BinlogHook(BaseHook):
         from ..capture.snapshot import take_snapshot
         from ..capture.watermark.snapshot import take_watermark_snapshot
 
-        given = {"tables": tables, "exclude": exclude, "chunk_rows": chunk_rows, "method": method,
-                 "reader": reader, "read_connections": read_connections, "staging_conn_id": staging_conn_id}
-        given = {k: v for k, v in given.items() if v is not None}
-        keyed = masking if isinstance(masking, Masking) else None
-        if masking is not None and keyed is None:
-            given["masking"] = masking
-        if options is None:
-            options = SnapshotOptions(**given)
-        elif given:
-            raise TypeError(f"snapshot() takes options= or the options as keyword arguments, not both: "
-                            f"{', '.join(sorted(given))}")
+        options, keyed = _options_of(SnapshotOptions, "snapshot", options, masking, {
+            "tables": tables, "exclude": exclude, "chunk_rows": chunk_rows, "method": method, "reader": reader,
+            "read_connections": read_connections, "staging_conn_id": staging_conn_id})
         if keyed is None:
             keyed = load_masking(options.masking, options.masking_secret_conn_id)
         method, chunk_rows = options.method, options.chunk_rows

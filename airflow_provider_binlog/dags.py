@@ -62,7 +62,7 @@ from .operators.dump import BinlogDumpOperator
 from .operators.merge import BinlogMergeOperator, iceberg_asset_uri
 from .operators.snapshot import BinlogSnapshotOperator
 from .sensors.position import BinlogPositionSensor
-from .tables import TableFilter, iceberg_table_name
+from .common.tables import TableFilter, iceberg_table_name
 from .triggers.new_data import BinlogNewDataTrigger, WakeupGate
 
 BACKFILL_MODES = ("snapshot", "from_position", "from_gtid")
@@ -238,6 +238,8 @@ def plan_backfill(params: Mapping[str, Any], *, source_tables: Sequence[str],
             "stream": None if full else f"{checkpoint_key}.partial"}
 
 
+# long: the factory's keyword arguments and the wiring of its DAGs; the tasks' work lives in the
+# operators
 def make_cdc_dags(
     source_id: str,
     *,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import __version__
-from .settings import provider_config
+from .utils.settings import provider_config
 
 INTEGRATION = "MySQL/MariaDB binlog"
 
@@ -100,10 +100,10 @@ def get_provider_info() -> dict:
         "versions": [__version__],
         "config": provider_config(),
         "asset-uris": [
-            {"schemes": ["iceberg"], "handler": "airflow_provider_binlog.assets.sanitize_uri",
-             "factory": "airflow_provider_binlog.assets.create_asset",
-             "to_openlineage_converter": "airflow_provider_binlog.assets.convert_asset_to_openlineage"},
-            {"schemes": ["binlog"], "handler": "airflow_provider_binlog.assets.sanitize_source_uri"},
+            {"schemes": ["iceberg"], "handler": "airflow_provider_binlog.utils.assets.sanitize_uri",
+             "factory": "airflow_provider_binlog.utils.assets.create_asset",
+             "to_openlineage_converter": "airflow_provider_binlog.utils.assets.convert_asset_to_openlineage"},
+            {"schemes": ["binlog"], "handler": "airflow_provider_binlog.utils.assets.sanitize_source_uri"},
         ],
         "extra-links": ["airflow_provider_binlog.operators.links.BinlogCdcViewLink",
                         "airflow_provider_binlog.operators.links.SparkApplicationLink"],

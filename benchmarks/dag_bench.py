@@ -375,7 +375,7 @@ def run(args, workdir: pathlib.Path, log_path: pathlib.Path, t_start: float) -> 
 
             from airflow_provider_binlog.checkpoints import FileCheckpointStore
             from airflow_provider_binlog.dags import backfill_dag_id, incremental_dag_id
-            from airflow_provider_binlog.tables import iceberg_table_name
+            from airflow_provider_binlog.common.tables import iceberg_table_name
 
             def load(dag_id):
                 # parsed afresh for every run, as a worker does

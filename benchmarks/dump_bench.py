@@ -180,7 +180,7 @@ def worker_ours(spec: dict) -> dict:
     from airflow_provider_binlog.checkpoints import Checkpoint
     from airflow_provider_binlog.capture.dump import default_workers, run_dump
     from airflow_provider_binlog.replica import ReplicaConnection
-    from airflow_provider_binlog.tables import TableFilter
+    from airflow_provider_binlog.common.tables import TableFilter
 
     rss_idle = own_status_mb()  # interpreter, pyarrow and our modules, before the dump
 
@@ -231,7 +231,7 @@ def worker_rows(spec: dict) -> dict:
     every value touched, nothing staged."""
     from airflow_provider_binlog.codec.events import RowsEvent
     from airflow_provider_binlog.replica import ReplicaConnection
-    from airflow_provider_binlog.tables import TableFilter
+    from airflow_provider_binlog.common.tables import TableFilter
 
     end_file, end_pos = spec["end"]
     counts = {"insert": 0, "update": 0, "delete": 0}

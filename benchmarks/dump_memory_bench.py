@@ -175,7 +175,7 @@ def worker(spec: dict) -> dict:
     from airflow_provider_binlog.checkpoints import Checkpoint
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.staging import StagingWriter
-    from airflow_provider_binlog.tables import TableFilter
+    from airflow_provider_binlog.common.tables import TableFilter
 
     used: list = []   # the workers argument of each writer made
     limits = {k: spec[k] for k in ("row_group_rows", "row_group_bytes") if spec.get(k)}

@@ -215,7 +215,7 @@ def run(args, sizes: list[int], dump: str, workdir: pathlib.Path, log_path: path
                 else f", merge_direct_max_bytes={args.merge_direct_max_bytes}"))
             from airflow_provider_binlog.dags import backfill_dag_id, incremental_dag_id
             from airflow_provider_binlog.spark import local_spark_session
-            from airflow_provider_binlog.tables import iceberg_table_name
+            from airflow_provider_binlog.common.tables import iceberg_table_name
 
             def load(dag_id):
                 return qs.load_dags(dag_file)[dag_id]

@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     from airflow_provider_binlog.local.mariadb import MariaDBServer
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.capture.snapshot import take_snapshot
-    from airflow_provider_binlog.tables import TableFilter
+    from airflow_provider_binlog.common.tables import TableFilter
     from airflow_provider_binlog.capture.watermark.snapshot import take_watermark_snapshot
 
     try:

@@ -66,7 +66,7 @@ from airflow_provider_binlog.checkpoints import Checkpoint  # noqa: E402
 from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.codec.events import Column, EventHeader, RowsEvent, TableMap  # noqa: E402
 from airflow_provider_binlog.staging import StagingWriter  # noqa: E402
-from airflow_provider_binlog.tables import iceberg_table_name  # noqa: E402
+from airflow_provider_binlog.common.tables import iceberg_table_name  # noqa: E402
 
 CATALOG = "lake"
 SOURCE = ("bench", "items")

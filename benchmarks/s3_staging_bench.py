@@ -155,7 +155,7 @@ def merge_both(manifests: dict, tmp: pathlib.Path, env: dict) -> tuple[tuple[flo
             t0 = time.perf_counter()
             apply_manifests(spark, [manifests[kind]], MergeOptions(namespace=f"bench_{kind}", direct_max_bytes=0))
             out.append(time.perf_counter() - t0)
-        from airflow_provider_binlog.tables import iceberg_table_name
+        from airflow_provider_binlog.common.tables import iceberg_table_name
 
         table = iceberg_table_name(dump_bench.SCHEMA, dump_bench.TABLE)
         same = spark.sql(f"SELECT * FROM lake.bench_local.{table} EXCEPT ALL "

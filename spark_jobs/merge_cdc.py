@@ -19,7 +19,7 @@ or embedded, with a local Spark and a Hadoop catalog over the option ``warehouse
 
 Semantics, per source table ``<schema>.<table>`` and batch:
 
-- Target: ``<catalog>.<namespace>.<schema>__<table>`` (see ``airflow_provider_binlog.tables``).
+- Target: ``<catalog>.<namespace>.<schema>__<table>`` (see ``airflow_provider_binlog.common.tables``).
 - Changes are ordered by ``(_binlog_seq, _binlog_pos, _row)``, never by time, and collapsed
   to the final state of each primary key. An update that changes the primary key deletes the
   old key and writes the new one. Deletes delete, inserts and updates upsert; columns missing

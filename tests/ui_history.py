@@ -20,7 +20,7 @@ from pathlib import Path
 from airflow_provider_binlog.checkpoints import ABSENT, Checkpoint, FileCheckpointStore
 from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaConnection
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 from tests.airflow_conn import SECRET, USER, create_user
 
 UTC = dt.timezone.utc

@@ -48,7 +48,7 @@ from ..schema_history.ddl_tokens import tokenize
 from ..staging import Manifest, StagingWriter
 from ..staging.masking import Masking
 from ..staging.storage import StorageOptions
-from ..tables import TableFilter
+from ..common.tables import TableFilter
 from .transactions import Statement, Transaction, TransactionCommitted, TransactionTracker
 
 log = logging.getLogger(__name__)

@@ -10,10 +10,10 @@ masking rules are kept, their key is read from ``masking_secret_conn_id`` when t
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Optional
 
+from ..common.options_json import is_number, is_whole, options_object, to_json_text
 from ..errors import ProviderError
 from ..staging.masking import Masking, MaskingError
 
@@ -34,17 +34,9 @@ class MaskingOptionError(CaptureOptionError, MaskingError):
 Check = Callable[[str, Any], Any]
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _optional_whole(minimum: int, what: str) -> Check:
     def check(name: str, value: Any) -> Any:
-        if value is not None and (not _is_int(value) or value < minimum):
+        if value is not None and (not is_whole(value) or value < minimum):
             raise CaptureOptionError(f"{name} must be a whole number of {what} of at least {minimum} "
                                      f"(or none), not {value!r}")
         return value
@@ -53,7 +45,7 @@ def _optional_whole(minimum: int, what: str) -> Check:
 
 def _whole(minimum: int, what: str) -> Check:
     def check(name: str, value: Any) -> Any:
-        if not _is_int(value) or value < minimum:
+        if not is_whole(value) or value < minimum:
             raise CaptureOptionError(f"{name} must be a whole number of {what} of at least {minimum}, "
                                      f"not {value!r}")
         return value
@@ -64,7 +56,7 @@ def _seconds(optional: bool, zero: bool) -> Check:
     def check(name: str, value: Any) -> Any:
         if value is None and optional:
             return None
-        if not _is_number(value) or value < 0 or (value == 0 and not zero):
+        if not is_number(value) or value < 0 or (value == 0 and not zero):
             bound = "0 or more" if zero else "above 0"
             raise CaptureOptionError(f"{name} must be a number of seconds {bound}"
                                      f"{' (or none)' if optional else ''}, not {value!r}")
@@ -127,19 +119,7 @@ def _check_all(cls: type, checks: Mapping[str, Check], values: Mapping[str, Any]
 
 def _from_json(cls: Any, data: Mapping[str, Any] | str) -> Any:
     what = "dump" if cls is DumpOptions else "snapshot"
-    if isinstance(data, str):
-        try:
-            data = json.loads(data)
-        except ValueError as exc:
-            raise CaptureOptionError(f"the {what} options are not JSON: {exc}") from None
-    if not isinstance(data, Mapping):
-        raise CaptureOptionError(f"the {what} options are a JSON object, not {type(data).__name__}")
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise CaptureOptionError(f"unknown {what} option(s) {', '.join(unknown)}",
-                                 hint=f"known: {', '.join(sorted(known))}")
-    return cls(**data)
+    return cls(**options_object(cls, data, what=what, error=CaptureOptionError))
 
 
 class _Options:
@@ -167,7 +147,7 @@ class _Options:
         return out
 
     def to_json_text(self) -> str:
-        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return to_json_text(self.to_json())
 
 
 @dataclass(frozen=True)

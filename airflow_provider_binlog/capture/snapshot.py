@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import logging
 from decimal import Decimal
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import pymysql
 
@@ -27,7 +27,7 @@ from ..schema_history import seed_history
 from ..staging import Manifest, StagingWriter
 from ..staging.masking import Masking
 from ..staging.storage import StorageOptions
-from ..tables import TableFilter
+from ..common.tables import TableFilter
 
 log = logging.getLogger(__name__)
 UTC = dt.timezone.utc
@@ -240,8 +240,13 @@ def _copy_table(conn, writer: StagingWriter, tm: TableMap, file: str, pos: int,
     key) as the snapshot's rows at ``file:pos``; an empty table is staged too, so the merge
     empties it. Returns the rows staged."""
     name = f"{tm.schema}.{tm.table}"
+    written = 0
 
-    def report(n: int) -> None:
+    def stage(rows: Sequence[tuple]) -> None:
+        nonlocal written
+        n = writer.add_snapshot_rows(tm, _convert_rows(rows, converters), binlog_file=file,
+                                     position=pos, gtid=gtid, taken_at=taken_at, first_index=written)
+        written += n
         if progress is not None and n:
             progress(name, n, written)
 
@@ -249,7 +254,6 @@ def _copy_table(conn, writer: StagingWriter, tm: TableMap, file: str, pos: int,
     source = f"{quote_identifier(tm.schema)}.{quote_identifier(tm.table)}"
     converters = [_converter(c) for c in tm.columns]
     pk = [tm.columns[i] for i in tm.primary_key]
-    written = 0
     if pk:
         pk_cols = ", ".join(quote_identifier(c.name) for c in pk)
         pk_idx = [c.index for c in pk]
@@ -265,10 +269,7 @@ def _copy_table(conn, writer: StagingWriter, tm: TableMap, file: str, pos: int,
                 rows = cur.fetchall()
             if not rows:
                 break
-            n = writer.add_snapshot_rows(tm, _convert_rows(rows, converters), binlog_file=file,
-                                         position=pos, gtid=gtid, taken_at=taken_at, first_index=written)
-            written += n
-            report(n)
+            stage(rows)
             last = tuple(rows[-1][i] for i in pk_idx)
             if len(rows) < chunk_rows:
                 break
@@ -279,10 +280,7 @@ def _copy_table(conn, writer: StagingWriter, tm: TableMap, file: str, pos: int,
                 rows = cur.fetchmany(chunk_rows)
                 if not rows:
                     break
-                n = writer.add_snapshot_rows(tm, _convert_rows(rows, converters), binlog_file=file,
-                                             position=pos, gtid=gtid, taken_at=taken_at, first_index=written)
-                written += n
-                report(n)
+                stage(rows)
     if written == 0:
         writer.add_snapshot_rows(tm, [], binlog_file=file, position=pos, gtid=gtid,
                                  taken_at=taken_at, first_index=0)

@@ -11,7 +11,7 @@ import os
 import re
 from typing import Any, Callable, Iterator
 
-from airflow_provider_binlog.atomic_file import write_atomically
+from airflow_provider_binlog.common.atomic_file import write_atomically
 
 from .checkpoint import Checkpoint
 from .errors import ABSENT, CheckpointConflictError, CheckpointLockedError, CheckpointStoreError

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, cast
 
 from ..codec import constants as C
 from ..codec.events import ABSENT, Column, TableMap
+from ..codec.rows import null_bitmap_lines
 from .jsonl_column_readers import (Convert, Fixed, Template, fixed_column, fused_globals, variable_is_int,
                                    variable_lines)
 from .values_json import column_fsp, json_encoder
@@ -215,13 +216,7 @@ def _fused_image(tm: TableMap, present: int, prefix: str, consts: dict[str, Any]
     """Statements decoding one row image at ``p`` (null bitmap and column order as :mod:`.rows`
     reads them) and ending with ``emit(template)``: the statement that takes the image's JSON
     object, ``template`` (a :class:`Template`) writing it."""
-    n_present = bin(present).count("1")
-    nb_bytes = (n_present + 7) // 8
-    lines = []
-    if nb_bytes == 1:
-        lines += ["nb = buf[p]", "p += 1"]
-    elif nb_bytes:
-        lines += [f"nb = int.from_bytes(buf[p:p + {nb_bytes}], 'little')", f"p += {nb_bytes}"]
+    lines = null_bitmap_lines(present)
     columns = []
     for col in tm.columns:
         if (present >> col.index) & 1:

@@ -11,11 +11,12 @@ import datetime as dt
 import struct
 from binascii import b2a_base64 as _b2a_base64
 from json.encoder import encode_basestring as _encode_basestring
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Optional, TypeVar
 
 from ..codec import constants as C
 from ..codec import values as V
-from ..codec.charsets import decode_text as _charset_decode_text
+from ..codec.rows import _decode_text as _text_value
+from ..codec.rows import _fraction, _json_value
 from ..codec.events import Column
 
 _K = TypeVar("_K")
@@ -65,18 +66,6 @@ def _set_text(mask: int, labels: tuple[str, ...]) -> str:
 
 def _vector(data: bytes) -> tuple[float, ...]:
     return struct.unpack("<%df" % (len(data) // 4), data[: len(data) // 4 * 4])
-
-
-def _text_value(data: bytes, codec: str) -> Union[str, bytes]:
-    try:
-        return _charset_decode_text(data, codec)
-    except LookupError:
-        return data
-
-
-def _json_value(data: bytes) -> object:
-    from ..codec.json_binary import decode_json_binary
-    return decode_json_binary(data)
 
 
 _FUSED_GLOBALS: dict[str, Any] = {}
@@ -231,17 +220,6 @@ def _decimal_fixed(precision: int, scale: int) -> Optional[Fixed]:
                 "    else:",
                 f"        {slow}"]
     return Fixed(">", codes, convert)
-
-
-def _fraction(fsp: int) -> tuple[int, str]:
-    """(bytes, expression of the microseconds in the low bytes of ``x``) of a fraction."""
-    if fsp <= 0:
-        return 0, "0"
-    if fsp <= 2:
-        return 1, "(x & 255) * 10000"
-    if fsp <= 4:
-        return 2, "(x & 65535) * 100"
-    return 3, "x & 16777215"
 
 
 def _fraction_text(t: Template, fsp: int) -> Template:

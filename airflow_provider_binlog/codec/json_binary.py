@@ -247,6 +247,7 @@ def _entry_table(kind: str, count: int) -> _Unpack:
     return unpack
 
 
+# long: the hot loop of binary JSON decoding, kept inline because calls per value cost measurably
 def _container(buf: bytes, pos: int, end: int, large: int, is_object: bool, depth: int
                ) -> Union[dict[str, object], list[object]]:
     avail = end - pos

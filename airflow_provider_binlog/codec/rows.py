@@ -276,6 +276,7 @@ def _timestamp2_lines(v: str, fsp: int, numeric: bool = False) -> list[str]:
             f"    {v}, p = {fallback}"]
 
 
+# long: one branch per MySQL column type, each generating that type's decode statements
 def _value_lines(col: Column, v: str, consts: dict[str, Any], partial_bit: int | None,
                  numeric: bool = False) -> list[str]:
     t, meta = col.type, col.meta
@@ -359,17 +360,22 @@ def _value_lines(col: Column, v: str, consts: dict[str, Any], partial_bit: int |
         f"column {col.name} has type {col.type_name} ({t}), which row events cannot be decoded for")
 
 
+def null_bitmap_lines(present: int) -> list[str]:
+    """Generated statements reading a row image's null bitmap at ``p`` into ``nb`` (none when no
+    column is present), for an image with the columns the bitmap ``present`` names."""
+    nb_bytes = (bin(present).count("1") + 7) // 8
+    if nb_bytes == 1:
+        return ["nb = buf[p]", "p += 1"]
+    if nb_bytes:
+        return [f"nb = int.from_bytes(buf[p:p + {nb_bytes}], 'little')", f"p += {nb_bytes}"]
+    return []
+
+
 def _image_lines(columns: tuple[Column, ...], present: int, partial_json: bool, prefix: str,
                  consts: dict[str, Any], numeric: bool = False) -> tuple[list[str], str]:
     """Statements that decode one row image at ``p`` (values in ``<prefix><column index>``),
     and the expression of its values tuple."""
-    n_present = bin(present).count("1")
-    nb_bytes = (n_present + 7) // 8
-    lines = []
-    if nb_bytes == 1:
-        lines += ["nb = buf[p]", "p += 1"]
-    elif nb_bytes:
-        lines += [f"nb = int.from_bytes(buf[p:p + {nb_bytes}], 'little')", f"p += {nb_bytes}"]
+    lines = null_bitmap_lines(present)
     out = []
     bit = 0
     json_k = 0

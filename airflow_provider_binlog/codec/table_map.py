@@ -133,6 +133,7 @@ def _collations(real_types: list[int], fields: dict[int, bytes], default_key: in
     return result
 
 
+# long: the TABLE_MAP body's fields and optional metadata in wire order, one pass
 def parse_table_map(buf: Buffer, p: int, end: int, table_id_len: int, *, schemas: SchemaSource = None,
                     flavor: Optional[str] = None) -> TableMap:
     from .charsets import codec_for_collation, python_codec

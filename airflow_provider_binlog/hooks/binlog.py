@@ -37,8 +37,8 @@ from ..errors import ProviderError
 from ..replica.position import PositionCheck, check_position
 from ..replica import ReplicaConnection
 from ..replica.preflight import PreflightReport, preflight
-from ..settings import dump_workers
-from ..tables import TableFilter
+from ..utils.settings import dump_workers
+from ..common.tables import TableFilter
 from ..staging.masking import Masking
 from .masking import load_masking
 from .staging_storage import staging_storage_options
@@ -322,7 +322,7 @@ class BinlogHook(BaseHook):
                              "min_transactions is not applied", check.start)
         (self.log.debug if quiet else self.log.info)("%s", check.describe())
         try:  # a metric must not fail the check
-            from ..metrics import record_lag
+            from ..utils.metrics import record_lag
             record_lag(self.checkpoint_ref(checkpoint_key).key, check.lag)
         except Exception:
             self.log.debug("the lag metrics could not be sent", exc_info=True)

@@ -390,6 +390,7 @@ def _report_run(console: TextIO, number: int, label: str, dag_run, seconds: floa
     return merge
 
 
+# long: the quickstart's script, step by step in the order the README tells it
 def run(workdir: Path, rows: int, rounds: int, seed: int) -> int:
     workdir = workdir.resolve()
     prepare_workdir(workdir)
@@ -486,7 +487,7 @@ def run(workdir: Path, rows: int, rounds: int, seed: int) -> int:
                                         java_home=java_home)
             console.write("\nIceberg tables vs MariaDB tables:\n")
             problems = []
-            from ..tables import iceberg_table_name
+            from ..common.tables import iceberg_table_name
             sources = {source: source_rows(server, source) for source in TABLES}
             for source, (cols, expected) in sources.items():
                 schema, _, table = source.partition(".")

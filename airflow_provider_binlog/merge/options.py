@@ -8,12 +8,12 @@ catalog's secrets and the staging credentials reach the job in its environment.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from .contract import DataContract
 from .direct_changes import DEFAULT_DIRECT_MAX_BYTES, DELETES_POSITION, check_direct_deletes
+from ..common.options_json import is_number, is_whole, options_object, to_json_text
 from .errors import MergeJobError, MergeOptionError
 from .iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS, DEFAULT_PARALLEL_TABLES, DEFAULT_STREAM
 from .layout import TableLayouts
@@ -114,24 +114,13 @@ class MergeOptions:
         return out
 
     def to_json_text(self) -> str:
-        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return to_json_text(self.to_json())
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> "MergeOptions":
         """The options of :meth:`to_json`'s form (an object or its JSON text); keys left out
         take their defaults, unknown ones are refused."""
-        if isinstance(data, str):
-            try:
-                data = json.loads(data)
-            except ValueError as exc:
-                raise MergeOptionError(f"the merge options are not JSON: {exc}") from None
-        if not isinstance(data, Mapping):
-            raise MergeOptionError(f"the merge options are a JSON object, not {type(data).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise MergeOptionError(f"unknown merge option(s) {', '.join(unknown)}",
-                                   hint=f"known: {', '.join(sorted(known))}")
+        data = options_object(cls, data, what="merge", error=MergeOptionError)
         if "namespace" not in data:
             raise MergeOptionError("the merge options lack namespace", hint="give the target namespace")
         values = dict(data)
@@ -140,14 +129,6 @@ class MergeOptions:
         if values.get("table_properties") is None:
             values.pop("table_properties", None)
         return cls(**values)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _identifier(dotted: bool) -> Any:
@@ -168,23 +149,23 @@ def _optional_text(name: str, value: Any) -> None:
 
 def _whole(minimum: int, what: str = "") -> Any:
     def check(name: str, value: Any) -> None:
-        if not _is_int(value) or value < minimum:
+        if not is_whole(value) or value < minimum:
             raise MergeOptionError(f"{name} must be a whole number{what} of at least {minimum}, not {value!r}")
     return check
 
 
 def _direct_max_bytes(name: str, value: Any) -> None:
-    if not _is_int(value) or value < 0:
+    if not is_whole(value) or value < 0:
         raise MergeOptionError(f"{name} must be a whole number of bytes (0: off), not {value!r}")
 
 
 def _days(name: str, value: Any) -> None:
-    if not _is_number(value) or value < 0:
+    if not is_number(value) or value < 0:
         raise MergeOptionError(f"{name} must be a number of days, 0 or more, not {value!r}")
 
 
 def _hours(name: str, value: Any) -> None:
-    if value is not None and (not _is_number(value) or value <= 0):
+    if value is not None and (not is_number(value) or value <= 0):
         raise MergeOptionError(f"{name} must be a positive number of hours, not {value!r}")
 
 

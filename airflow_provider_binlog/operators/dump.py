@@ -11,7 +11,7 @@ from ..hooks.binlog import BinlogHook
 from .links import BinlogCdcViewLink
 from .turns import yield_to_running_runs
 from ..capture.options import DumpOptions
-from ..metrics import record_dump
+from ..utils.metrics import record_dump
 
 
 class BinlogDumpOperator(BaseOperator):
@@ -107,17 +107,10 @@ class BinlogDumpOperator(BaseOperator):
                            staging_conn_id=self.staging_conn_id or None)
 
     def get_openlineage_facets_on_complete(self, task_instance) -> Any:
-        """OpenLineage: the source tables in, their staged files out (see :mod:`..lineage`)."""
-        from airflow_provider_binlog import lineage
+        """OpenLineage: the source tables in, their staged files out (see :mod:`..utils.lineage`)."""
+        from airflow_provider_binlog.utils.lineage import capture_lineage
 
-        manifest = getattr(self, "_manifest", None)
-        if manifest is None:
-            return lineage.operator_lineage([], [])
-        from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
-
-        staging = staging_storage_options(self.staging_conn_id)
-        return lineage.operator_lineage(lineage.source_datasets([manifest], staging),
-                                        lineage.staged_datasets(manifest, staging))
+        return capture_lineage(getattr(self, "_manifest", None), self.staging_conn_id)
 
 
 __all__ = ["BinlogDumpOperator"]

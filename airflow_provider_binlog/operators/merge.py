@@ -17,7 +17,7 @@ from airflow.sdk import BaseOperator
 from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
 from airflow_provider_binlog.staging.storage import SECRET_ENV, delete_file, read_bytes
 from airflow_provider_binlog.operators.links import BinlogCdcViewLink, SparkApplicationLink, spark_application_url
-from airflow_provider_binlog.settings import setting
+from airflow_provider_binlog.utils.settings import setting
 
 if TYPE_CHECKING:
     from airflow_provider_binlog.merge.options import MergeOptions
@@ -239,6 +239,8 @@ class BinlogMergeOperator(BaseOperator):
                                       "packages", "jars", "application")
     ui_color = "#dfeaf7"
 
+    # long: the operator's keyword arguments, taken one by one as the Spark provider's operators
+    # take theirs
     def __init__(self, *, manifests: Union[str, list, dict], namespace: str, catalog: str = "lake",
                  conn_id: str = "spark_default", warehouse: Optional[str] = None,
                  checkpoint_store_uri: Optional[str] = None, checkpoint_key: Optional[str] = None,
@@ -488,7 +490,7 @@ class BinlogMergeOperator(BaseOperator):
         self.spark_application_url = spark_application_url(result, master, setting("spark_history_url"))
         summary = summarize(result, paths, staging)
         try:  # a metric must not fail a committed merge
-            from airflow_provider_binlog.metrics import record_merge
+            from airflow_provider_binlog.utils.metrics import record_merge
             record_merge(key or self.stream or self.namespace, summary, time.monotonic() - began)
         except Exception:
             self.log.warning("the merge's metrics could not be sent", exc_info=True)
@@ -501,8 +503,8 @@ class BinlogMergeOperator(BaseOperator):
 
     def get_openlineage_facets_on_complete(self, task_instance) -> Any:
         """OpenLineage: the source tables of the merged dumps in, their Iceberg tables out
-        (see :mod:`..lineage`)."""
-        from airflow_provider_binlog import lineage
+        (see :mod:`..utils.lineage`)."""
+        from airflow_provider_binlog.utils import lineage
 
         paths, catalog = getattr(self, "_lineage", ([], None))
         if not paths:

@@ -9,8 +9,8 @@ from airflow.sdk import BaseOperator
 
 from ..hooks.binlog import BinlogHook
 from ..capture.options import SnapshotOptions
-from ..metrics import record_snapshot, record_snapshot_progress
-from ..process_memory import current_rss_mib, peak_rss_mib
+from ..utils.metrics import record_snapshot, record_snapshot_progress
+from ..common.process_memory import current_rss_mib, peak_rss_mib
 from .links import BinlogCdcViewLink
 
 #: the XCom key of a running snapshot's progress, which the Binlog CDC view shows
@@ -161,17 +161,10 @@ class BinlogSnapshotOperator(BaseOperator):
         return f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{getattr(ti, 'map_index', -1)}"
 
     def get_openlineage_facets_on_complete(self, task_instance) -> Any:
-        """OpenLineage: the source tables in, their staged copies out (see :mod:`..lineage`)."""
-        from airflow_provider_binlog import lineage
+        """OpenLineage: the source tables in, their staged copies out (see :mod:`..utils.lineage`)."""
+        from airflow_provider_binlog.utils.lineage import capture_lineage
 
-        manifest = getattr(self, "_manifest", None)
-        if manifest is None:
-            return lineage.operator_lineage([], [])
-        from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
-
-        staging = staging_storage_options(self.staging_conn_id)
-        return lineage.operator_lineage(lineage.source_datasets([manifest], staging),
-                                        lineage.staged_datasets(manifest, staging))
+        return capture_lineage(getattr(self, "_manifest", None), self.staging_conn_id)
 
 
 __all__ = ["BinlogSnapshotOperator", "PROGRESS_KEY", "SnapshotProgress"]

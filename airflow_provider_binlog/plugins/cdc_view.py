@@ -57,7 +57,7 @@ from urllib.parse import urlsplit
 
 from airflow.plugins_manager import AirflowPlugin
 
-from ..settings import env_name, float_setting
+from ..utils.settings import env_name, float_setting
 from .ttl_cache import TtlCache
 from .api import AirflowApi, ApiError, api_base_url, request_token, segment, user_identity
 

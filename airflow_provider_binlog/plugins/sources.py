@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from ..errors import ProviderError
-from ..settings import env_name, float_setting, setting
+from ..utils.settings import env_name, float_setting, setting
 from .api import AirflowApi, ApiError, chunks, segment
 from .values import short_error
 

@@ -37,7 +37,7 @@ from typing import Any, Iterable, Mapping, Optional
 from .ttl_cache import TtlCache
 from ..checkpoints import Checkpoint, FileCheckpointStore, SavedCheckpoint, open_checkpoint_store
 from ..replica.position import PositionCheck, check_position, read_server_state
-from ..settings import bool_setting, env_name
+from ..utils.settings import bool_setting, env_name
 from ..replica import BinlogPurgedError, ReplicaConnection, ReplicaError
 from .api import AirflowApi
 from .batches import DEFAULT_HISTORY, OPS, read_manifests

@@ -5,7 +5,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from ..settings import float_setting
+from ..utils.settings import float_setting
 
 
 class TtlCache:

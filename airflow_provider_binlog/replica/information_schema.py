@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple, Optional
 
-from ..tables import TableFilter
+from ..common.tables import TableFilter
 
 _ENUM_RE = re.compile(r"'((?:[^']|'')*)'")
 

@@ -178,6 +178,8 @@ def _file_lag_bytes(binlogs: tuple, start: Checkpoint, target: Checkpoint) -> Op
     return total + target.position
 
 
+# long: one branch per checkpoint kind (file position, MySQL GTIDs, MariaDB GTIDs), each with its
+# own refusals
 def check_position(replica: ReplicaConnection, start: Checkpoint, *, retention_margin_files: int = 1,
                    state: Optional[ServerState] = None) -> PositionCheck:
     """Compare ``start`` with the server's current position.

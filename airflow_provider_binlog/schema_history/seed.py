@@ -5,7 +5,7 @@ from typing import Callable, Optional
 
 from ..codec.gtid import Flavor
 from ..replica.information_schema import base_table_columns, primary_key_columns, schemata
-from ..tables import SYSTEM_SCHEMAS
+from ..common.tables import SYSTEM_SCHEMAS
 from .model import ColumnDef, SchemaHistory, TableDef
 
 

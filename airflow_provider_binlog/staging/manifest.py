@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
-from ..atomic_file import write_atomically
+from ..common.atomic_file import write_atomically
 from ..checkpoints import Checkpoint
 from ..errors import ProviderError
 from .contract import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION
@@ -258,5 +258,5 @@ def _sha256(stream: Any) -> str:
 
 def write_json_atomically(path: Path, data: Any) -> None:
     """Write ``data`` as JSON to ``path`` atomically (see
-    :func:`~airflow_provider_binlog.atomic_file.write_atomically`)."""
+    :func:`~airflow_provider_binlog.common.atomic_file.write_atomically`)."""
     write_atomically(path, json.dumps(data, indent=1, sort_keys=True, default=str))

@@ -21,7 +21,7 @@ def main() -> None:
     from airflow_provider_binlog.capture.watermark.snapshot import take_watermark_snapshot
     from airflow_provider_binlog.replica import ReplicaConnection
     from airflow_provider_binlog.staging.writer import StagingWriter
-    from airflow_provider_binlog.tables import TableFilter
+    from airflow_provider_binlog.common.tables import TableFilter
 
     log = open(spec["log"], "a", buffering=1)
     real_convert, real_seal = reads._convert_rows, StagingWriter.seal

@@ -11,7 +11,7 @@ from airflow_provider_binlog.capture.arrow_reader import ArrowChunkReader
 from airflow_provider_binlog.replica import ReplicaConnection
 from airflow_provider_binlog.capture.snapshot import SnapshotError
 from airflow_provider_binlog.staging.masking import Masking
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 from airflow_provider_binlog.capture.watermark.snapshot import take_watermark_snapshot
 
 DB = "arrowread"

@@ -16,7 +16,7 @@ from airflow_provider_binlog.codec.events import IncidentEvent, XidEvent
 from airflow_provider_binlog.capture.dump import DumpError, run_dump
 from airflow_provider_binlog.replica import ReplicaConnection, ServerUnavailableError
 from airflow_provider_binlog.replica.preflight import PreflightError, preflight
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 from tests.corpus import CORPUS
 from tests.cutting_proxy import CuttingProxy
 

@@ -19,7 +19,7 @@ from airflow_provider_binlog.codec.gtid import MariadbGtidPosition
 from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaConnection
 from airflow_provider_binlog.staging import load_manifest
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 
 COLUMNS = ("id", "name", "price", "qty", "seen", "flag", "doc", "big")
 

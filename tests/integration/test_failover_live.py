@@ -17,7 +17,7 @@ from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.local.mariadb import MariaDBServer
 from airflow_provider_binlog.replica.position import check_position
 from airflow_provider_binlog.replica import ReplicaConnection, ReplicaError, ServerChangedError
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 from tests.integration.test_dump_live import replay, source_rows, workload
 
 pytestmark = pytest.mark.mariadb

@@ -30,7 +30,7 @@ from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
 from airflow_provider_binlog.merge.spark.catalog import applied_state, read_table_properties  # noqa: E402
 from airflow_provider_binlog.merge.spark.column_types import iceberg_schema_for  # noqa: E402
 from airflow_provider_binlog.merge.spark.maintenance import run_maintenance  # noqa: E402
-from airflow_provider_binlog.tables import iceberg_table_name  # noqa: E402
+from airflow_provider_binlog.common.tables import iceberg_table_name  # noqa: E402
 
 UTC = dt.timezone.utc
 
@@ -696,7 +696,7 @@ def test_a_batch_cut_differently_resumes_after_each_table_checkpoint(spark, tmp_
 
 def test_live_dumps_merged_by_the_command_line(mariadb, spark, spark_warehouse, tmp_path):
     from airflow_provider_binlog.capture.dump import run_dump
-    from airflow_provider_binlog.tables import TableFilter
+    from airflow_provider_binlog.common.tables import TableFilter
     from tests.integration.test_dump_live import COLUMNS, here, replica, source_rows, workload
 
     mariadb.execute("CREATE DATABASE IF NOT EXISTS dumpdb")

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.operators.merge import BinlogMergeOperator, manifest_paths
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 from tests.integration.test_dump_live import COLUMNS, here, replica, source_rows, workload
 
 pytestmark = pytest.mark.spark

@@ -24,7 +24,7 @@ SCRIPT = textwrap.dedent("""
     from airflow.sdk.observability.metrics import stats_utils
 
     stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=True)
-    from airflow_provider_binlog.metrics import record_merge
+    from airflow_provider_binlog.utils.metrics import record_merge
     from airflow_provider_binlog.operators.dump import BinlogDumpOperator
     from airflow_provider_binlog.operators.snapshot import BinlogSnapshotOperator
     from airflow_provider_binlog.sensors.position import BinlogPositionSensor

@@ -9,7 +9,7 @@ from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.replica import BinlogAccessDeniedError, ReplicaConnection
 from airflow_provider_binlog.replica.preflight import PreflightError, preflight
 from airflow_provider_binlog.replica.schemas import InformationSchemaSource
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 
 
 def test_statement_binlog_format_is_refused_with_the_setting_to_change(mariadb_factory):

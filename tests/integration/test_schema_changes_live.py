@@ -23,7 +23,7 @@ from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore 
 from airflow_provider_binlog.hooks.binlog import BinlogHook  # noqa: E402
 from airflow_provider_binlog.schema_history import SeedConflictError  # noqa: E402
 from airflow_provider_binlog.staging import load_manifest  # noqa: E402
-from airflow_provider_binlog.tables import iceberg_table_name  # noqa: E402
+from airflow_provider_binlog.common.tables import iceberg_table_name  # noqa: E402
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.all_types import ALL_TYPES, all_types_row as _all_types_row, normalize as _normalize  # noqa: E402
 

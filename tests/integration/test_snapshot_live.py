@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 
 from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.capture.snapshot import take_snapshot
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 from tests.integration.test_dump_live import replay, replica, source_rows, table, workload  # noqa: F401
 
 

@@ -9,7 +9,7 @@ from airflow_provider_binlog.checkpoints import FileCheckpointStore
 from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.merge.options import MergeOptions
 from airflow_provider_binlog.capture.snapshot import take_snapshot
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 from airflow_provider_binlog.merge.spark import job as merge_job
 from tests.integration.test_dump_live import COLUMNS, replica, source_rows, workload
 

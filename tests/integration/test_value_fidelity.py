@@ -223,7 +223,7 @@ def test_mariadb_uuid_and_inet_are_staged_as_the_server_prints_them(mariadb_fact
     from airflow_provider_binlog.codec import read_binlog_file
     from airflow_provider_binlog.capture.dump import run_dump
     from airflow_provider_binlog.replica.schemas import read_table_schema
-    from airflow_provider_binlog.tables import TableFilter
+    from airflow_provider_binlog.common.tables import TableFilter
     from tests.integration.test_dump_live import here, replica
 
     server = mariadb_factory(binlog_row_metadata="MINIMAL")

@@ -20,7 +20,7 @@ from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaConnection
 from airflow_provider_binlog.schema_history import SchemaHistory
 from airflow_provider_binlog.capture.snapshot import SnapshotError
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 from airflow_provider_binlog.capture.watermark.snapshot import take_watermark_snapshot
 from tests.s3_server import s3_server  # noqa: F401
 

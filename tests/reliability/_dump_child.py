@@ -162,7 +162,7 @@ def main() -> None:
     from airflow_provider_binlog.checkpoints import Checkpoint
     from airflow_provider_binlog.capture.dump import run_dump
     from airflow_provider_binlog.replica import ReplicaConnection
-    from airflow_provider_binlog.tables import TableFilter
+    from airflow_provider_binlog.common.tables import TableFilter
 
     server = spec["server"]
     rc = ReplicaConnection(server["host"], server["port"], server["user"], server["password"],

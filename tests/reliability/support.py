@@ -216,7 +216,7 @@ def iceberg_state(spark, namespace: str, db: str, tables: Iterable[str] = TABLES
                   refresh: bool = False) -> dict:
     """The Iceberg tables of ``db`` in ``namespace``, like :func:`source_state`. A table without
     a primary key is a change log: it is replayed (inserts and deletes) into a multiset."""
-    from airflow_provider_binlog.tables import iceberg_table_name
+    from airflow_provider_binlog.common.tables import iceberg_table_name
 
     out = {}
     for table in tables:
@@ -255,7 +255,7 @@ def changelog_matches(log_rows: list[dict], manifests, db: str, table: str) -> N
 def snapshot_ids(spark, namespace: str, db: str, tables: Iterable[str] = TABLES, catalog: str = "lake") -> dict:
     """Current snapshot id of each Iceberg table of ``db`` and of the ledger (None: no table)."""
     from airflow_provider_binlog.merge.iceberg_contract import LEDGER_TABLE
-    from airflow_provider_binlog.tables import iceberg_table_name
+    from airflow_provider_binlog.common.tables import iceberg_table_name
 
     out = {}
     for name in [iceberg_table_name(db, t) for t in tables] + [LEDGER_TABLE]:

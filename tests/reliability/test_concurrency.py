@@ -20,7 +20,7 @@ from airflow_provider_binlog.checkpoints import (Checkpoint, CheckpointConflictE
 from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.merge.options import MergeOptions
 from airflow_provider_binlog.staging import load_manifest
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 from tests.reliability import support as S
 from tests.s3_server import s3_server  # noqa: F401
 

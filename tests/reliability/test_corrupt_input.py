@@ -19,7 +19,7 @@ from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.merge.options import MergeOptions
 from airflow_provider_binlog.replica import ReplicaError
 from airflow_provider_binlog.staging import ManifestError, load_manifest
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 from tests.reliability import support as S
 from tests.s3_server import s3_server  # noqa: F401
 

@@ -12,7 +12,7 @@ import pytest
 from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore
 from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.staging import load_manifest
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 from tests.reliability import support as S
 from tests.s3_server import s3_server  # noqa: F401
 

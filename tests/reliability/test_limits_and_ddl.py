@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore
 from airflow_provider_binlog.capture.dump import run_dump
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 from tests.reliability import support as S
 
 DB = "rel_big"

@@ -17,7 +17,7 @@ import pytest
 from airflow_provider_binlog.checkpoints import FileCheckpointStore
 from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.replica import ReplicaConnection, ReplicaError
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 from tests.reliability import support as S
 
 #: A distinctive value in a connection extra (not a setting the hook knows).

@@ -15,7 +15,7 @@ from airflow_provider_binlog.codec.gtid import MariadbGtidPosition
 from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.replica import BinlogPurgedError, ReplicaConnection
 from airflow_provider_binlog.staging import writer as writer_mod
-from airflow_provider_binlog.tables import TableFilter
+from airflow_provider_binlog.common.tables import TableFilter
 from tests.cutting_proxy import CuttingProxy
 from tests.reliability import support as S
 

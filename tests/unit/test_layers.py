@@ -12,15 +12,19 @@ PACKAGE = Path(__file__).resolve().parents[2] / "airflow_provider_binlog"
 
 #: Bottom to top. A module belongs to the layer of the longest prefix its dotted name starts with.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("errors", "atomic_file", "process_memory", "codec", "checkpoints", "tables")),
+    ("foundation", ("errors", "common", "codec", "checkpoints")),
     ("replica", ("replica",)),
     ("staging", ("staging", "schema_history")),
     ("capture", ("capture",)),
     ("merge planning", ("merge",)),
     ("spark", ("spark", "merge.spark", "merge.submit")),
-    ("airflow", ("hooks", "operators", "sensors", "triggers", "dags", "plugins", "provider_info", "cli",
-                 "__main__", "local", "")),
+    ("airflow", ("utils", "hooks", "operators", "sensors", "triggers", "plugins", "cli", "local", "")),
 ]
+
+#: The modules at the package root: the one error root (foundation), and the public faces of
+#: the Airflow layer (the DAG factory, the provider info, ``python -m``). Everything else lives
+#: in the package of its layer.
+ROOT_MODULES = {"", "errors", "dags", "provider_info", "__main__"}
 
 
 def layer_of(module: str) -> int:
@@ -99,6 +103,11 @@ def test_the_merge_planning_modules_import_no_pyspark(module):
             elif target in known:
                 todo.append(target)
     assert "pyspark" not in externals and "airflow" not in externals, sorted(seen)
+
+
+def test_the_package_root_holds_only_the_error_root_and_the_public_faces():
+    assert {module for module in modules() if "." not in module and (PACKAGE / f"{module}.py").exists()
+            or module == ""} == ROOT_MODULES
 
 
 def test_the_layer_table_names_every_module_and_the_check_sees_upward_imports():

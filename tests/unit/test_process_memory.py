@@ -1,5 +1,5 @@
 """The process's memory as the snapshot task and the merge driver report it."""
-from airflow_provider_binlog.process_memory import current_rss_mib, peak_rss_mib
+from airflow_provider_binlog.common.process_memory import current_rss_mib, peak_rss_mib
 
 
 def test_the_peak_is_at_least_the_current_resident_set_and_rises_with_an_allocation():

@@ -12,7 +12,7 @@ from ...codec.gtid import MariadbGtidPosition
 from ...codec.positions import position_key
 from ...schema_history.ddl import DdlSyntaxError, named_tables, parse_ddl, statement_kind
 from ...staging import StagingWriter
-from ...tables import TableFilter
+from ...common.tables import TableFilter
 from ..snapshot import SnapshotError
 from ..transactions import Statement, Transaction, TransactionCommitted, TransactionTracker
 from .chunks import OpenChunks, Table, apply_rows_event, chunk_of

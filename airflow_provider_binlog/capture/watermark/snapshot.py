@@ -17,7 +17,7 @@ from ...schema_history import SchemaHistory, seed_history
 from ...staging import Manifest, StagingWriter
 from ...staging.masking import Masking
 from ...staging.storage import StorageOptions
-from ...tables import TableFilter
+from ...common.tables import TableFilter
 from ..snapshot import SnapshotError, table_map_from_information_schema
 from .chunks import Table
 from .follower import Follower
@@ -32,6 +32,8 @@ UTC = dt.timezone.utc
 ARROW_CHUNK_ROWS, CHUNK_ROWS = 50_000, 10_000
 
 
+# long: the snapshot's protocol read top to bottom (watermarks, follower, the tables' reads,
+# publish, cleanup on failure); each step is a call into its own module
 def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callable[[], Any], *, staging_dir,
                             tables: TableFilter, flavor: str, server: dict, chunk_rows: Optional[int] = None,
                             progress: Optional[Callable[[str, int, int], None]] = None,

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from ...checkpoints import ABSENT, Checkpoint, CheckpointLockedError, CheckpointStore, open_checkpoint_store
 from ...schema_history.ops import AlterOp
 from ...spark import runtime
-from ...tables import iceberg_table_name
+from ...common.tables import iceberg_table_name
 from ..batches import Batch, compare_checkpoints, plan_batches
 from ..batches import binlog_point as _position
 from ..batches import checkpoint_text as _checkpoint_text
@@ -60,6 +60,8 @@ def _ledger_rows(values: tuple) -> Any:
     return pa.table({n: pa.array([v], t) for n, v, t in zip(names, values, types)})
 
 
+# long: the exactly-once order of one batch (ledger check, tables, commit, checkpoint) read as one
+# sequence
 def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
                 store: Optional[CheckpointStore] = None) -> dict:
     """Apply one batch (see :func:`apply_manifests`); ``store`` is the open checkpoint store of

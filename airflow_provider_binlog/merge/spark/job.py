@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional, Sequence
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from ...process_memory import peak_rss_mib
+from ...common.process_memory import peak_rss_mib
 from ...spark.catalogs import CatalogConfigError, secret_conf_from_env
 from ...spark.runtime import local_spark_session
 from ...staging.manifest import ManifestError

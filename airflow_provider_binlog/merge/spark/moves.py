@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from ...schema_history.ops import MoveOp
 from ...spark import runtime
-from ...tables import iceberg_table_name
+from ...common.tables import iceberg_table_name
 from ..layout import TableLayouts
 from ..batches import Batch
 from ..iceberg_contract import (

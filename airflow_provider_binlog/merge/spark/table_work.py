@@ -12,7 +12,7 @@ from pyspark.sql import types as T
 
 from ...schema_history.ops import AlterOp
 from ...staging.contract import ENVELOPE_COLUMNS
-from ...tables import iceberg_table_name
+from ...common.tables import iceberg_table_name
 from ..contract import TableContract
 from ..layout import TableLayouts
 from ..batches import Batch, compare_checkpoints
@@ -123,6 +123,8 @@ def contract_spark_columns(contract: TableContract) -> list[tuple[str, T.DataTyp
     return [(n, _CONTRACT_TYPES[t]) for n, t in contract.extra_columns()]
 
 
+# long: one table's plan in the order its checks must run (resets, schema statements, contract,
+# layout)
 def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
                    schema: str, table: str, entry: Optional[dict], resets: list[dict],
                    layouts: TableLayouts, contract: Optional[TableContract] = None,

@@ -106,7 +106,7 @@ def test_codec_replica_staging_and_dump_import_no_airflow():
             "airflow_provider_binlog.replica, airflow_provider_binlog.replica.preflight, "
             "airflow_provider_binlog.replica.schemas, airflow_provider_binlog.staging, "
             "airflow_provider_binlog.capture.dump, airflow_provider_binlog.checkpoints, "
-            "airflow_provider_binlog.tables, "
+            "airflow_provider_binlog.common.tables, "
             "airflow_provider_binlog.replica.position, airflow_provider_binlog.cli\n"
             "bad = sorted(m for m in sys.modules if m == 'airflow' or m.startswith('airflow.'))\n"
             "print(bad)\n")

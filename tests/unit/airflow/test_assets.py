@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from airflow_provider_binlog.assets import (
+from airflow_provider_binlog.utils.assets import (
     convert_asset_to_openlineage,
     create_asset,
     sanitize_source_uri,

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("airflow")
 
-from airflow_provider_binlog import settings  # noqa: E402
+from airflow_provider_binlog.utils import settings  # noqa: E402
 from airflow_provider_binlog.provider_info import get_provider_info  # noqa: E402
 
 

@@ -279,7 +279,7 @@ def test_direct_max_bytes_reaches_the_job_and_a_bad_value_is_refused(submitted, 
 def test_the_merge_metrics_are_named_by_the_checkpoint_key_even_with_table_properties(submitted, manifest, monkeypatch):
     """Pins an old bug: execute() once looped over table_properties with the name ``key``, which
     held the checkpoint key, so record_merge got the last property's name."""
-    import airflow_provider_binlog.metrics as metrics
+    import airflow_provider_binlog.utils.metrics as metrics
 
     recorded = []
     monkeypatch.setattr(metrics, "record_merge", lambda name, summary, seconds: recorded.append(name))

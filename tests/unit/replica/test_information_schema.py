@@ -59,7 +59,7 @@ def test_keys_are_grouped_in_order():
 
 
 def test_list_tables_and_estimates_filter_what_was_asked():
-    from airflow_provider_binlog.tables import TableFilter
+    from airflow_provider_binlog.common.tables import TableFilter
     conn = _Conn([("mysql", "user"), ("shop", "a"), ("shop", "b")])
     assert info.list_tables(conn, TableFilter(["shop.a"])) == [("shop", "a")]
     conn = _Conn([("shop", "a", 5), ("shop", "b", None), ("x", "y", 1)])

@@ -17,8 +17,8 @@ import re
 from typing import Any, Iterable, Optional
 from urllib.parse import urlsplit
 
-from .staging import load_manifest
-from .tables import iceberg_table_name
+from ..staging import load_manifest
+from ..common.tables import iceberg_table_name
 
 
 def _schema_facet(columns: Iterable[tuple[str, str]]) -> dict:
@@ -95,11 +95,22 @@ def iceberg_datasets(manifest_paths: Iterable[str], *, catalog: str, namespace: 
     return out
 
 
+def capture_lineage(manifest: Optional[str], staging_conn_id: Optional[str]) -> Any:
+    """The lineage of a dump or snapshot task that staged ``manifest`` (none: nothing staged):
+    its source tables in, their staged files out, read with the staging connection's options."""
+    if manifest is None:
+        return operator_lineage([], [])
+    from ..hooks.staging_storage import staging_storage_options
+
+    staging = staging_storage_options(staging_conn_id)
+    return operator_lineage(source_datasets([manifest], staging), staged_datasets(manifest, staging))
+
+
 def operator_lineage(inputs: list, outputs: list) -> Any:
     from airflow.providers.openlineage.extractors import OperatorLineage
 
     return OperatorLineage(inputs=inputs, outputs=outputs)
 
 
-__all__ = ["iceberg_datasets", "iceberg_namespace_and_root", "operator_lineage", "source_datasets",
+__all__ = ["capture_lineage", "iceberg_datasets", "iceberg_namespace_and_root", "operator_lineage", "source_datasets",
            "staged_datasets"]

@@ -71,7 +71,7 @@ def dump_workers() -> Optional[int]:
     try:
         return int(configured)
     except ValueError:
-        from .errors import ProviderError
+        from ..errors import ProviderError
 
         raise ProviderError(f"[binlog] dump_workers = {configured!r} is not a whole number",
                             hint="set it to 0 (stage in the dump's process), 2, ... or leave it empty") from None

@@ -2,7 +2,7 @@
 checks them when an :class:`~airflow.sdk.Asset` is made and OpenLineage names them:
 
 - ``iceberg://<catalog>/<namespace>/<table>``: an Iceberg table the merge writes (one asset per
-  table, see :mod:`.dags`); as OpenLineage: namespace ``iceberg://<catalog>``, name
+  table, see :mod:`...dags`); as OpenLineage: namespace ``iceberg://<catalog>``, name
   ``<namespace>.<table>`` (as :mod:`.lineage` names a table whose warehouse is not known);
 - ``binlog://<source_id>``: the tables of a source captured by patterns;
 - ``binlog://<source_id>/changes``: the source's binlog, watched for new data by the

@@ -19,7 +19,7 @@ from .errors import MergeOptionError
 from ..staging.storage import read_parquet, total_size
 
 #: Tables whose staged files hold more bytes than this go through the Spark MERGE.
-DEFAULT_DIRECT_MAX_BYTES = 16 * 1024 * 1024
+DEFAULT_DIRECT_MAX_BYTES = 64 * 1024 * 1024
 
 #: How a direct commit drops the rows it replaces: position deletes, which every Iceberg
 #: reader applies (the rows located by reading the key columns of the data files that may
@@ -92,6 +92,16 @@ def collapse_staged(files: Sequence[str], primary_key: Sequence[str], columns: S
     return fold_changes(staged, primary_key, columns)
 
 
+def _ranks(order: Any) -> Any:
+    """The position of each row in ``order`` (the inverse permutation of sort indices)."""
+    import numpy as np
+    import pyarrow as pa
+
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order.to_numpy()] = np.arange(len(order), dtype=np.int64)
+    return pa.array(ranks)
+
+
 def fold_changes(staged: Any, primary_key: Sequence[str], columns: Sequence[str]) -> Optional[DirectChanges]:
     """The final state of each key of ``staged`` (a pyarrow table of :data:`CHANGE_COLUMNS`, in
     any order) for the target ``columns``; None when the changes are not simple (see
@@ -103,7 +113,9 @@ def fold_changes(staged: Any, primary_key: Sequence[str], columns: Sequence[str]
     have = {image_type.field(i).name for i in range(image_type.num_fields)}
     if not set(columns) <= have or not set(primary_key) <= set(columns):
         return None
-    staged = staged.sort_by([(c, "ascending") for c in _ORDER])
+    # the rows' binlog order as indices: sorting the table itself would copy both images
+    order = pc.sort_indices(staged, sort_keys=[(c, "ascending") for c in _ORDER])
+    rank = _ranks(order)
     op = staged.column("_op")
     deletes = pc.equal(op, "delete")
     updates = pc.equal(op, "update")
@@ -119,14 +131,13 @@ def fold_changes(staged: Any, primary_key: Sequence[str], columns: Sequence[str]
         key_columns[name] = pc.if_else(deletes, b, a)
     if any(pc.any(pc.is_null(k)).as_py() for k in key_columns.values()):
         return None
-    indexed = pa.table({**{f"k{j}": key_columns[n] for j, n in enumerate(primary_key)},
-                        "_i": pa.array(range(staged.num_rows), pa.int64())})
+    indexed = pa.table({**{f"k{j}": key_columns[n] for j, n in enumerate(primary_key)}, "_i": rank})
     last = indexed.group_by([f"k{j}" for j in range(len(primary_key))]).aggregate([("_i", "max")])
-    last_index = last.column("_i_max")
+    last_index = pc.take(order, last.column("_i_max"))  # each key's last change, as a row of staged
     # every touched key, inserted ones too: like the MERGE's upsert, a row the table should
     # not have held (a table out of step with its checkpoint) is replaced, never doubled
     keys = pa.table({n: last.column(f"k{j}") for j, n in enumerate(primary_key)})
-    final = staged.take(last_index)
+    final = staged.select(["_op", "_after"]).take(last_index)
     live = final.filter(pc.invert(pc.equal(final.column("_op"), "delete")))
     image = live.column("_after")
     rows = pa.table({n: pc.struct_field(image, n) for n in columns})

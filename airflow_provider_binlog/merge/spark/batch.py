@@ -25,6 +25,7 @@ from ..iceberg_contract import LEDGER_TABLE, MODE_MERGE
 from ..options import MergeOptions
 from .apply import apply_changelog_table, apply_merge_table, backfill_defaults, commit_properties
 from .catalog import applied_state, ensure_namespace, head_snapshot, table_exists
+from ..byte_budget import ByteBudget
 from .direct_commit import append_rows, apply_direct
 from .direct_snapshot import apply_snapshot_direct
 from .ledger import LEDGER_SCHEMA, ensure_ledger, ledger_name
@@ -173,7 +174,7 @@ def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
                 info["status"] = "committed" if info["snapshot_id"] != w.state.head else "no-change"
                 return info
         if w.mode == MODE_MERGE:  # a direct commit has no statement or backfill to run first
-            direct = apply_direct(spark, w, batch, stream, direct_max_bytes, options.direct_deletes)
+            direct = apply_direct(spark, w, batch, stream, direct_max_bytes, options.direct_deletes, budget)
             if direct is not None:
                 info.update(direct, schema_changes=[])
                 info["status"] = "committed" if info["snapshot_id"] != w.state.head else "no-change"
@@ -193,6 +194,8 @@ def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
         info["status"] = "committed" if info["snapshot_id"] != before else "no-change"
         return info
 
+    # the direct commits running at once fold at most direct_max_bytes of staged files together
+    budget = ByteBudget(direct_max_bytes) if direct_max_bytes > 0 else None
     result["tables"] = each_table(commit, work, parallel_tables)
     committed = [info["table"] for info in result["tables"] if info["status"] == "committed"]
 

@@ -17,6 +17,7 @@ through Spark.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -28,7 +29,8 @@ from pyspark.sql import SparkSession
 
 from ...spark import runtime
 from ..batches import Batch
-from ..direct_changes import DELETES_EQUALITY, DELETES_POSITION, DirectChanges, collapse_staged
+from ..byte_budget import ByteBudget
+from ..direct_changes import DELETES_EQUALITY, DELETES_POSITION, DirectChanges, collapse_staged, total_size
 from ..iceberg_arrow import arrow_schema, conform
 from ..iceberg_contract import MODE_MERGE
 from ..position_deletes import KeyColumnsMissing, locate
@@ -294,19 +296,25 @@ def direct_candidate(work: TableWork) -> bool:
 
 
 def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str, max_bytes: int,
-                 deletes: str = DELETES_POSITION) -> Optional[dict]:
+                 deletes: str = DELETES_POSITION, budget: Optional[ByteBudget] = None) -> Optional[dict]:
     """The table's batch committed directly (see the module's docstring), with the table's
-    snapshot id after it; None when it is not a candidate, and nothing was written."""
-    if max_bytes <= 0 or not direct_candidate(work):
+    snapshot id after it; None when it is not a candidate, and nothing was written.
+    ``budget``: the bytes the tables committed at once may fold in memory together; this
+    table holds its staged bytes from it while it folds and commits."""
+    if max_bytes <= 0 or not work.files or not direct_candidate(work):
+        return None
+    size = total_size(work.files, work.staged_bytes)
+    if size > max_bytes:
         return None
     reset = work.resets[-1]["_position"] if work.resets else None
-    changes = collapse_staged(work.files, work.primary_key, [n for n, _ in work.plan.columns],
-                              since=work.since, reset=reset, max_bytes=max_bytes, staged_bytes=work.staged_bytes)
-    if changes is None:
-        return None
-    props = commit_properties(batch, stream, work.source)
-    snapshot_id = commit_changes(spark, work.name, changes, work.primary_key, props,
-                                 planned_head=work.state.head, replace=bool(work.resets), deletes=deletes)
+    with budget.hold(size) if budget is not None else contextlib.nullcontext():
+        changes = collapse_staged(work.files, work.primary_key, [n for n, _ in work.plan.columns],
+                                  since=work.since, reset=reset, max_bytes=max_bytes, staged_bytes=size)
+        if changes is None:
+            return None
+        props = commit_properties(batch, stream, work.source)
+        snapshot_id = commit_changes(spark, work.name, changes, work.primary_key, props,
+                                     planned_head=work.state.head, replace=bool(work.resets), deletes=deletes)
     if snapshot_id == _NOT_WRITTEN:
         return None
     return {"truncated": bool(work.resets), "key_change_chains": False, "direct": True,

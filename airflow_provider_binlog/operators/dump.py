@@ -29,13 +29,17 @@ class BinlogDumpOperator(BaseOperator):
         (``stop=sensor.output``) to stop exactly at the position the sensor saw.
     :param tables: ``schema.table`` patterns to include (default: all but system schemas).
     :param exclude: ``schema.table`` patterns to leave out.
-    :param max_rows: stop at the first transaction boundary at or after this many rows;
-        ``max_bytes`` and ``max_seconds`` likewise.
+    :param max_rows: stop at the first transaction boundary at or after this many rows
+        (default: no limit).
+    :param max_bytes: likewise, after this many bytes of binlog (default: no limit).
+    :param max_seconds: likewise, after this many seconds (default: no limit).
+    :param checkpoint_key: the key the checkpoint is stored under (default: the connection id).
     :param checkpoint_store_uri: the checkpoint store to read ``start`` from; default: the
         connection's extra ``checkpoint_store_uri``.
     :param masking: columns to exclude, hash or truncate as rows are staged (see
-        :mod:`airflow_provider_binlog.staging.masking`); ``masking_secret_conn_id`` names the
-        connection whose password is the key of the hashes.
+        :mod:`airflow_provider_binlog.staging.masking`); default: none.
+    :param masking_secret_conn_id: the connection whose password is the key of the hashes
+        (hash rules need it).
     :param staging_conn_id: the credentials of a ``staging_dir`` on an object store: an
         ``aws`` (S3), ``google_cloud_platform`` (GCS) or ``wasb`` (Azure) connection, read as
         those providers read them (:mod:`airflow_provider_binlog.hooks.staging_storage`);

@@ -159,77 +159,87 @@ def asset_extra(uri: str, summary: dict, catalog: str, namespace: str) -> dict:
 
 
 class BinlogMergeOperator(BaseOperator):
-    """Apply staged dumps (manifests, usually the XCom of the dump task) to Iceberg tables.
+    """Apply staged dumps (usually the dump task's XCom) to Iceberg with the merge job (``SparkSubmitHook``).
+    Returns per table the rows inserted/updated/deleted and snapshot id, and the end checkpoint.
 
-    The merge job runs through ``SparkSubmitHook`` on the Spark connection ``conn_id``. The
-    Iceberg catalog (named ``catalog`` in the job's SQL) is one of:
+    The Iceberg catalog (named ``catalog`` in the job's SQL) comes from ``warehouse``,
+    ``catalog_conn_id`` or ``catalog_settings`` (at most one), else from the
+    ``spark.sql.catalog.<catalog>.*`` settings in ``conf``. Catalog secrets (``jdbc.password``,
+    tokens) and staging credentials reach the job in its environment, never on the command line (on
+    a YARN or Kubernetes master, where that environment becomes ``--conf`` options, the task fails).
 
-    * ``warehouse``: the embedded mode, a Hadoop catalog on that path and a local Spark started
-      by the job;
-    * ``catalog_conn_id``: an Airflow connection of type ``iceberg_catalog`` (JDBC on
-      PostgreSQL, REST, Hive, Glue, Nessie: see :mod:`..hooks.iceberg_catalog`);
-    * ``catalog_settings``: the same settings as a dict (``type``, ``uri``, ``warehouse``,
-      ``properties``, ``jars``);
-    * none of them: ``conf`` holds the ``spark.sql.catalog.<catalog>.*`` settings.
+    After the commit the checkpoint store is advanced with compare-and-set. A batch must start at the
+    stored checkpoint (without a store: at its stream's position in the ledger) or end at or before it
+    (already applied: nothing is committed); a gap or an overlap is refused. A snapshot replaces its
+    tables' content and sets the checkpoint to its position, anywhere after the stored one. Each asset
+    among the ``outlets`` gets an event saying what the run loaded (:func:`asset_extra`); an
+    :class:`~airflow.sdk.AssetAlias` one per merged table, on ``iceberg://<catalog>/<namespace>/<table>``.
 
-    With the first three, the Iceberg runtime is what ``packages``/``jars`` name (e.g.
-    ``packages="org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"``, ``jars=[]`` when the
-    cluster's Spark has Iceberg), else ``iceberg_runtime``: ``maven`` (Spark fetches the stock
-    runtime), ``provided`` (the cluster has it) or ``embedded`` (the jar of the ``spark`` extra,
-    for an offline local Spark); unchosen, ``embedded`` for a local Spark where that jar is
-    installed, else ``maven``. Catalog secrets (``jdbc.password``, tokens) reach the
-    job in an environment variable, never on the command line. In cluster deploy mode
-    (``deploy_mode="cluster"`` or the connection's ``deploy-mode``) no local interpreter path
-    is forced on the driver and executors, and the job's result is written next to the first
-    manifest, on the staging path all parties read.
-    Returns the tables with rows inserted/updated/deleted and snapshot ids, and the end
-    checkpoint.
-
-    The checkpoint store is advanced with compare-and-set after the commit: give
-    ``checkpoint_store_uri`` and ``checkpoint_key``, or ``binlog_conn_id`` to use the store of
-    that connection's extra ``checkpoint_store_uri`` and, by default, the connection id as the
-    key (as the dump and the sensor do). A batch must start at the stored checkpoint (or end
-    at or before it: it is then already applied); a gap or an overlap is refused. A snapshot
-    may start anywhere after it: it replaces the tables' content and sets the checkpoint to its
-    position. With ``advance_checkpoint=False`` no store is read or written (for a snapshot of
-    some tables only: each Iceberg table records the position it holds, and the next
-    incremental batch applies to it only the changes after that position). ``stream`` names
-    the binlog stream in the namespace's ledger (default: the checkpoint key).
-    ``parallel_tables`` (default 8) is how many tables of a batch the job plans and commits at
-    once, from that many driver threads of its Spark application. ``direct_max_bytes``
-    (default 16 MiB; 0 turns it off) is the size of staged files up to which a table with
-    simple changes is committed without a Spark job, as a delete file and a data file (see
-    docs/merge.md, "Direct commits"); ``direct_deletes`` is how those commits drop the rows
-    they replace: ``"position"`` deletes, which every Iceberg reader applies (the default), or
-    ``"equality"`` deletes on the primary key, which only JVM engines (Spark, Trino, Flink) read.
-
-    The tables the job creates get ``table_layout`` (partition spec, sort order, properties,
-    for all tables and per ``schema.table``: :mod:`airflow_provider_binlog.merge.layout`) and
-    ``table_properties``. ``maintenance=True`` compacts the tables and expires snapshots
-    older than ``expire_older_than_days`` (7), keeping ``retain_last`` (10); with
-    ``maintenance_every`` (a timedelta or hours) only tables maintained longer ago than that.
-    ``staging_conn_id`` (an ``aws``, ``google_cloud_platform`` or ``wasb`` connection) gives the job
-    the credentials of a staging on S3, GCS or Azure, through the driver's environment (never
-    its command line); without it, the driver and the executors use their own credential chain.
-    ``data_contract`` gives merged tables change columns, soft deletes and change logs, for
-    all tables and per ``schema.table`` (:mod:`airflow_provider_binlog.merge.contract`).
-
-    ``yield_to_dag_id`` names a DAG whose running runs take precedence (the factory passes the
-    source's backfill DAG to the incremental merge): while one runs, this task is skipped before
-    it reads anything; the next run dumps the same changes again from the stored checkpoint.
-
-    As ``SparkSubmitOperator`` does, ``openlineage_inject_parent_job_info`` and
-    ``openlineage_inject_transport_info`` (default: ``[openlineage] spark_inject_parent_job_info``
-    and ``spark_inject_transport_info``) put this task's OpenLineage parent job and the HTTP
-    transport into the job's Spark properties (``spark.openlineage.*``, unless ``conf`` sets
-    them), so that an OpenLineage Spark listener on the cluster links its events to this task.
-
-    Assets among the ``outlets`` get an asset event whose ``extra`` says what this run loaded:
-    an asset ``iceberg://<catalog>/<namespace>/<table>`` the rows inserted/updated/deleted of
-    that Iceberg table, any other asset the totals and the per-table counts; both with the
-    end checkpoint (see :func:`asset_extra`). An :class:`~airflow.sdk.AssetAlias` among them
-    gets one event per Iceberg table the run merged, on that table's asset (so a source named by
-    patterns still gives each table its own asset and events).
+    :param manifests: the dumps to apply: a manifest path (or its dump directory), a dump or
+        snapshot result (``{"manifest": ...}``), a list of those, or their JSON text. Empty dumps
+        are applied too (they advance the checkpoint); no manifest at all fails the task.
+    :param namespace: the Iceberg namespace of the tables (``<catalog>.<namespace>.<schema>__<table>``).
+    :param catalog: the Iceberg catalog's name in Spark (default ``"lake"``).
+    :param conn_id: the Spark connection of spark-submit (default ``"spark_default"``).
+    :param warehouse: the embedded mode: a Hadoop catalog on this path and a local Spark the job starts.
+    :param checkpoint_store_uri: the checkpoint store to advance, given with ``checkpoint_key`` or
+        with ``binlog_conn_id`` (it then overrides that connection's store). Default: none.
+    :param checkpoint_key: the key in that store (with ``binlog_conn_id``, default: the connection id).
+    :param conf: Spark properties, set over those the operator derives (default: none).
+    :param packages: Maven coordinates for spark-submit; with ``warehouse``, ``catalog_conn_id`` or
+        ``catalog_settings`` they name the Iceberg runtime, e.g.
+        ``"org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"``. Default: none.
+    :param jars: jars for spark-submit; with those catalogs likewise the Iceberg runtime (``[]``:
+        the cluster's Spark has Iceberg). Default: none.
+    :param iceberg_runtime: with those catalogs and neither ``packages`` nor ``jars``: ``"maven"``
+        (Spark fetches the stock runtime), ``"provided"`` (the cluster has it) or ``"embedded"`` (the
+        jar of the ``spark`` extra, for an offline local Spark). Default: ``"embedded"`` for a local
+        Spark where that jar is installed, else ``"maven"``.
+    :param maintenance: compact the tables and expire their old snapshots (default ``False``).
+    :param env_vars: environment variables for spark-submit, set over the operator's (default: none).
+    :param application: the merge job's entry point (default: the package's, :func:`merge_application`).
+    :param binlog_conn_id: a connection whose extra ``checkpoint_store_uri`` is the store to advance
+        and whose id is the default ``checkpoint_key``, as for the dump and the sensor. Default: none.
+    :param stream: the stream's name in the ledger (default: the checkpoint key, else ``"default"``).
+    :param advance_checkpoint: false (also ``"false"``, ``"0"``, ...: templated) reads and writes no
+        checkpoint store, for a snapshot of some tables only: each Iceberg table records the position
+        it holds and the next incremental batch applies to it only the later changes. Default ``True``.
+    :param parallel_tables: how many tables of a batch the job plans and commits at once, from that
+        many driver threads of its Spark application (default 8).
+    :param direct_max_bytes: the staged size up to which a table with simple changes is committed
+        without a Spark job, as a delete and a data file (docs/merge.md, "Direct commits"); default
+        64 MiB; 0 turns direct commits off.
+    :param direct_deletes: how direct commits drop the rows they replace: ``"position"`` deletes,
+        which every Iceberg reader applies (the default), or ``"equality"`` deletes on the primary
+        key, which only JVM engines (Spark, Trino, Flink) read.
+    :param catalog_conn_id: an Airflow connection of type ``iceberg_catalog`` (JDBC on PostgreSQL,
+        REST, Hive, Glue, Nessie: :mod:`airflow_provider_binlog.hooks.iceberg_catalog`).
+    :param catalog_settings: a catalog as a dict: ``type``, ``uri``, ``warehouse``, ``properties``, ``jars``.
+    :param deploy_mode: ``"client"`` or ``"cluster"`` (default: the connection's ``deploy-mode``, else
+        client). In cluster mode no local interpreter or Java is forced on the driver and executors,
+        the job's result is written next to the first manifest, on the staging path all parties
+        read, and a standalone ``spark://`` master is refused.
+    :param table_layout: partition spec, sort order and properties of the tables the job creates,
+        for all tables and per ``schema.table`` (:mod:`airflow_provider_binlog.merge.layout`).
+    :param table_properties: Iceberg properties of the tables the job creates (the layout's take precedence).
+    :param maintenance_every: with ``maintenance``, maintain only tables last maintained longer ago
+        than this (a timedelta or hours); default: every run.
+    :param expire_older_than_days: maintenance expires snapshots older than this many days (default 7).
+    :param retain_last: maintenance keeps at least this many snapshots (default 10).
+    :param data_contract: change columns, soft deletes and change logs of the merged tables, for all
+        tables and per ``schema.table`` (:mod:`airflow_provider_binlog.merge.contract`).
+    :param staging_conn_id: an ``aws``, ``google_cloud_platform`` or ``wasb`` connection giving the
+        job the credentials of a staging on S3, GCS or Azure, through the driver's environment;
+        default: the driver's and executors' own credential chain.
+    :param openlineage_inject_parent_job_info: as in ``SparkSubmitOperator``, put this task's
+        OpenLineage parent job into the job's ``spark.openlineage.*`` properties (unless ``conf``
+        sets them), so that a listener on the cluster links its events to this task. Default: the
+        setting ``[openlineage] spark_inject_parent_job_info`` (else ``False``).
+    :param openlineage_inject_transport_info: likewise the OpenLineage HTTP transport. Default:
+        ``[openlineage] spark_inject_transport_info`` (else ``False``).
+    :param yield_to_dag_id: a DAG whose running runs take precedence (the factory passes the
+        source's backfill DAG to the incremental merge): while one runs, this task is skipped
+        before it reads anything; the next run dumps the same changes again from the stored checkpoint.
     """
 
     operator_extra_links = (BinlogCdcViewLink(), SparkApplicationLink())

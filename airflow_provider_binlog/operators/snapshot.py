@@ -87,8 +87,10 @@ class BinlogSnapshotOperator(BaseOperator):
         Arrow with connectorx where it can, else with pymysql), ``arrow`` or ``pymysql``.
     :param read_connections: the watermark method's connection budget: a chunk of a table keyed
         by one integer column is read over that many connections at once (default 1).
-    :param masking: columns to exclude, hash or truncate as rows are staged, with
-        ``masking_secret_conn_id`` (see :class:`~.dump.BinlogDumpOperator`).
+    :param masking: columns to exclude, hash or truncate as rows are staged (see
+        :class:`~.dump.BinlogDumpOperator`); default: none.
+    :param masking_secret_conn_id: the connection whose password is the key of the hashes
+        (hash rules need it).
     :param staging_conn_id: an ``aws``, ``google_cloud_platform`` or ``wasb`` connection for a
         ``staging_dir`` on S3, GCS or Azure (default: the environment's credential chain).
     """

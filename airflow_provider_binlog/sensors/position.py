@@ -22,37 +22,44 @@ class BinlogPositionSensor(BaseSensorOperator):
     """Waits until the server's binlog is ahead of the load's checkpoint.
 
     Each poke reads the server's position (``SHOW BINARY LOG STATUS``, or ``SHOW MASTER
-    STATUS``; ``gtid_binlog_pos`` on MariaDB) and compares it with the checkpoint: ``start``
-    if given, else the one stored under ``checkpoint_key`` (default: the connection id) in the
-    connection's checkpoint store. It succeeds when there are new transactions (new binlog
-    bytes when they cannot be counted), at least ``min_bytes`` and ``min_transactions`` of
-    them; once ``max_threshold_wait`` has passed since the first poke, any new data is enough.
+    STATUS``; ``gtid_binlog_pos`` on MariaDB) and compares it with the checkpoint. It succeeds
+    when there are new transactions (new binlog bytes when they cannot be counted) meeting
+    ``min_bytes`` and ``min_transactions``. The XCom value is the position check: ``target``
+    (the server's position at that poke, a checkpoint JSON the dump can stop at exactly),
+    ``start``, ``lag`` (``bytes``, ``files``, ``transactions``, ``gtids`` and ``seconds``: the
+    source time the load is behind, the server's clock less the binlog timestamp of the oldest
+    change not loaded, 0 with nothing to load), ``oldest_binlog``, ``files_of_headroom``,
+    ``warnings`` and ``reason``. When binlogs the checkpoint needs are gone it fails, without
+    retrying, with :class:`BinlogPurgedFailure` (the remedy is a new snapshot).
 
-    The XCom value is the position check: ``target`` (the server's position at that poke, a
-    checkpoint JSON the dump can stop at exactly), ``start``, ``lag`` (``bytes``, ``files``,
-    ``transactions``, ``gtids``), ``oldest_binlog``, ``files_of_headroom``, ``warnings`` and
-    ``reason``.
-
-    Fails (without retrying) with :class:`BinlogPurgedFailure` when binlogs the checkpoint
-    needs are gone, and warns when the checkpoint is fewer than ``retention_margin_files``
-    files after the oldest retained binlog.
-
-    With ``deferrable=True`` the waiting happens in the triggerer
-    (:class:`~airflow_provider_binlog.triggers.position.BinlogPositionTrigger`).
-
-    ``lag`` also holds ``seconds``: source time the load is behind (the server's clock less
-    the binlog timestamp of the oldest change not loaded; 0 with nothing to load). With
-    ``max_lag_seconds``, a check that finds the load further behind logs a warning and calls
-    ``lag_notifier`` (an Airflow notifier or any callable taking the context, which also holds
-    ``binlog_lag``; its errors are logged, never raised), and the load goes on
-    (``on_max_lag="notify"``, the default). ``on_max_lag="fail"`` fails the task instead (no
-    retry): the incremental runs then stop loading until the threshold is raised or a
-    backfill (mode ``from_position`` at the stored checkpoint) catches up.
-
-    ``checkpoint_store_uri`` overrides the connection's checkpoint store. With
-    ``skip_on_timeout=True``, a sensor that times out without new data is skipped (and with it
-    the tasks after it) instead of failing: a scheduled load that found nothing to do. Unlike
-    ``soft_fail``, purged binlogs and errors still fail the task.
+    :param binlog_conn_id: the connection (type ``mysql_binlog``; default
+        ``"mysql_binlog_default"``).
+    :param checkpoint_key: the key the checkpoint is stored under in the connection's checkpoint
+        store (default: the connection id); not read when ``start`` is given.
+    :param start: the checkpoint to compare with (JSON dict or text); default: the stored one.
+    :param min_bytes: succeed only once at least this many binlog bytes are new (default: any).
+    :param min_transactions: succeed only once at least this many transactions are new (default:
+        any); not applied, with a warning, when they cannot be counted (no GTIDs).
+    :param max_threshold_wait: once this long (a timedelta or seconds) has passed since the first
+        poke (of the first try in reschedule mode), any new data is enough; default: never.
+    :param retention_margin_files: warn when the checkpoint is fewer than this many files after the
+        oldest retained binlog (default 1).
+    :param checkpoint_store_uri: the checkpoint store, overriding the connection's extra
+        ``checkpoint_store_uri`` (default: none).
+    :param skip_on_timeout: a sensor that times out without new data is skipped (and with it the
+        tasks after it) instead of failing: a scheduled load that found nothing to do. Unlike
+        ``soft_fail``, purged binlogs and errors still fail the task. Default ``False``.
+    :param max_lag_seconds: a check that finds the load more than this many seconds of source time
+        behind (``lag["seconds"]``) logs a warning, calls ``lag_notifier`` and then acts as
+        ``on_max_lag`` says (default: no limit).
+    :param on_max_lag: ``"notify"`` (the default: the load goes on) or ``"fail"`` (the task fails,
+        without retrying: the incremental runs then stop loading until the threshold is raised or
+        a backfill, mode ``from_position`` at the stored checkpoint, catches up).
+    :param lag_notifier: an Airflow notifier or any callable taking the context, which then also
+        holds ``binlog_lag``; its errors are logged, never raised (default: none).
+    :param deferrable: after a first poke, wait in the triggerer
+        (:class:`~airflow_provider_binlog.triggers.position.BinlogPositionTrigger`); default: the
+        setting ``[operators] default_deferrable`` (else ``False``).
     """
 
     template_fields: Sequence[str] = ("binlog_conn_id", "checkpoint_key", "start", "checkpoint_store_uri")

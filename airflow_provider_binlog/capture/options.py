@@ -34,22 +34,17 @@ class MaskingOptionError(CaptureOptionError, MaskingError):
 Check = Callable[[str, Any], Any]
 
 
+def _whole(minimum: int, what: str, *, optional: bool = False) -> Check:
+    def check(name: str, value: Any) -> Any:
+        if (value is not None or not optional) and (not is_whole(value) or value < minimum):
+            raise CaptureOptionError(f"{name} must be a whole number of {what} of at least {minimum}"
+                                     f"{' (or none)' if optional else ''}, not {value!r}")
+        return value
+    return check
+
+
 def _optional_whole(minimum: int, what: str) -> Check:
-    def check(name: str, value: Any) -> Any:
-        if value is not None and (not is_whole(value) or value < minimum):
-            raise CaptureOptionError(f"{name} must be a whole number of {what} of at least {minimum} "
-                                     f"(or none), not {value!r}")
-        return value
-    return check
-
-
-def _whole(minimum: int, what: str) -> Check:
-    def check(name: str, value: Any) -> Any:
-        if not is_whole(value) or value < minimum:
-            raise CaptureOptionError(f"{name} must be a whole number of {what} of at least {minimum}, "
-                                     f"not {value!r}")
-        return value
-    return check
+    return _whole(minimum, what, optional=True)
 
 
 def _seconds(optional: bool, zero: bool) -> Check:

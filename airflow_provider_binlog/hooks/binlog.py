@@ -149,6 +149,14 @@ def _options_of(kind: Any, method: str, options: Any, masking: Any, given: Mappi
     return options, keyed
 
 
+def check_thresholds(min_bytes: Optional[int], min_transactions: Optional[int]) -> None:
+    """Refuse thresholds of new data that :meth:`BinlogHook.poll_position` cannot take (the
+    sensor's and the event trigger's): each is none or a whole number, 0 or more."""
+    for name, value in (("min_bytes", min_bytes), ("min_transactions", min_transactions)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"{name} must be a non-negative integer, not {value!r}")
+
+
 class BinlogHook(BaseHook):
     """Reads a MySQL/MariaDB server's binlog like a replica, through an Airflow connection.
 
@@ -490,4 +498,4 @@ class BinlogHook(BaseHook):
         return out
 
 
-__all__ = ["BinlogConnectionError", "BinlogHook", "CheckpointRef", "as_checkpoint"]
+__all__ = ["BinlogConnectionError", "BinlogHook", "check_thresholds", "CheckpointRef", "as_checkpoint"]

@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
 
-from ..hooks.binlog import BinlogHook
+from ..hooks.binlog import BinlogHook, check_thresholds
 from ..replica import BinlogPurgedError, ReplicaError
 from ..triggers.position import BinlogPositionTrigger
 
@@ -75,9 +75,7 @@ class BinlogPositionSensor(BaseSensorOperator):
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  **kwargs) -> None:
         super().__init__(**kwargs)
-        for name, value in (("min_bytes", min_bytes), ("min_transactions", min_transactions)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise ValueError(f"{name} must be a non-negative integer")
+        check_thresholds(min_bytes, min_transactions)
         if isinstance(max_threshold_wait, dt.timedelta):
             max_threshold_wait = max_threshold_wait.total_seconds()
         if max_threshold_wait is not None and max_threshold_wait < 0:

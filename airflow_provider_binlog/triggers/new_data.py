@@ -34,7 +34,7 @@ from typing import Any, AsyncIterator, Optional
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from ..hooks.binlog import BinlogHook
+from ..hooks.binlog import BinlogHook, check_thresholds
 from ..replica import BinlogPurgedError
 from .position import error_payload
 
@@ -105,9 +105,7 @@ class BinlogNewDataTrigger(BaseEventTrigger):
         super().__init__()
         if isinstance(poke_interval, bool) or not isinstance(poke_interval, (int, float)) or poke_interval <= 0:
             raise ValueError(f"poke_interval must be a number of seconds > 0, not {poke_interval!r}")
-        for name, value in (("min_bytes", min_bytes), ("min_transactions", min_transactions)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise ValueError(f"{name} must be a non-negative integer, not {value!r}")
+        check_thresholds(min_bytes, min_transactions)
         self.binlog_conn_id = binlog_conn_id
         self.checkpoint_key = checkpoint_key
         self.checkpoint_store_uri = checkpoint_store_uri

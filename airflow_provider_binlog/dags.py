@@ -429,14 +429,13 @@ def make_cdc_dags(
         poke_interval, sensor_timeout = watcher.trigger.poke_interval, min(sensor_timeout, 60.0)
         skip_when_idle = True  # a run started for data another run loaded is skipped, not failed
 
+    # both DAGs: one run at a time, no catch-up
+    shared_dag_args = dict(start_date=start, catchup=False, max_active_runs=1, tags=tag_list)
     with DAG(
         dag_id=incremental_dag_id(source_id),
         schedule=schedule,
-        start_date=start,
-        catchup=False,
-        max_active_runs=1,
         default_args=dict(default_args or {}),
-        tags=tag_list,
+        **shared_dag_args,
         description=f"Incremental binlog load of {source_id} ({', '.join(tables)}) into "
                     f"{catalog}.{namespace}",
         doc_md=f"Waits for new binlog data after the checkpoint `{key}`, dumps it up to the "
@@ -470,11 +469,8 @@ def make_cdc_dags(
     with DAG(
         dag_id=backfill_dag_id(source_id),
         schedule=None,
-        start_date=start,
-        catchup=False,
-        max_active_runs=1,
         default_args=dict(default_args or {}),
-        tags=tag_list,
+        **shared_dag_args,
         description=f"Snapshot or replay of {source_id} into {catalog}.{namespace}",
         doc_md=f"Triggered by hand. `snapshot`: a consistent copy of the tables at the server's "
                f"current position replaces the Iceberg tables and sets the checkpoint `{key}` "

@@ -38,6 +38,18 @@ def options_object(cls: Any, data: Mapping[str, Any] | str, *, what: str,
     return dict(data)
 
 
+def known_keys_object(value: Any, known: frozenset[str] | set[str], where: str,
+                      error: type[ProviderError], expected: str = "") -> Mapping[str, Any]:
+    """``value`` when it is an object whose keys are all ``known``; else ``error``, its message
+    starting with ``where`` (``expected``: what the object is, by default its known keys)."""
+    if not isinstance(value, Mapping):
+        raise error(f"{where}: expected {expected or 'an object with ' + ', '.join(sorted(known))}, not {value!r}")
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise error(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return value
+
+
 def to_json_text(options: Mapping[str, Any]) -> str:
     """The options' JSON text, keys sorted and without spaces (stable across runs)."""
     return json.dumps(options, sort_keys=True, separators=(",", ":"))

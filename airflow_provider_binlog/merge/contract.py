@@ -23,8 +23,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from ..common.options_json import known_keys_object
 from .errors import MergeJobError
-from .per_table import matching_key, split_per_table
+from .per_table import matching_key, parse_per_table
 
 
 class ContractError(MergeJobError, ValueError):
@@ -82,11 +83,7 @@ class TableContract:
     def parse(cls, value: Any, where: str = "contract") -> "TableContract":
         if value is None:
             return cls()
-        if not isinstance(value, Mapping):
-            raise ContractError(f"{where}: expected an object with {', '.join(sorted(_KEYS))}")
-        unknown = sorted(set(value) - _KEYS)
-        if unknown:
-            raise ContractError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_KEYS))}")
+        value = known_keys_object(value, _KEYS, where, ContractError)
         log = value.get("change_log")
         if log is True:
             log = {}
@@ -146,13 +143,7 @@ class DataContract:
 
     @classmethod
     def parse(cls, value: Any) -> "DataContract":
-        given = split_per_table(value, "data contract", "options", ContractError)
-        if given is None:
-            return cls()
-        default, tables = given
-        return cls(TableContract.parse(default, "default"),
-                   {n: TableContract.parse(v, n) for n, v in tables.items()},
-                   {n: frozenset(v or ()) for n, v in tables.items()})
+        return parse_per_table(cls, value, "data contract", "options", ContractError, TableContract.parse)
 
     def for_table(self, schema: str, table: str) -> TableContract:
         match = matching_key(self.tables, schema, table)

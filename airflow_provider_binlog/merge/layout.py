@@ -19,8 +19,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from ..common.options_json import known_keys_object
 from .errors import MergeJobError
-from .per_table import matching_key, split_per_table
+from .per_table import matching_key, parse_per_table
 
 
 class LayoutError(MergeJobError, ValueError):
@@ -84,11 +85,8 @@ class TableLayout:
     def parse(cls, value: Any, where: str = "layout") -> "TableLayout":
         if value is None:
             return cls()
-        if not isinstance(value, Mapping):
-            raise LayoutError(f"{where}: expected an object with partition_by, sort_by, properties")
-        unknown = sorted(set(value) - _KEYS)
-        if unknown:
-            raise LayoutError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_KEYS))}")
+        value = known_keys_object(value, _KEYS, where, LayoutError,
+                                  expected="an object with partition_by, sort_by, properties")
         parts = value.get("partition_by") or ()
         sort = value.get("sort_by") or ()
         parts = [parts] if isinstance(parts, str) else list(parts)
@@ -135,13 +133,7 @@ class TableLayouts:
 
     @classmethod
     def parse(cls, value: Any) -> "TableLayouts":
-        given = split_per_table(value, "table layout", "layouts", LayoutError)
-        if given is None:
-            return cls()
-        default, tables = given
-        return cls(TableLayout.parse(default, "default"),
-                   {n: TableLayout.parse(v, n) for n, v in tables.items()},
-                   {n: frozenset(v or ()) for n, v in tables.items()})
+        return parse_per_table(cls, value, "table layout", "layouts", LayoutError, TableLayout.parse)
 
     def with_properties(self, properties: Optional[Mapping[str, str]]) -> "TableLayouts":
         """These layouts with ``properties`` under the default's (the merge option ``table_properties``)."""

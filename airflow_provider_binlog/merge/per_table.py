@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar
+
+T = TypeVar("T")
 
 
 def split_per_table(value: Any, what: str, items: str,
@@ -30,6 +32,19 @@ def split_per_table(value: Any, what: str, items: str,
     return value.get("default"), tables
 
 
+def parse_per_table(cls: Callable[..., T], value: Any, what: str, items: str, error: type[Exception],
+                    parse_one: Callable[[Any, str], Any]) -> T:
+    """``cls(default, tables, given)`` of the options ``value`` (see :func:`split_per_table`),
+    each table's options read by ``parse_one(options, where)``; ``given`` holds the keys each
+    table sets, so that an unset key falls back to the default. ``cls()`` for nothing given."""
+    split = split_per_table(value, what, items, error)
+    if split is None:
+        return cls()
+    default, tables = split
+    return cls(parse_one(default, "default"), {n: parse_one(v, n) for n, v in tables.items()},
+               {n: frozenset(v or ()) for n, v in tables.items()})
+
+
 def matching_key(keys: Iterable[str], schema: str, table: str) -> Optional[str]:
     """The key naming ``schema.table``: the exact name, else the first pattern matching it."""
     name = f"{schema}.{table}"
@@ -37,4 +52,4 @@ def matching_key(keys: Iterable[str], schema: str, table: str) -> Optional[str]:
     return name if name in keys else next((p for p in keys if fnmatch.fnmatchcase(name, p)), None)
 
 
-__all__ = ["matching_key", "split_per_table"]
+__all__ = ["matching_key", "parse_per_table", "split_per_table"]

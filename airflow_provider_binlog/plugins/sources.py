@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from ..errors import ProviderError
+from ..common.options_json import known_keys_object
 from ..utils.settings import env_name, float_setting, setting
 from .api import AirflowApi, ApiError, chunks, segment
 from .values import short_error
@@ -98,11 +99,8 @@ def parse_sources(value: Any) -> list[SourceConfig]:
     for item in value:
         if isinstance(item, str):
             item = {"conn_id": item}
-        if not isinstance(item, Mapping):
-            raise SourceConfigError(f"a source must be an object or a connection id, not {item!r}")
-        unknown = sorted(set(item) - _SOURCE_KEYS)
-        if unknown:
-            raise SourceConfigError(f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_SOURCE_KEYS))}")
+        item = known_keys_object(item, _SOURCE_KEYS, "a source", SourceConfigError,
+                                 expected="an object or a connection id")
         conn_id = item.get("conn_id")
         if not isinstance(conn_id, str) or not conn_id.strip():
             raise SourceConfigError("every source needs a 'conn_id' string")

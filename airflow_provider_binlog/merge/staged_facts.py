@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any, Mapping, Optional, Sequence
+
 from ..staging.storage import read_parquet, total_size
+from .iceberg_contract import DEFAULT_MAX_FILTER_KEYS
 
 #: Tables whose staged files hold more bytes than this are left to Spark.
 DEFAULT_MAX_STAGED_BYTES = 64 * 1024 * 1024
@@ -24,24 +26,28 @@ DEFAULT_MAX_STAGED_BYTES = 64 * 1024 * 1024
 class StagedFacts:
     key_changes: bool            # some update changes a primary key column
     partial_updates: bool        # some update's after image lacks a non-key column
-    first_key_values: list[Any]  # distinct values of the first key column, before and after images
+    #: distinct values of the first key column, before and after images, sorted; when there
+    #: are more than the key filter takes, only that many and one more
+    first_key_values: list[Any]
 
 
 def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequence[str],
                  fields: Sequence[Mapping[str, str]] = (), *,
                  max_bytes: int = DEFAULT_MAX_STAGED_BYTES,
-                 staged_bytes: Optional[int] = None) -> Optional[StagedFacts]:
+                 staged_bytes: Optional[int] = None,
+                 max_key_values: int = DEFAULT_MAX_FILTER_KEYS) -> Optional[StagedFacts]:
     """The facts of the staged ``files`` of one table (in staging order) whose target columns
     are ``columns``; ``fields[i]`` names, for file ``i``, the staged field of a column renamed
     after its rows. None when the files hold more than ``max_bytes`` (``staged_bytes``, as the
     manifest records them, else looked up), or lack a column of the staging contract (then
-    Spark decides)."""
+    Spark decides). ``first_key_values`` holds all the values when there are at most
+    ``max_key_values`` (the most a key filter takes), else ``max_key_values + 1`` of them."""
     import pyarrow.compute as pc
 
     if not primary_key or total_size(files, staged_bytes) > max_bytes:
         return None
     key_changes = partial = False
-    values: set[Any] = set()
+    values: list[Any] = []
     keyset = set(primary_key)
     for part, path in enumerate(files):
         renamed = dict(fields[part]) if part < len(fields) else {}
@@ -66,6 +72,23 @@ def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequ
             if pc.any(pc.fill_null(pc.and_(updates, pc.not_equal(b, a)), False)).as_py():
                 key_changes = True
             if j == 0:  # the first key column's values, of both images
-                values.update(pc.unique(pc.drop_null(b)).to_pylist())
-                values.update(pc.unique(pc.drop_null(a)).to_pylist())
-    return StagedFacts(key_changes, partial, sorted(values))
+                values.extend([pc.unique(pc.drop_null(b)), pc.unique(pc.drop_null(a))])
+    return StagedFacts(key_changes, partial, _first_values(values, max_key_values))
+
+
+def _first_values(arrays: list, limit: int) -> list[Any]:
+    """The distinct values of ``arrays``, sorted, when there are at most ``limit``; else
+    ``limit + 1`` of them (enough to tell that there are more), without making every value a
+    Python object."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arrays = [a for a in arrays if len(a)]
+    if not arrays:
+        return []
+    distinct = pc.unique(pa.chunked_array(arrays, arrays[0].type).combine_chunks()
+                         if len({a.type for a in arrays}) == 1 else pa.array(
+                             [v for a in arrays for v in a.to_pylist()]))
+    if len(distinct) > limit:
+        return distinct.slice(0, limit + 1).to_pylist()
+    return sorted(distinct.to_pylist())

@@ -63,3 +63,10 @@ def test_large_staged_files_and_unknown_keys_are_left_to_spark(tmp_path):
     assert staged_facts(files, ["id"], COLUMNS, max_bytes=10) is None
     assert staged_facts(files, ["nope"], COLUMNS) is None
     assert staged_facts(files, [], COLUMNS) is None
+
+
+def test_key_values_beyond_what_a_key_filter_takes_are_cut_to_one_more_than_the_limit(tmp_path):
+    files = staged(tmp_path, ("insert", [(i, i, None) for i in range(1, 11)]))
+    assert staged_facts(files, ["id"], COLUMNS, max_key_values=10).first_key_values == list(range(1, 11))
+    cut = staged_facts(files, ["id"], COLUMNS, max_key_values=3).first_key_values
+    assert len(cut) == 4 and set(cut) <= set(range(1, 11))

@@ -20,6 +20,9 @@ from ..staging.storage import read_parquet, total_size
 
 #: Tables whose staged files hold more bytes than this go through the Spark MERGE.
 DEFAULT_DIRECT_MAX_BYTES = 64 * 1024 * 1024
+#: A table's staged changes of more than ``direct_max_bytes`` are folded in at most this many
+#: key ranges (each range reads the staged files again); larger batches go through Spark.
+MAX_DIRECT_PARTS = 16
 
 #: How a direct commit drops the rows it replaces: position deletes, which every Iceberg
 #: reader applies (the rows located by reading the key columns of the data files that may
@@ -38,6 +41,9 @@ def check_direct_deletes(value: object) -> str:
     return str(value)
 
 _ORDER = ("_binlog_seq", "_binlog_pos", "_row")
+#: ``(low, high)``: the keys ``low <= key < high`` (None: no bound).
+KeyRange = tuple[Any, Any]
+
 #: The staged columns a fold of changes reads.
 CHANGE_COLUMNS = ("_op", *_ORDER, "_before", "_after", "_after_absent")
 
@@ -60,21 +66,53 @@ def _after(position: tuple[int, int], seq: Any, pos: Any, strict: bool) -> Any:
     return pc.or_(pc.greater(seq, s), pc.and_(pc.equal(seq, s), tail))
 
 
+def key_ranges(files: Sequence[str], key: str, parts: int) -> Optional[list[KeyRange]]:
+    """At most ``parts`` ranges ``(low, high)`` (``low <= key < high``; None: no bound) of the
+    values of key column ``key`` in the staged ``files``' images, each holding about as many
+    distinct keys, together all of them; None when the key is not an integer or a string (or a
+    file lacks it). Reads the key column only."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = []
+    for path in files:
+        try:
+            images = read_parquet(path, columns=[f"_before.{key}", f"_after.{key}"])
+        except (KeyError, ValueError, pa.ArrowInvalid):
+            return None
+        if images.num_columns != 2:
+            return None
+        chunks += [c for column in images.columns for c in pc.drop_null(column).chunks]
+    if not chunks or len({c.type for c in chunks}) != 1:
+        return None
+    kind = chunks[0].type
+    if not (pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        return None
+    distinct = pc.unique(pa.chunked_array(chunks, kind).combine_chunks())
+    distinct = pc.take(distinct, pc.sort_indices(distinct))
+    step = -(-len(distinct) // max(1, parts))
+    bounds = [distinct[i].as_py() for i in range(step, len(distinct), step)]
+    lows: list[Any] = [None, *bounds]
+    return list(zip(lows, [*bounds, None]))
+
+
 def collapse_staged(files: Sequence[str], primary_key: Sequence[str], columns: Sequence[str], *,
                     since: Optional[tuple[int, int]] = None,
                     reset: Optional[tuple[int, int]] = None,
-                    max_bytes: int = DEFAULT_DIRECT_MAX_BYTES,
+                    max_bytes: Optional[int] = DEFAULT_DIRECT_MAX_BYTES,
                     staged_bytes: Optional[int] = None) -> Optional[DirectChanges]:
     """The final state of each key the staged ``files`` of one table (in staging order) touch,
     for the target ``columns``: only changes at or after ``since``, and strictly after
     ``reset`` (a TRUNCATE: the table keeps only what follows it). None when the changes are
     not simple (an update changes a key, an after image lacks a column, the files differ in
     columns or lack one) or the files hold more than ``max_bytes`` (``staged_bytes``, as the
-    manifest records them, else looked up)."""
+    manifest records them, else looked up; ``max_bytes`` None: any size)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if not primary_key or not files or total_size(files, staged_bytes) > max_bytes:
+    if not primary_key or not files:
+        return None
+    if max_bytes is not None and total_size(files, staged_bytes) > max_bytes:
         return None
     parts = [read_parquet(f, columns=list(CHANGE_COLUMNS)) for f in files]
     if any(p.schema != parts[0].schema for p in parts[1:]):

@@ -16,10 +16,13 @@ import dataclasses
 from typing import Any, Mapping, Optional, Sequence
 
 from ..staging.storage import read_parquet, total_size
+from .direct_changes import DEFAULT_DIRECT_MAX_BYTES, MAX_DIRECT_PARTS
 from .iceberg_contract import DEFAULT_MAX_FILTER_KEYS
 
-#: Tables whose staged files hold more bytes than this are left to Spark.
-DEFAULT_MAX_STAGED_BYTES = 64 * 1024 * 1024
+#: Tables whose staged files hold more bytes than this are left to Spark: as many as a direct
+#: commit folds in key ranges with the default ``direct_max_bytes`` (the facts are read file
+#: by file, so memory holds one staged file's images at a time).
+DEFAULT_MAX_STAGED_BYTES = MAX_DIRECT_PARTS * DEFAULT_DIRECT_MAX_BYTES
 
 
 @dataclasses.dataclass(frozen=True)

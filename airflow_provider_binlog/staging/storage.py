@@ -125,6 +125,17 @@ def read_parquet(location: str, columns: Optional[list[str]] = None,
     return pq.read_table(path, columns=columns, filesystem=fs)
 
 
+def open_parquet(location: str, options: Optional[StorageOptions] = None) -> Any:
+    """A staged Parquet file (a local path or an object store URI) as a ``pyarrow.parquet.
+    ParquetFile``, to read in batches."""
+    import pyarrow.parquet as pq
+
+    if not is_object_store(location):
+        return pq.ParquetFile(local_path(location))
+    fs, path = filesystem(location, options)
+    return pq.ParquetFile(fs.open_input_file(path))
+
+
 def read_parquet_schema(location: str) -> Any:
     """The Arrow schema of a staged Parquet file, from its footer."""
     import pyarrow.parquet as pq

@@ -158,6 +158,35 @@ def test_random_simple_changes_are_committed_directly_and_equal_the_spark_merge_
     assert (head(spark, name), head(spark, "lake.dc_direct._binlog_batches")) == heads
 
 
+def test_changes_larger_than_direct_max_bytes_are_folded_by_key_range_and_committed_at_once(
+        spark, spark_warehouse, tmp_path):
+    reader = PyIcebergReader(warehouse=spark_warehouse)
+    rng = random.Random(11)
+    log, wide, pairs = Binlog(tmp_path), {}, {}
+    log.begin()
+    random_changes(log, rng, wide, pairs, 40)
+    apply_manifests(spark, [log.publish()], MergeOptions(namespace="dc_parts"))  # creates the tables
+    for _ in range(2):
+        log.begin()
+        random_changes(log, rng, wide, pairs, 60)
+        manifest = log.publish()
+        entry = next(t for t in manifest.tables if t["table"] == "wide")
+        size = sum(f["bytes"] for f in entry["files"])
+        before = spark.sql("SELECT count(*) FROM lake.dc_parts.s__wide.snapshots").collect()[0][0]
+        # a third of the wide table's staged bytes: its changes are folded in three key ranges
+        result = apply_manifests(spark, [manifest], MergeOptions(namespace="dc_parts",
+                                                                 direct_max_bytes=size // 3 + 1))
+        assert [t.get("direct", False) for t in result["batches"][0]["tables"]] == [True, True]
+        s = summary(spark, "lake.dc_parts.s__wide")
+        assert int(s["added-data-files"]) == 3 and int(s["added-position-delete-files"]) >= 2
+        assert s["binlog.batch_id"] == manifest.dump_id
+        # one commit for the three parts
+        assert spark.sql("SELECT count(*) FROM lake.dc_parts.s__wide.snapshots").collect()[0][0] == before + 1
+        assert wide_state(spark, "lake.dc_parts.s__wide") == expected_wide(wide)
+        assert pair_state(spark, "lake.dc_parts.s__pair") == pairs
+        assert pyiceberg_wide(reader, "dc_parts") == expected_wide(wide)
+
+
 def three_file_table(spark, log: Binlog, namespace: str) -> str:
     """``two_file_table`` and a third data file of ids 100..130, whose keys no change of
     ``few_changes`` touches and which lie outside their range."""

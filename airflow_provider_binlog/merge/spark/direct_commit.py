@@ -19,19 +19,22 @@ from __future__ import annotations
 
 import contextlib
 import io
+import tempfile
 import json
 import logging
 import time
 import uuid
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 from pyspark.sql import SparkSession
 
 from ...spark import runtime
 from ..batches import Batch
 from ..byte_budget import ByteBudget
-from ..direct_changes import DELETES_EQUALITY, DELETES_POSITION, DirectChanges, collapse_staged, total_size
+from ..direct_changes import (DELETES_EQUALITY, DELETES_POSITION, MAX_DIRECT_PARTS, DirectChanges, collapse_staged,
+                              key_ranges, total_size)
 from ..iceberg_arrow import arrow_schema, conform
+from ..key_range_split import split_by_key_range
 from ..iceberg_contract import MODE_MERGE
 from ..position_deletes import KeyColumnsMissing, locate
 from .apply import commit_properties
@@ -202,12 +205,20 @@ def writable_table(spark: SparkSession, name: str, deletes: bool) -> Optional[tu
     return table, spec, _schema_fields(spark, table)
 
 
-def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, primary_key: Sequence[str],
-                   props: Mapping[str, str], *, planned_head: Optional[int], replace: bool,
-                   deletes: str = DELETES_POSITION) -> Optional[int]:
+class _NotDirect(Exception):
+    """A part of the changes this module does not write: the files written are deleted and
+    Spark commits the table."""
+
+
+def commit_changes(spark: SparkSession, name: str, changes: Union[DirectChanges, Iterable[Optional[DirectChanges]]],
+                   primary_key: Sequence[str], props: Mapping[str, str], *, planned_head: Optional[int],
+                   replace: bool, deletes: str = DELETES_POSITION) -> Optional[int]:
     """Commit ``changes`` to Iceberg table ``name``, planned on snapshot ``planned_head``:
     ``replace`` (after a TRUNCATE) makes the new rows the table's whole content, otherwise
     the touched keys' rows are replaced, dropped by ``deletes`` (position or equality deletes).
+    ``changes`` may be parts (disjoint key ranges, made one at a time as they are iterated:
+    each part's files are written before the next is made), committed together in one commit;
+    a part that is None is one this module does not write.
     Returns the table's snapshot id after it (the planned one when there was nothing to
     change), or ``_NOT_WRITTEN`` (nothing written) when the table is not one this module
     writes; then Spark does."""
@@ -215,54 +226,70 @@ def commit_changes(spark: SparkSession, name: str, changes: DirectChanges, prima
     if found is None:
         return _NOT_WRITTEN
     table, spec, fields = found
-    if sorted(f["name"] for f in fields) != sorted(changes.rows.column_names):
-        return _NOT_WRITTEN
     by_name = {f["name"]: f for f in fields}
     schema = arrow_schema(fields)
-    key_schema = arrow_schema([by_name[k] for k in primary_key])
+    key_schema = arrow_schema([by_name[k] for k in primary_key]) if set(primary_key) <= set(by_name) else None
     if schema is None or key_schema is None:
         return _NOT_WRITTEN
-    rows = conform(changes.rows, schema)
-    keys = conform(changes.keys, key_schema)
-    if rows is None or keys is None:
+    parts = [changes] if isinstance(changes, DirectChanges) else changes
+    data_files, delete_files, searched = [], [], set()
+    try:
+        with WrittenFiles(table) as written:
+            for part in parts:
+                if part is None or sorted(f["name"] for f in fields) != sorted(part.rows.column_names):
+                    raise _NotDirect()
+                rows, keys = conform(part.rows, schema), conform(part.keys, key_schema)
+                if rows is None or keys is None:
+                    raise _NotDirect()
+                if rows.num_rows:
+                    data_files.append(_data_file(spark, table, spec, rows, written))
+                if replace or not keys.num_rows or planned_head is None:
+                    continue  # an empty table has no rows to replace
+                if deletes == DELETES_POSITION:
+                    located = _located_deletes(spark, table, planned_head, keys, [by_name[k] for k in primary_key])
+                    if located is None:
+                        raise _NotDirect()
+                    if located.num_rows:
+                        delete_files.append(_position_delete_file(spark, table, spec, located, written))
+                        searched.update(located.column("file_path").to_pylist())
+                elif deletes == DELETES_EQUALITY:
+                    delete_files.append(_equality_delete_file(
+                        spark, table, spec, keys, [by_name[k]["id"] for k in primary_key], written))
+            if not replace and not data_files and not delete_files:
+                return planned_head  # nothing to change (or deletes of keys the table does not hold)
+            runtime.commit_update(_update(spark, table, data_files, delete_files, sorted(searched),
+                                          planned_head=planned_head, replace=replace), props)
+    except _NotDirect:
         return _NOT_WRITTEN
-    if not replace and not rows.num_rows and (not keys.num_rows or planned_head is None):
-        return planned_head  # nothing to change
-    located = None
-    if not replace and deletes == DELETES_POSITION and keys.num_rows and planned_head is not None:
-        located = _located_deletes(spark, table, planned_head, keys, [by_name[k] for k in primary_key])
-        if located is None:
-            return _NOT_WRITTEN
-        if not rows.num_rows and not located.num_rows:
-            return planned_head  # deletes of keys the table does not hold
-    always = IcebergJava.of(spark).always_true
-    with WrittenFiles(table) as written:
-        if replace:
-            update = table.newOverwrite().overwriteByRowFilter(always)
-            if rows.num_rows:
-                update = update.addFile(_data_file(spark, table, spec, rows, written))
-            if planned_head is not None:
-                update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
-                          .validateNoConflictingData().validateNoConflictingDeletes())
-        else:
-            update = table.newRowDelta()
-            if rows.num_rows:
-                update = update.addRows(_data_file(spark, table, spec, rows, written))
-            if located is not None and located.num_rows:
-                update = update.addDeletes(_position_delete_file(spark, table, spec, located, written))
-                # the files the positions name must still be there (a compaction would move the rows)
-                update = update.validateDataFilesExist(sorted(set(located.column("file_path").to_pylist())))
-                update = update.validateDeletedFiles()
-            elif deletes == DELETES_EQUALITY and keys.num_rows and planned_head is not None:
-                # an empty table has no rows to replace
-                update = update.addDeletes(_equality_delete_file(
-                    spark, table, spec, keys, [by_name[k]["id"] for k in primary_key], written))
-            if planned_head is not None:
-                update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
-                          .validateNoConflictingDataFiles().validateNoConflictingDeleteFiles())
-        runtime.commit_update(update, props)
     snapshot = table.currentSnapshot()  # the table object the commit went through is current
     return None if snapshot is None else int(snapshot.snapshotId())
+
+
+def _update(spark: SparkSession, table: Any, data_files: list, delete_files: list, searched: list[str], *,
+            planned_head: Optional[int], replace: bool) -> Any:
+    """The one commit of a direct commit's files: an overwrite of the whole table (``replace``)
+    or a row delta, validated from ``planned_head``."""
+    always = IcebergJava.of(spark).always_true
+    if replace:
+        update = table.newOverwrite().overwriteByRowFilter(always)
+        for data_file in data_files:
+            update = update.addFile(data_file)
+        if planned_head is not None:
+            update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
+                      .validateNoConflictingData().validateNoConflictingDeletes())
+        return update
+    update = table.newRowDelta()
+    for data_file in data_files:
+        update = update.addRows(data_file)
+    for delete_file in delete_files:
+        update = update.addDeletes(delete_file)
+    if searched:
+        # the files the positions name must still be there (a compaction would move the rows)
+        update = update.validateDataFilesExist(searched).validateDeletedFiles()
+    if planned_head is not None:
+        update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
+                  .validateNoConflictingDataFiles().validateNoConflictingDeleteFiles())
+    return update
 
 
 def append_rows(spark: SparkSession, name: str, rows: Any, props: Mapping[str, str]) -> bool:
@@ -299,22 +326,43 @@ def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str
                  deletes: str = DELETES_POSITION, budget: Optional[ByteBudget] = None) -> Optional[dict]:
     """The table's batch committed directly (see the module's docstring), with the table's
     snapshot id after it; None when it is not a candidate, and nothing was written.
-    ``budget``: the bytes the tables committed at once may fold in memory together; this
-    table holds its staged bytes from it while it folds and commits."""
+
+    Staged files of more than ``max_bytes`` are folded in parts, key range by key range (at
+    most :data:`MAX_DIRECT_PARTS`), each part's files written before the next part is read,
+    and committed together in one commit. ``budget``: the bytes the tables committed at once
+    may fold in memory together; this table holds its part's share while it folds and
+    commits."""
     if max_bytes <= 0 or not work.files or not direct_candidate(work):
         return None
     size = total_size(work.files, work.staged_bytes)
-    if size > max_bytes:
+    parts = -(-size // max_bytes)
+    if parts > MAX_DIRECT_PARTS:
         return None
     reset = work.resets[-1]["_position"] if work.resets else None
-    with budget.hold(size) if budget is not None else contextlib.nullcontext():
-        changes = collapse_staged(work.files, work.primary_key, [n for n, _ in work.plan.columns],
-                                  since=work.since, reset=reset, max_bytes=max_bytes, staged_bytes=size)
-        if changes is None:
-            return None
-        props = commit_properties(batch, stream, work.source)
-        snapshot_id = commit_changes(spark, work.name, changes, work.primary_key, props,
-                                     planned_head=work.state.head, replace=bool(work.resets), deletes=deletes)
+    columns = [n for n, _ in work.plan.columns]
+    props = commit_properties(batch, stream, work.source)
+    with budget.hold(size // parts) if budget is not None else contextlib.nullcontext():
+        if parts == 1:
+            changes = collapse_staged(work.files, work.primary_key, columns, since=work.since, reset=reset,
+                                      max_bytes=max_bytes, staged_bytes=size)
+            if changes is None:
+                return None
+            snapshot_id = commit_changes(spark, work.name, changes, work.primary_key, props,
+                                         planned_head=work.state.head, replace=bool(work.resets), deletes=deletes)
+        else:
+            ranges = key_ranges(work.files, work.primary_key[0], parts)
+            if ranges is None:
+                return None
+            with tempfile.TemporaryDirectory(prefix="binlog-direct-") as spill:
+                split = split_by_key_range(work.files, work.primary_key[0], ranges, spill)
+                if split is None:
+                    return None
+                log.info("%s: %d MiB of staged changes folded in %d key ranges", work.name, size >> 20, len(ranges))
+                folded = (collapse_staged(files, work.primary_key, columns, since=work.since, reset=reset,
+                                          max_bytes=None) for files in split if files)
+                snapshot_id = commit_changes(spark, work.name, folded, work.primary_key, props,
+                                             planned_head=work.state.head, replace=bool(work.resets),
+                                             deletes=deletes)
     if snapshot_id == _NOT_WRITTEN:
         return None
     return {"truncated": bool(work.resets), "key_change_chains": False, "direct": True,

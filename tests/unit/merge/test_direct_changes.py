@@ -3,7 +3,8 @@ for the direct commit; written by the real staging writer, no Spark."""
 from decimal import Decimal
 
 from airflow_provider_binlog.codec.events import ABSENT
-from airflow_provider_binlog.merge.direct_changes import collapse_staged
+from airflow_provider_binlog.merge.direct_changes import collapse_staged, key_ranges
+from airflow_provider_binlog.merge.key_range_split import split_by_key_range
 from tests.unit.merge.test_staged_facts import COLUMNS, staged
 
 
@@ -52,3 +53,38 @@ def test_a_column_the_files_lack_or_too_many_bytes_are_left_to_spark(tmp_path):
     assert collapse_staged(files, ["id"], COLUMNS + ["added_later"]) is None
     assert collapse_staged(files, ["id"], COLUMNS, max_bytes=10) is None
     assert collapse_staged(files, ["id"], COLUMNS) is not None
+
+
+def test_key_ranges_split_the_touched_keys_evenly_and_cover_them_all(tmp_path):
+    files = staged(tmp_path, ("insert", [(k, k, None) for k in range(1, 13)]),
+                   ("update", [((5, 5, None), (5, 6, None))]), ("delete", [(12, 12, None)]))
+    ranges = key_ranges(files, "id", 3)
+    assert ranges == [(None, 5), (5, 9), (9, None)]
+    assert key_ranges(files, "id", 1) == [(None, None)]
+    assert key_ranges(files, "d", 2) is None  # a DECIMAL key: no range split
+
+
+def test_the_folds_of_the_key_range_splits_together_equal_the_whole_fold(tmp_path):
+    files = staged(tmp_path, ("insert", [(k, k, None) for k in range(1, 13)]),
+                   ("update", [((5, 5, None), (5, 6, Decimal("0.50")))]),
+                   ("delete", [(12, 12, None)]), ("delete", [(1, 1, None)]), ("insert", [(1, 100, None)]))
+    whole = state(collapse_staged(files, ["id"], COLUMNS))
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    split = split_by_key_range(files, "id", key_ranges(files, "id", 3), str(spill))
+    assert [len(part) for part in split] == [1, 1, 1]
+    rows, keys = {}, []
+    for part in split:
+        part_rows, part_keys = state(collapse_staged(part, ["id"], COLUMNS, max_bytes=None))
+        assert not set(part_rows) & set(rows) and not set(part_keys) & set(keys)
+        rows.update(part_rows)
+        keys += part_keys
+    assert (rows, sorted(keys)) == whole
+    assert rows[5] == (6, Decimal("0.50")) and 12 not in rows and rows[1] == (100, None)
+
+
+def test_a_fold_without_a_byte_limit_reads_files_of_any_size(tmp_path):
+    files = staged(tmp_path, ("insert", [(k, k, None) for k in range(1, 5)]))
+    assert collapse_staged(files, ["id"], COLUMNS, max_bytes=1) is None
+    rows, keys = state(collapse_staged(files, ["id"], COLUMNS, max_bytes=None))
+    assert sorted(rows) == [1, 2, 3, 4] and keys == [1, 2, 3, 4]

@@ -91,16 +91,8 @@ def _ago(value: Any, now: dt.datetime) -> str:
     t = _t(value)
     if t is None:
         return ""
-    seconds = int((now - t).total_seconds())
-    if seconds < 0:
-        return "just now"
-    if seconds < 90:
-        return f"{seconds} s ago"
-    if seconds < 5400:
-        return f"{seconds // 60} min ago"
-    if seconds < 172800:
-        return f"{seconds // 3600} h {seconds % 3600 // 60} min ago"
-    return f"{seconds // 86400} days ago"
+    seconds = (now - t).total_seconds()
+    return "just now" if seconds < 0 else f"{human_age(seconds)} ago"
 
 
 def _when(value: Any, now: dt.datetime) -> str:

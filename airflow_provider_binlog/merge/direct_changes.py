@@ -18,11 +18,11 @@ from typing import Any, Optional, Sequence
 from .errors import MergeOptionError
 from ..staging.storage import read_parquet, total_size
 
-#: Tables whose staged files hold more bytes than this go through the Spark MERGE.
-DEFAULT_DIRECT_MAX_BYTES = 64 * 1024 * 1024
+#: The staged bytes of a table one direct commit folds at once (in memory, about 20 times as much).
+DEFAULT_DIRECT_MAX_BYTES = 16 * 1024 * 1024
 #: A table's staged changes of more than ``direct_max_bytes`` are folded in at most this many
-#: key ranges (each range reads the staged files again); larger batches go through Spark.
-MAX_DIRECT_PARTS = 16
+#: key ranges; larger batches go through the Spark MERGE.
+MAX_DIRECT_PARTS = 64
 
 #: How a direct commit drops the rows it replaces: position deletes, which every Iceberg
 #: reader applies (the rows located by reading the key columns of the data files that may

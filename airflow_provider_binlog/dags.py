@@ -158,13 +158,20 @@ UNFINISHED_STATES = ["scheduled", "queued", "running", "restarting", "up_for_ret
                      "deferred"]
 #: The incremental DAG's tasks that load: while one of them is unfinished, a backfill waits.
 LOADING_TASKS = ["dump", "merge"]
+#: A task instance without a state (not scheduled yet), as Airflow's task-count API names it.
+NO_STATE = "null"
 
 
 def incremental_loading(ti: Any, source_id: str) -> int:
-    """How many task instances of the source's incremental DAG are loading (dump or merge not
-    finished); the backfill's guard waits for 0."""
-    return int(ti.get_ti_count(dag_id=incremental_dag_id(source_id), task_ids=LOADING_TASKS,
-                               states=UNFINISHED_STATES))
+    """How many runs of the source's incremental DAG are loading: their dump not finished, or
+    their dump finished and their merge not (which has no state yet in the moment between the
+    dump's end and the merge's start); the backfill's guard waits for 0. Counted as the merges
+    not finished (no state, or unfinished) less the dumps without a state: a run waiting in its
+    sensor has started neither."""
+    dag_id = incremental_dag_id(source_id)
+    merges_open = ti.get_ti_count(dag_id=dag_id, task_ids=["merge"], states=[NO_STATE, *UNFINISHED_STATES])
+    dumps_not_started = ti.get_ti_count(dag_id=dag_id, task_ids=["dump"], states=[NO_STATE])
+    return max(0, int(merges_open) - int(dumps_not_started))
 
 
 def plan_backfill(params: Mapping[str, Any], *, source_tables: Sequence[str],

@@ -371,7 +371,9 @@ class _Counts:
 
     def get_ti_count(self, dag_id, task_ids=None, states=None, **_):
         self.asked.append(("tasks", dag_id, tuple(task_ids), tuple(states)))
-        return self.loading
+        if isinstance(self.loading, dict):  # task id -> {state: count}
+            return sum(n for state, n in self.loading.get(task_ids[0], {}).items() if state in states)
+        return self.loading if task_ids == ["merge"] else 0
 
 
 def test_an_incremental_merge_yields_to_a_running_backfill_before_reading_anything(monkeypatch):
@@ -407,14 +409,33 @@ def test_the_backfill_waits_while_an_incremental_run_is_loading(monkeypatch):
     assert guard.mode == "reschedule" and guard.poke_interval == 30 and guard.timeout == 6 * 3600
     counts = _Counts(loading=2)
     assert dags.incremental_loading(counts, "shop") == 2
-    (_, dag_id, task_ids, states), = counts.asked
-    assert dag_id == "binlog_cdc__shop" and task_ids == ("dump", "merge")
-    assert {"running", "queued", "scheduled", "up_for_retry", "deferred"} <= set(states)
+    (_, dag_id, task_ids, states), (_, _, dump_ids, dump_states) = counts.asked
+    assert dag_id == "binlog_cdc__shop" and task_ids == ("merge",) and dump_ids == ("dump",)
+    assert {"null", "running", "queued", "scheduled", "up_for_retry", "deferred"} <= set(states)
     assert not {"success", "failed", "skipped", "upstream_failed"} & set(states)
+    assert dump_states == ("null",)
     monkeypatch.setattr("airflow.sdk.get_current_context", lambda: {"ti": counts})
     assert guard.python_callable().is_done is False
     counts.loading = 0
     assert guard.python_callable().is_done is True
+
+
+@pytest.mark.parametrize("states, loading", [
+    # run 1 waits in its sensor (dump and merge without a state): not loading
+    ({"dump": {"null": 1}, "merge": {"null": 1}}, 0),
+    # run 1 dumps
+    ({"dump": {"running": 1}, "merge": {"null": 1}}, 1),
+    # run 1's dump has just succeeded, its merge has no state yet: still loading
+    ({"dump": {"success": 1}, "merge": {"null": 1}}, 1),
+    # run 1 merges while run 2 waits in its sensor
+    ({"dump": {"success": 1, "null": 1}, "merge": {"running": 1, "null": 1}}, 1),
+    # both finished (the merge skipped or done)
+    ({"dump": {"success": 2}, "merge": {"success": 1, "skipped": 1}}, 0),
+])
+def test_the_backfill_counts_a_run_between_its_dump_and_its_merge_as_loading(states, loading):
+    from airflow_provider_binlog import dags
+
+    assert dags.incremental_loading(_Counts(loading=states), "shop") == loading
 
 
 def test_the_assets_register_the_source_for_the_view_without_a_password():

@@ -2,7 +2,9 @@
 ``benchmarks/freshness_bench.py``: a private AIRFLOW_HOME with an SQLite metadata database,
 ``airflow db migrate``, then ``airflow api-server``, ``scheduler`` (LocalExecutor),
 ``dag-processor`` and ``triggerer`` as separate processes on loopback, driven through the REST
-API with a token of the simple auth manager.
+API with a token of the simple auth manager (DAG runs, task instances, assets, their events and
+state store); :meth:`Deployment.db_rows` reads the SQLite database for what the API does not
+show. A process can be stopped on purpose (:meth:`Deployment.stop_process`) and started again.
 
 The two binlog sources of the scenario, both made by ``make_cdc_dags`` in one DAG file with the
 embedded catalog and a local Spark: ``cron`` (every minute, deferrable sensor) and ``event``
@@ -111,7 +113,8 @@ class Source:
         return f"binlog-merge-{self.namespace}"
 
 
-CRON = Source("cron", "shop_cron", "binlog_cron", 7421, '"*/1 * * * *"', "deferrable=True, poke_interval=5")
+CRON = Source("cron", "shop_cron", "binlog_cron", 7421, '"*/1 * * * *"',
+              "deferrable=True, poke_interval=5, backfill_wait_poke_interval=10")
 EVENT = Source("event", "shop_event", "binlog_event", 7422, "OnNewBinlogData(poke_interval=2, min_interval=5)")
 SOURCES = (CRON, EVENT)
 TABLES = ("customers", "order_lines")
@@ -162,6 +165,7 @@ class Proc:
     log: Path
     popen: Optional[subprocess.Popen] = None
     starts: int = 0
+    stopped: bool = False    # stopped on purpose (stop_process): not a death
 
 
 class Deployment:
@@ -240,15 +244,18 @@ class Deployment:
             proc.popen = subprocess.Popen(proc.args, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, cwd=self.home, start_new_session=True)
         proc.starts += 1
+        proc.stopped = False
         self.procs[name] = proc
         self.note(f"started {name} (pid {proc.popen.pid})")
         return proc
 
     def stop_process(self, name: str, timeout: float = 60) -> None:
-        """SIGTERM to the process group (a graceful stop), SIGKILL after ``timeout``."""
+        """SIGTERM to the process group (a graceful stop), SIGKILL after ``timeout``. The
+        process counts as stopped on purpose until :meth:`start_process` starts it again."""
         proc = self.procs.get(name)
         if proc is None or proc.popen is None:
             return
+        proc.stopped = True
         popen = proc.popen
         if popen.poll() is None:
             _killpg(popen.pid, signal.SIGTERM)
@@ -266,7 +273,7 @@ class Deployment:
 
     def check_alive(self) -> None:
         for proc in self.procs.values():
-            if proc.popen is not None and proc.popen.poll() is not None:
+            if proc.popen is not None and not proc.stopped and proc.popen.poll() is not None:
                 raise DeploymentError(f"airflow {proc.name} exited with {proc.popen.returncode}" + self.report())
 
     def start(self, *, timeout: float = 300) -> None:
@@ -285,6 +292,27 @@ class Deployment:
             ok = all((body.get(c) or {}).get("status") == "healthy" for c in components)
             return body if ok else None
         return self.wait_until("every Airflow component healthy", healthy, timeout=timeout)
+
+    def wait_component(self, component: str, *, since: float, timeout: float = 300) -> dict:
+        """Until the health endpoint says ``component`` (``triggerer``, ``scheduler``...) is
+        healthy with a heartbeat after ``since`` (seconds since the epoch)."""
+        def healthy():
+            status, body = self.request("GET", "/api/v2/monitor/health", auth=False)
+            info = ((body or {}).get(component) or {}) if status == 200 else {}
+            beat = next((v for k, v in info.items() if k.endswith("heartbeat") and v), None)
+            return info if info.get("status") == "healthy" and beat and epoch(beat) > since else None
+        return self.wait_until(f"the {component} healthy again", healthy, timeout=timeout)
+
+    def db_rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        """The rows of a read-only query on the metadata database (SQLite), for what the REST API
+        does not show (which triggerer runs a trigger)."""
+        import sqlite3
+
+        conn = sqlite3.connect(f"file:{self.home / 'airflow.db'}?mode=ro", uri=True, timeout=60)
+        try:
+            return conn.execute(sql, params).fetchall()
+        finally:
+            conn.close()
 
     def processes(self) -> list[int]:
         """Every process that carries this deployment's marker (its services, task runners,
@@ -432,6 +460,35 @@ class Deployment:
             return run if run["state"] in TERMINAL_RUN_STATES else None
         return self.wait_until(f"run {run_id} of {dag_id} to end", ended, timeout=timeout)
 
+    def dag_run(self, dag_id: str, run_id: str) -> dict:
+        return self.api("GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}")
+
+    def asset_id(self, uri: str) -> int:
+        assets = self.api("GET", f"/api/v2/assets?limit=100&uri_pattern={_q(uri)}")["assets"]
+        found = [a["id"] for a in assets if a["uri"] == uri]
+        if len(found) != 1:
+            raise DeploymentError(f"no single asset {uri}: {assets}")
+        return found[0]
+
+    def asset_events(self, asset_id: int) -> list[dict]:
+        """The asset's events, oldest first."""
+        return self.api("GET", f"/api/v2/assets/events?asset_id={asset_id}&limit=1000&order_by=timestamp")[
+            "asset_events"]
+
+    def asset_state(self, asset_id: int, key: str) -> Optional[dict]:
+        """An entry of the asset's state store (``key``, ``value``, ``updated_at``,
+        ``last_updated_by``), through the REST API; None when there is none."""
+        status, data = self.request("GET", f"/api/v2/assets/{asset_id}/state-store/{_q(key)}")
+        if status == 404:
+            return None
+        if status != 200:
+            raise DeploymentError(f"the state store of asset {asset_id} answered {status}: {data}" + self.report(20))
+        return data
+
+    def queued_asset_events(self, dag_id: str) -> int:
+        """Asset events queued for ``dag_id`` (a run the scheduler has not made yet)."""
+        return self.api("GET", f"/api/v2/dags/{_q(dag_id)}/assets/queuedEvents")["total_entries"]
+
     def ended(self, dag_id: str) -> bool:
         return all(r["state"] in TERMINAL_RUN_STATES for r in self.dag_runs(dag_id))
 
@@ -454,6 +511,11 @@ class Deployment:
 
 def _q(part: str) -> str:
     return urllib.parse.quote(part, safe="")
+
+
+def epoch(text: str) -> float:
+    """Seconds since the epoch of a timestamp of the REST API (ISO 8601, UTC)."""
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def _killpg(pid: int, sig: int) -> None:
@@ -551,6 +613,20 @@ class Writer(threading.Thread):
         self.join(timeout)
         if self.error is not None:
             raise DeploymentError(f"the writer failed: {self.error!r}")
+
+    def commit_one(self, database: str) -> Commit:
+        """One transaction on ``database`` while the writer is paused, on a connection of its
+        own, recorded like the writer's."""
+        if self.is_alive() and self._go.is_set():
+            raise DeploymentError("commit_one needs the writer paused")
+        conn = self.server.connect()
+        try:
+            tables, rows = self._txn(conn, database)
+            commit = Commit(database, tables, self.last_seq(conn), time.time(), rows)
+        finally:
+            conn.close()
+        self.commits.append(commit)
+        return commit
 
     def alter(self, statement: str, timeout: float = 120) -> None:
         done = threading.Event()

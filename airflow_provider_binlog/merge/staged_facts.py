@@ -15,14 +15,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Optional, Sequence
 
-from ..staging.storage import read_parquet, total_size
+from ..staging.storage import open_parquet, total_size
 from .direct_changes import DEFAULT_DIRECT_MAX_BYTES, MAX_DIRECT_PARTS
 from .iceberg_contract import DEFAULT_MAX_FILTER_KEYS
 
 #: Tables whose staged files hold more bytes than this are left to Spark: as many as a direct
-#: commit folds in key ranges with the default ``direct_max_bytes`` (the facts are read file
-#: by file, so memory holds one staged file's images at a time).
+#: commit folds in key ranges with the default ``direct_max_bytes`` (the facts are read batch
+#: by batch, so memory holds one batch's images at a time).
 DEFAULT_MAX_STAGED_BYTES = MAX_DIRECT_PARTS * DEFAULT_DIRECT_MAX_BYTES
+#: Rows of a staged file read at a time.
+FACT_BATCH_ROWS = 65_536
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,49 +51,62 @@ def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequ
 
     if not primary_key or total_size(files, staged_bytes) > max_bytes:
         return None
-    key_changes = partial = False
+    key_changes = partial = enough = False
     values: list[Any] = []
     keyset = set(primary_key)
     for part, path in enumerate(files):
         renamed = dict(fields[part]) if part < len(fields) else {}
         field = [renamed.get(k, k) for k in primary_key]
-        table = read_parquet(path, columns=["_op", "_before", "_after", "_after_absent"])
-        after_type = table.schema.field("_after").type
+        source = open_parquet(path)
+        names = set(source.schema_arrow.names)
+        if not {"_op", "_before", "_after", "_after_absent"} <= names:
+            return None
+        after_type = source.schema_arrow.field("_after").type
         staged = {after_type.field(i).name for i in range(after_type.num_fields)}
         if not set(field) <= staged:
             return None
         if any(renamed.get(c, c) not in staged for c in columns if c not in keyset):
             partial = True  # a column the file's rows do not have yet (added later in the batch)
-        op = table.column("_op")
-        before, after = table.column("_before"), table.column("_after")
-        updates = pc.equal(op, "update")
-        absent = table.column("_after_absent")
-        if not partial and pc.any(pc.and_(updates, pc.greater(pc.fill_null(pc.list_value_length(absent), 0),
-                                                               0))).as_py():
-            lacking = {name for row in pc.filter(absent, updates).to_pylist() for name in (row or ())}
-            partial = bool(lacking - {renamed.get(k, k) for k in keyset})
-        for j, name in enumerate(field):
-            b, a = pc.struct_field(before, name), pc.struct_field(after, name)
-            if pc.any(pc.fill_null(pc.and_(updates, pc.not_equal(b, a)), False)).as_py():
-                key_changes = True
-            if j == 0:  # the first key column's values, of both images
-                values.extend([pc.unique(pc.drop_null(b)), pc.unique(pc.drop_null(a))])
+        # batch by batch: memory holds one batch's images, whatever the file's size
+        for batch in source.iter_batches(batch_size=FACT_BATCH_ROWS,
+                                         columns=["_op", "_before", "_after", "_after_absent"]):
+            updates = pc.equal(batch.column("_op"), "update")
+            absent = batch.column("_after_absent")
+            if not partial and pc.any(pc.and_(updates, pc.greater(pc.fill_null(pc.list_value_length(absent), 0),
+                                                                   0))).as_py():
+                lacking = {name for row in pc.filter(absent, updates).to_pylist() for name in (row or ())}
+                partial = bool(lacking - {renamed.get(k, k) for k in keyset})
+            before, after = batch.column("_before"), batch.column("_after")
+            for j, name in enumerate(field):
+                b, a = pc.struct_field(before, name), pc.struct_field(after, name)
+                if pc.any(pc.fill_null(pc.and_(updates, pc.not_equal(b, a)), False)).as_py():
+                    key_changes = True
+                if j == 0 and not enough:  # the first key column's values, of both images
+                    values.extend([pc.unique(pc.drop_null(b)), pc.unique(pc.drop_null(a))])
+            if sum(len(v) for v in values) > 4 * max_key_values:  # keep them few
+                values = [_distinct(values)]
+                enough = len(values[0]) > max_key_values  # more than a key filter takes
     return StagedFacts(key_changes, partial, _first_values(values, max_key_values))
+
+
+def _distinct(arrays: list) -> Any:
+    """The distinct values of ``arrays`` as one array."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arrays = [a for a in arrays if len(a)]
+    if not arrays:
+        return pa.array([], pa.null())
+    if len({a.type for a in arrays}) == 1:
+        return pc.unique(pa.chunked_array(arrays, arrays[0].type).combine_chunks())
+    return pc.unique(pa.array([v for a in arrays for v in a.to_pylist()]))
 
 
 def _first_values(arrays: list, limit: int) -> list[Any]:
     """The distinct values of ``arrays``, sorted, when there are at most ``limit``; else
     ``limit + 1`` of them (enough to tell that there are more), without making every value a
     Python object."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    arrays = [a for a in arrays if len(a)]
-    if not arrays:
-        return []
-    distinct = pc.unique(pa.chunked_array(arrays, arrays[0].type).combine_chunks()
-                         if len({a.type for a in arrays}) == 1 else pa.array(
-                             [v for a in arrays for v in a.to_pylist()]))
+    distinct = _distinct(arrays)
     if len(distinct) > limit:
         return distinct.slice(0, limit + 1).to_pylist()
     return sorted(distinct.to_pylist())

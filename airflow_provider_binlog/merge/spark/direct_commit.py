@@ -265,19 +265,27 @@ def commit_changes(spark: SparkSession, name: str, changes: Union[DirectChanges,
     return None if snapshot is None else int(snapshot.snapshotId())
 
 
+def overwrite_update(spark: SparkSession, table: Any, data_files: list, planned_head: Optional[int]) -> Any:
+    """An overwrite making ``data_files`` the whole content of ``table`` (here after a TRUNCATE,
+    and for :mod:`.direct_snapshot`), validated from ``planned_head``: it fails when another
+    writer committed data or deletes since."""
+    always = IcebergJava.of(spark).always_true
+    update = table.newOverwrite().overwriteByRowFilter(always)
+    for data_file in data_files:
+        update = update.addFile(data_file)
+    if planned_head is not None:
+        update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
+                  .validateNoConflictingData().validateNoConflictingDeletes())
+    return update
+
+
 def _update(spark: SparkSession, table: Any, data_files: list, delete_files: list, searched: list[str], *,
             planned_head: Optional[int], replace: bool) -> Any:
     """The one commit of a direct commit's files: an overwrite of the whole table (``replace``)
     or a row delta, validated from ``planned_head``."""
-    always = IcebergJava.of(spark).always_true
     if replace:
-        update = table.newOverwrite().overwriteByRowFilter(always)
-        for data_file in data_files:
-            update = update.addFile(data_file)
-        if planned_head is not None:
-            update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
-                      .validateNoConflictingData().validateNoConflictingDeletes())
-        return update
+        return overwrite_update(spark, table, data_files, planned_head)
+    always = IcebergJava.of(spark).always_true
     update = table.newRowDelta()
     for data_file in data_files:
         update = update.addRows(data_file)

@@ -36,7 +36,7 @@ from ..iceberg_arrow import arrow_schema, conform
 from ..iceberg_contract import MODE_MERGE
 from ..snapshot_fold import SnapshotFold
 from .apply import commit_properties
-from .direct_commit import IcebergJava, writable_table, WrittenFiles
+from .direct_commit import IcebergJava, WrittenFiles, overwrite_update, writable_table
 from .table_work import TableWork
 
 log = logging.getLogger(__name__)
@@ -243,7 +243,6 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
     planned_head = None if head is None else int(head.snapshotId())
     if work.state.head is not None and planned_head != work.state.head:
         return _through_spark(work, "another commit since the plan")  # whose validation reports it
-    always = IcebergJava.of(spark).always_true
     try:
         with WrittenFiles(table) as written:
             data_files = _DataFiles(spark, table, spec, schema, written)
@@ -255,13 +254,8 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
             if not fold.unique:
                 raise _Unwritable("the snapshot gave a key more than once")
             files = data_files.close()
-            update = table.newOverwrite().overwriteByRowFilter(always)
-            for data_file in files:
-                update = update.addFile(data_file)
-            if planned_head is not None:
-                update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
-                          .validateNoConflictingData().validateNoConflictingDeletes())
-            runtime.commit_update(update, commit_properties(batch, stream, work.source))
+            runtime.commit_update(overwrite_update(spark, table, files, planned_head),
+                                  commit_properties(batch, stream, work.source))
     except _Unwritable as why:
         return _through_spark(work, str(why))
     snapshot = table.currentSnapshot()

@@ -158,20 +158,31 @@ UNFINISHED_STATES = ["scheduled", "queued", "running", "restarting", "up_for_ret
                      "deferred"]
 #: The incremental DAG's tasks that load: while one of them is unfinished, a backfill waits.
 LOADING_TASKS = ["dump", "merge"]
-#: A task instance without a state (not scheduled yet), as Airflow's task-count API names it.
-NO_STATE = "null"
 
 
 def incremental_loading(ti: Any, source_id: str) -> int:
-    """How many runs of the source's incremental DAG are loading: their dump not finished, or
-    their dump finished and their merge not (which has no state yet in the moment between the
-    dump's end and the merge's start); the backfill's guard waits for 0. Counted as the merges
-    not finished (no state, or unfinished) less the dumps without a state: a run waiting in its
-    sensor has started neither."""
+    """How many runs of the source's incremental DAG are loading: running, with their dump not
+    finished, or their dump succeeded and their merge not finished (which has no state yet in
+    the moment between the dump's end and the merge's start); the backfill's guard waits for 0.
+    A run that has ended never counts, even one marked failed with tasks left without a state."""
     dag_id = incremental_dag_id(source_id)
-    merges_open = ti.get_ti_count(dag_id=dag_id, task_ids=["merge"], states=[NO_STATE, *UNFINISHED_STATES])
-    dumps_not_started = ti.get_ti_count(dag_id=dag_id, task_ids=["dump"], states=[NO_STATE])
-    return max(0, int(merges_open) - int(dumps_not_started))
+    if not ti.get_dr_count(dag_id=dag_id, states=["running"]):
+        return 0
+    candidates = [run_id for run_id, tasks in ti.get_task_states(dag_id=dag_id, task_ids=LOADING_TASKS).items()
+                  if _run_loading(tasks)]
+    return sum(1 for run_id in candidates
+               if _state_text(ti.get_dagrun_state(dag_id=dag_id, run_id=run_id)) == "running")
+
+
+def _state_text(state: Any) -> Optional[str]:
+    return None if state is None else str(getattr(state, "value", state))
+
+
+def _run_loading(tasks: Mapping[str, Any]) -> bool:
+    """Whether a run whose loading tasks have these states is dumping or between its dump and
+    the end of its merge."""
+    dump, merge = _state_text(tasks.get("dump")), _state_text(tasks.get("merge"))
+    return dump in UNFINISHED_STATES or (dump == "success" and (merge is None or merge in UNFINISHED_STATES))
 
 
 def plan_backfill(params: Mapping[str, Any], *, source_tables: Sequence[str],

@@ -44,6 +44,9 @@ _ORDER = ("_binlog_seq", "_binlog_pos", "_row")
 #: ``(low, high)``: the keys ``low <= key < high`` (None: no bound).
 KeyRange = tuple[Any, Any]
 
+#: The most keys :func:`key_ranges` samples to place the bounds of its ranges.
+KEY_SAMPLE = 1_000_000
+
 #: The staged columns a fold of changes reads.
 CHANGE_COLUMNS = ("_op", *_ORDER, "_before", "_after", "_after_absent")
 
@@ -67,38 +70,41 @@ def _after(position: tuple[int, int], seq: Any, pos: Any, strict: bool) -> Any:
 
 
 def key_ranges(files: Sequence[str], key: str, parts: int) -> Optional[list[KeyRange]]:
-    """At most ``parts`` ranges ``(low, high)`` (``low <= key < high``; None: no bound) of the
-    values of key column ``key`` in the staged ``files``' images, each holding about as many
-    distinct keys, together all of them; None when the key is not an integer or a string (or a
-    file lacks it)."""
+    """At most ``parts`` ranges ``(low, high)`` (``low <= key < high``; None: no bound) of key
+    column ``key``, holding about as many of the staged ``files``' changes each (their after
+    image's key, else their before image's), together all of them; None when the key is not an
+    integer or a string, a file lacks it, or no change has one. The bounds are quantiles of a
+    sample of at most :data:`KEY_SAMPLE` keys (every n-th change), so memory holds the sample;
+    a key with very many changes may still make one range larger than the others."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    chunks = []
-    for path in files:
-        source = open_parquet(path)
+    sources = [open_parquet(path) for path in files]
+    for source in sources:
         for image in ("_before", "_after"):
             if image not in source.schema_arrow.names or source.schema_arrow.field(image).type.get_field_index(key) < 0:
                 return None
-        # batch by batch, each batch's distinct keys kept: memory holds the keys, not the images
+    stride = max(1, -(-sum(source.metadata.num_rows for source in sources) // KEY_SAMPLE))
+    chunks = []
+    for source in sources:
         for batch in source.iter_batches(batch_size=65_536, columns=["_before", "_after"]):
-            for image in ("_before", "_after"):
-                chunks.append(pc.drop_null(pc.struct_field(batch.column(image), key)))
+            keys = pc.coalesce(pc.struct_field(batch.column("_after"), key),
+                               pc.struct_field(batch.column("_before"), key))
+            chunks.append(pc.drop_null(keys.take(pa.array(range(0, len(keys), stride), pa.int64()))))
     if not chunks or len({c.type for c in chunks}) != 1:
         return None
     kind = chunks[0].type
     if not (pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         return None
-    # sorted, then each value that differs from the one before: Arrow's hash-based unique
-    # holds about 150 bytes per value where this holds three copies of the keys
-    keys = pa.chunked_array(chunks, kind).combine_chunks()
-    keys = pc.take(keys, pc.sort_indices(keys))
-    if len(keys) > 1:
-        keys = pa.concat_arrays([keys.slice(0, 1), keys.slice(1).filter(pc.not_equal(keys.slice(1),
-                                                                                     keys.slice(0, len(keys) - 1)))])
-    distinct = keys
-    step = -(-len(distinct) // max(1, parts))
-    bounds = [distinct[i].as_py() for i in range(step, len(distinct), step)]
+    sample = pa.chunked_array(chunks, kind).combine_chunks()
+    if not len(sample):
+        return None
+    sample = pc.take(sample, pc.sort_indices(sample))
+    bounds: list[Any] = []
+    for i in range(1, max(1, parts)):  # each bound once, increasing: a run of one key stays whole
+        bound = sample[i * len(sample) // parts].as_py()
+        if bound != sample[0].as_py() and (not bounds or bound > bounds[-1]):
+            bounds.append(bound)
     lows: list[Any] = [None, *bounds]
     return list(zip(lows, [*bounds, None]))
 

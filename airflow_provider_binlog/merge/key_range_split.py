@@ -31,15 +31,16 @@ def _in_range(keys: Any, key_range: KeyRange) -> Any:
 
 
 def split_by_key_range(files: Sequence[str], key: str, ranges: Sequence[KeyRange],
-                       directory: str) -> Optional[list[list[str]]]:
+                       directory: str) -> Optional[list[tuple[list[str], int]]]:
     """The staged ``files``' changes (their :data:`CHANGE_COLUMNS`, in staging order) split
     into one local Parquet file per range of ``ranges`` under ``directory``: the files of each
-    range (none when no change falls in it). None when the files differ in columns (then the
-    batch is not simple)."""
+    range (none when no change falls in it) and its rows. None when the files differ in
+    columns or a change has no key (then the batch is not simple)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     writers: list[Any] = [None] * len(ranges)
+    rows = [0] * len(ranges)
     paths = [os.path.join(directory, f"range-{i:03d}.parquet") for i in range(len(ranges))]
     schema = None
     try:
@@ -51,18 +52,25 @@ def split_by_key_range(files: Sequence[str], key: str, ranges: Sequence[KeyRange
                     return None
                 keys = pc.coalesce(pc.struct_field(batch.column("_after"), key),
                                    pc.struct_field(batch.column("_before"), key))
+                if keys.null_count:
+                    return None
+                placed = 0
                 for i, key_range in enumerate(ranges):
                     part = batch.filter(_in_range(keys, key_range))
+                    placed += part.num_rows
+                    rows[i] += part.num_rows
                     if not part.num_rows:
                         continue
                     if writers[i] is None:
                         writers[i] = pq.ParquetWriter(paths[i], schema, compression="lz4")
                     writers[i].write_batch(part)
+                if placed != batch.num_rows:  # ranges that do not cover every key: nothing is lost
+                    return None
     finally:
         for writer in writers:
             if writer is not None:
                 writer.close()
-    return [[p] if w is not None else [] for p, w in zip(paths, writers)]
+    return [([p] if w is not None else [], n) for p, w, n in zip(paths, writers, rows)]
 
 
 __all__ = ["SPLIT_BATCH_ROWS", "split_by_key_range"]

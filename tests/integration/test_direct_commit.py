@@ -187,6 +187,26 @@ def test_changes_larger_than_direct_max_bytes_are_folded_by_key_range_and_commit
         assert pyiceberg_wide(reader, "dc_parts") == expected_wide(wide)
 
 
+def test_a_key_with_most_of_a_large_batchs_changes_sends_the_table_to_the_merge(spark, tmp_path):
+    rng = random.Random(12)
+    log, wide, pairs = Binlog(tmp_path), {}, {}
+    log.begin()
+    random_changes(log, rng, wide, pairs, 20)
+    apply_manifests(spark, [log.publish()], MergeOptions(namespace="dc_hot"))  # creates the tables
+    key = sorted(wide)[0]
+    log.begin()
+    for _ in range(300):  # one key changed over and over: no key range can split its changes
+        new = wide_row(rng, key)
+        log.rows(WIDE, "update", [(wide[key], new)])
+        wide[key] = new
+    manifest = log.publish()
+    entry = next(t for t in manifest.tables if t["table"] == "wide")
+    size = sum(f["bytes"] for f in entry["files"])
+    result = apply_manifests(spark, [manifest], MergeOptions(namespace="dc_hot", direct_max_bytes=size // 3 + 1))
+    assert [t.get("direct", False) for t in result["batches"][0]["tables"]] == [False]
+    assert wide_state(spark, "lake.dc_hot.s__wide") == expected_wide(wide)
+
+
 def three_file_table(spark, log: Binlog, namespace: str) -> str:
     """``two_file_table`` and a third data file of ids 100..130, whose keys no change of
     ``few_changes`` touches and which lie outside their range."""

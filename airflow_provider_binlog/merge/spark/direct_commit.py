@@ -24,7 +24,7 @@ import json
 import logging
 import time
 import uuid
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from pyspark.sql import SparkSession
 
@@ -337,9 +337,10 @@ def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str
 
     Staged files of more than ``max_bytes`` are folded in parts, key range by key range (at
     most :data:`MAX_DIRECT_PARTS`), each part's files written before the next part is read,
-    and committed together in one commit. ``budget``: the bytes the tables committed at once
-    may fold in memory together; this table holds its part's share while it folds and
-    commits."""
+    and committed together in one commit; a range that would hold more than twice
+    ``max_bytes`` (a key with very many changes) sends the table to Spark. ``budget``: the
+    bytes the tables committed at once may fold in memory together; a part holds its staged
+    bytes from it while it is folded and written."""
     if max_bytes <= 0 or not work.files or not direct_candidate(work):
         return None
     size = total_size(work.files, work.staged_bytes)
@@ -349,28 +350,50 @@ def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str
     reset = work.resets[-1]["_position"] if work.resets else None
     columns = [n for n, _ in work.plan.columns]
     props = commit_properties(batch, stream, work.source)
-    with budget.hold(size // parts) if budget is not None else contextlib.nullcontext():
-        if parts == 1:
+
+    def held(staged: int) -> Any:
+        return budget.hold(staged) if budget is not None else contextlib.nullcontext()
+
+    if parts == 1:
+        with held(size):
             changes = collapse_staged(work.files, work.primary_key, columns, since=work.since, reset=reset,
                                       max_bytes=max_bytes, staged_bytes=size)
             if changes is None:
                 return None
             snapshot_id = commit_changes(spark, work.name, changes, work.primary_key, props,
                                          planned_head=work.state.head, replace=bool(work.resets), deletes=deletes)
-        else:
-            ranges = key_ranges(work.files, work.primary_key[0], parts)
-            if ranges is None:
+    else:
+        if writable_table(spark, work.name, deletes=not work.resets) is None:
+            return None  # before reading the batch: Spark writes this table
+        ranges = key_ranges(work.files, work.primary_key[0], parts)
+        if ranges is None:
+            return None
+        with tempfile.TemporaryDirectory(prefix="binlog-direct-") as spill:
+            split = split_by_key_range(work.files, work.primary_key[0], ranges, spill)
+            if split is None:
                 return None
-            with tempfile.TemporaryDirectory(prefix="binlog-direct-") as spill:
-                split = split_by_key_range(work.files, work.primary_key[0], ranges, spill)
-                if split is None:
-                    return None
-                log.info("%s: %d MiB of staged changes folded in %d key ranges", work.name, size >> 20, len(ranges))
-                folded = (collapse_staged(files, work.primary_key, columns, since=work.since, reset=reset,
-                                          max_bytes=None) for files in split if files)
-                snapshot_id = commit_changes(spark, work.name, folded, work.primary_key, props,
+            total = sum(rows for _, rows in split) or 1
+            largest = max(rows for _, rows in split) * size // total
+            if largest > 2 * max_bytes:
+                log.info("%s: one key range would fold %d MiB of staged changes: the MERGE takes the table",
+                         work.name, largest >> 20)
+                return None
+            log.info("%s: %d MiB of staged changes folded in %d key ranges", work.name, size >> 20, len(ranges))
+
+            def folded() -> Iterator[Optional[DirectChanges]]:
+                for files, rows in split:
+                    if files:
+                        with held(rows * size // total):  # while the part is folded and written
+                            yield collapse_staged(files, work.primary_key, columns, since=work.since, reset=reset,
+                                                  max_bytes=None)
+
+            pending = folded()
+            try:
+                snapshot_id = commit_changes(spark, work.name, pending, work.primary_key, props,
                                              planned_head=work.state.head, replace=bool(work.resets),
                                              deletes=deletes)
+            finally:
+                pending.close()  # the part's bytes go back to the budget now, also after an error
     if snapshot_id == _NOT_WRITTEN:
         return None
     return {"truncated": bool(work.resets), "key_change_chains": False, "direct": True,

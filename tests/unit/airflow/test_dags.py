@@ -369,11 +369,16 @@ class _Counts:
         self.asked.append(("runs", dag_id, tuple(states)))
         return self.runs
 
-    def get_ti_count(self, dag_id, task_ids=None, states=None, **_):
-        self.asked.append(("tasks", dag_id, tuple(task_ids), tuple(states)))
-        if isinstance(self.loading, dict):  # task id -> {state: count}
-            return sum(n for state, n in self.loading.get(task_ids[0], {}).items() if state in states)
-        return self.loading if task_ids == ["merge"] else 0
+    def get_task_states(self, dag_id, task_ids=None, **_):
+        """``loading``: a number of runs dumping, or {run_id: ({task: state}, run state)}."""
+        self.asked.append(("states", dag_id, tuple(task_ids)))
+        if isinstance(self.loading, dict):
+            return {run_id: tasks for run_id, (tasks, _) in self.loading.items()}
+        return {f"r{i}": {"dump": "running", "merge": None} for i in range(self.loading)}
+
+    def get_dagrun_state(self, dag_id, run_id):
+        self.asked.append(("run", dag_id, run_id))
+        return self.loading[run_id][1] if isinstance(self.loading, dict) else "running"
 
 
 def test_an_incremental_merge_yields_to_a_running_backfill_before_reading_anything(monkeypatch):
@@ -407,35 +412,42 @@ def test_the_backfill_waits_while_an_incremental_run_is_loading(monkeypatch):
     _, backfill = make()
     guard = backfill.get_task("wait_for_incremental")
     assert guard.mode == "reschedule" and guard.poke_interval == 30 and guard.timeout == 6 * 3600
-    counts = _Counts(loading=2)
+    counts = _Counts(runs=1, loading=2)
     assert dags.incremental_loading(counts, "shop") == 2
-    (_, dag_id, task_ids, states), (_, _, dump_ids, dump_states) = counts.asked
-    assert dag_id == "binlog_cdc__shop" and task_ids == ("merge",) and dump_ids == ("dump",)
-    assert {"null", "running", "queued", "scheduled", "up_for_retry", "deferred"} <= set(states)
-    assert not {"success", "failed", "skipped", "upstream_failed"} & set(states)
-    assert dump_states == ("null",)
+    assert counts.asked[:2] == [("runs", "binlog_cdc__shop", ("running",)),
+                                ("states", "binlog_cdc__shop", ("dump", "merge"))]
+    assert {"running", "queued", "scheduled", "up_for_retry", "deferred"} <= set(dags.UNFINISHED_STATES)
+    assert not {"success", "failed", "skipped", "upstream_failed"} & set(dags.UNFINISHED_STATES)
+    counts = _Counts(runs=0, loading=2)  # no run of the incremental DAG is running: nothing asked
+    assert dags.incremental_loading(counts, "shop") == 0 and len(counts.asked) == 1
+    counts = _Counts(runs=1, loading=1)
     monkeypatch.setattr("airflow.sdk.get_current_context", lambda: {"ti": counts})
     assert guard.python_callable().is_done is False
     counts.loading = 0
     assert guard.python_callable().is_done is True
 
 
-@pytest.mark.parametrize("states, loading", [
-    # run 1 waits in its sensor (dump and merge without a state): not loading
-    ({"dump": {"null": 1}, "merge": {"null": 1}}, 0),
-    # run 1 dumps
-    ({"dump": {"running": 1}, "merge": {"null": 1}}, 1),
-    # run 1's dump has just succeeded, its merge has no state yet: still loading
-    ({"dump": {"success": 1}, "merge": {"null": 1}}, 1),
-    # run 1 merges while run 2 waits in its sensor
-    ({"dump": {"success": 1, "null": 1}, "merge": {"running": 1, "null": 1}}, 1),
-    # both finished (the merge skipped or done)
-    ({"dump": {"success": 2}, "merge": {"success": 1, "skipped": 1}}, 0),
+@pytest.mark.parametrize("runs, loading", [
+    # a run waiting in its sensor (dump and merge without a state): not loading
+    ({"r1": ({"dump": None, "merge": None}, "running")}, 0),
+    # a run dumping
+    ({"r1": ({"dump": "running", "merge": None}, "running")}, 1),
+    # a run whose dump has just succeeded, its merge without a state yet: still loading
+    ({"r1": ({"dump": "success", "merge": None}, "running")}, 1),
+    # a run merging, the one before it done
+    ({"r0": ({"dump": "success", "merge": "success"}, "success"),
+      "r1": ({"dump": "success", "merge": "running"}, "running")}, 1),
+    # a run marked failed with its merge left without a state, the next one in its sensor
+    ({"r0": ({"dump": "success", "merge": None}, "failed"),
+      "r1": ({"dump": None, "merge": None}, "running")}, 0),
+    # both finished (a merge skipped)
+    ({"r0": ({"dump": "success", "merge": "success"}, "success"),
+      "r1": ({"dump": "success", "merge": "skipped"}, "success")}, 0),
 ])
-def test_the_backfill_counts_a_run_between_its_dump_and_its_merge_as_loading(states, loading):
+def test_the_backfill_counts_running_runs_between_their_dump_and_the_end_of_their_merge(runs, loading):
     from airflow_provider_binlog import dags
 
-    assert dags.incremental_loading(_Counts(loading=states), "shop") == loading
+    assert dags.incremental_loading(_Counts(runs=1, loading=runs), "shop") == loading
 
 
 def test_the_assets_register_the_source_for_the_view_without_a_password():

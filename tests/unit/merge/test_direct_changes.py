@@ -64,6 +64,12 @@ def test_key_ranges_split_the_touched_keys_evenly_and_cover_them_all(tmp_path):
     assert key_ranges(files, "d", 2) is None  # a DECIMAL key: no range split
 
 
+def test_the_changes_of_one_key_stay_in_one_range(tmp_path):
+    files = staged(tmp_path, ("insert", [(7, 0, None)]),
+                   ("update", [((7, i, None), (7, i + 1, None)) for i in range(20)]), ("insert", [(9, 0, None)]))
+    assert key_ranges(files, "id", 4) == [(None, None)]  # 21 of 22 changes: no bound splits them
+
+
 def test_the_folds_of_the_key_range_splits_together_equal_the_whole_fold(tmp_path):
     files = staged(tmp_path, ("insert", [(k, k, None) for k in range(1, 13)]),
                    ("update", [((5, 5, None), (5, 6, Decimal("0.50")))]),
@@ -72,9 +78,9 @@ def test_the_folds_of_the_key_range_splits_together_equal_the_whole_fold(tmp_pat
     spill = tmp_path / "spill"
     spill.mkdir()
     split = split_by_key_range(files, "id", key_ranges(files, "id", 3), str(spill))
-    assert [len(part) for part in split] == [1, 1, 1]
+    assert [(len(files), n) for files, n in split] == [(1, 5), (1, 5), (1, 6)]
     rows, keys = {}, []
-    for part in split:
+    for part, _ in split:
         part_rows, part_keys = state(collapse_staged(part, ["id"], COLUMNS, max_bytes=None))
         assert not set(part_rows) & set(rows) and not set(part_keys) & set(keys)
         rows.update(part_rows)

@@ -63,7 +63,7 @@ from .operators.merge import BinlogMergeOperator, iceberg_asset_uri
 from .operators.snapshot import BinlogSnapshotOperator
 from .sensors.position import BinlogPositionSensor
 from .common.tables import TableFilter, iceberg_table_name
-from .triggers.new_data import BinlogNewDataTrigger, WakeupGate
+from .triggers.new_data import BinlogNewDataTrigger, WakeupGate, check_poke_interval
 
 BACKFILL_MODES = ("snapshot", "from_position", "from_gtid")
 DEFAULT_SCHEDULE = "*/15 * * * *"
@@ -93,9 +93,7 @@ class OnNewBinlogData:
     refire_after: float = 600.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.poke_interval, bool) or not isinstance(self.poke_interval, (int, float)) \
-                or self.poke_interval <= 0:
-            raise ValueError(f"poke_interval must be a number of seconds > 0, not {self.poke_interval!r}")
+        check_poke_interval(self.poke_interval)
         WakeupGate(min_interval=self.min_interval, refire_after=self.refire_after)  # checks them
 
 

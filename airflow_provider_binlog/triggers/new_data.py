@@ -45,6 +45,13 @@ ERROR_CHECKS = 3
 GATE_STATE_KEY = "binlog_new_data_gate"
 
 
+def check_poke_interval(value: Any) -> None:
+    """Refuse a ``poke_interval`` that is not a number of seconds above 0 (the watcher's, also
+    as :class:`~airflow_provider_binlog.dags.OnNewBinlogData` takes it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"poke_interval must be a number of seconds > 0, not {value!r}")
+
+
 @dataclass
 class WakeupGate:
     """Whether a check of the binlog fires an event; fed the checks one by one with the time
@@ -103,8 +110,7 @@ class BinlogNewDataTrigger(BaseEventTrigger):
                  max_threshold_wait: Optional[float] = None, poke_interval: float = 5.0,
                  min_interval: float = 10.0, refire_after: float = 600.0) -> None:
         super().__init__()
-        if isinstance(poke_interval, bool) or not isinstance(poke_interval, (int, float)) or poke_interval <= 0:
-            raise ValueError(f"poke_interval must be a number of seconds > 0, not {poke_interval!r}")
+        check_poke_interval(poke_interval)
         check_thresholds(min_bytes, min_transactions)
         self.binlog_conn_id = binlog_conn_id
         self.checkpoint_key = checkpoint_key
@@ -227,4 +233,4 @@ class BinlogNewDataTrigger(BaseEventTrigger):
             await asyncio.sleep(self.poke_interval)
 
 
-__all__ = ["BinlogNewDataTrigger", "WakeupGate"]
+__all__ = ["BinlogNewDataTrigger", "WakeupGate", "check_poke_interval"]

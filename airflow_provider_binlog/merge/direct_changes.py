@@ -80,10 +80,17 @@ def key_ranges(files: Sequence[str], key: str, parts: int) -> Optional[list[KeyR
     import pyarrow.compute as pc
 
     sources = [open_parquet(path) for path in files]
-    for source in sources:
+    kinds = set()
+    for source in sources:  # the key's type from the files' schemas, before any row is read
         for image in ("_before", "_after"):
             if image not in source.schema_arrow.names or source.schema_arrow.field(image).type.get_field_index(key) < 0:
                 return None
+            kinds.add(source.schema_arrow.field(image).type.field(key).type)
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    if not (pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        return None
     stride = max(1, -(-sum(source.metadata.num_rows for source in sources) // KEY_SAMPLE))
     chunks = []
     for source in sources:
@@ -91,11 +98,6 @@ def key_ranges(files: Sequence[str], key: str, parts: int) -> Optional[list[KeyR
             keys = pc.coalesce(pc.struct_field(batch.column("_after"), key),
                                pc.struct_field(batch.column("_before"), key))
             chunks.append(pc.drop_null(keys.take(pa.array(range(0, len(keys), stride), pa.int64()))))
-    if not chunks or len({c.type for c in chunks}) != 1:
-        return None
-    kind = chunks[0].type
-    if not (pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-        return None
     sample = pa.chunked_array(chunks, kind).combine_chunks()
     if not len(sample):
         return None

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import io
-import tempfile
 import json
 import logging
+import tempfile
 import time
 import uuid
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
@@ -32,11 +32,12 @@ from ...spark import runtime
 from ..batches import Batch
 from ..byte_budget import ByteBudget
 from ..direct_changes import (DELETES_EQUALITY, DELETES_POSITION, MAX_DIRECT_PARTS, DirectChanges, collapse_staged,
-                              key_ranges, total_size)
+                              key_ranges)
 from ..iceberg_arrow import arrow_schema, conform
 from ..key_range_split import split_by_key_range
 from ..iceberg_contract import MODE_MERGE
 from ..position_deletes import KeyColumnsMissing, locate
+from ...staging.storage import total_size
 from .apply import commit_properties
 from . import catalog, row_locator
 from .table_work import TableWork
@@ -222,6 +223,8 @@ def commit_changes(spark: SparkSession, name: str, changes: Union[DirectChanges,
     Returns the table's snapshot id after it (the planned one when there was nothing to
     change), or ``_NOT_WRITTEN`` (nothing written) when the table is not one this module
     writes; then Spark does."""
+    import pyarrow.compute as pc
+
     found = writable_table(spark, name, deletes=not replace)
     if found is None:
         return _NOT_WRITTEN
@@ -251,7 +254,7 @@ def commit_changes(spark: SparkSession, name: str, changes: Union[DirectChanges,
                         raise _NotDirect()
                     if located.num_rows:
                         delete_files.append(_position_delete_file(spark, table, spec, located, written))
-                        searched.update(located.column("file_path").to_pylist())
+                        searched.update(pc.unique(located.column("file_path")).to_pylist())
                 elif deletes == DELETES_EQUALITY:
                     delete_files.append(_equality_delete_file(
                         spark, table, spec, keys, [by_name[k]["id"] for k in primary_key], written))

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
+from airflow_provider_binlog.dags import backfill_dag_id, incremental_dag_id
+
 #: Environment variable every process of a deployment carries (its home): how the leftovers
 #: of the deployment, and only those, are found at the end.
 MARKER = "BINLOG_DEPLOYMENT_HOME"
@@ -98,11 +100,11 @@ class Source:
 
     @property
     def incremental(self) -> str:
-        return f"binlog_cdc__{self.source_id}"
+        return incremental_dag_id(self.source_id)
 
     @property
     def backfill(self) -> str:
-        return f"binlog_backfill__{self.source_id}"
+        return backfill_dag_id(self.source_id)
 
     @property
     def namespace(self) -> str:

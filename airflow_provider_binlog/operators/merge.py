@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -17,6 +18,7 @@ from airflow.sdk import BaseOperator
 from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
 from airflow_provider_binlog.staging.storage import SECRET_ENV, delete_file, read_bytes
 from airflow_provider_binlog.operators.links import BinlogCdcViewLink, SparkApplicationLink, spark_application_url
+from airflow_provider_binlog.spark.class_archive import with_archive
 from airflow_provider_binlog.utils.settings import setting
 
 if TYPE_CHECKING:
@@ -39,6 +41,16 @@ def merge_application() -> str:
         raise AirflowException("the merge job's entry point airflow_provider_binlog/merge/submit/merge_cdc.py "
                                "is not installed with airflow-provider-binlog")
     return spec.origin
+
+
+def driver_class_archive(conf: dict, java_home: Optional[str]) -> Any:
+    """The class archive of a Spark driver started here (:mod:`..spark.class_archive`), unless
+    ``[binlog] spark_class_archive`` is off."""
+    if not _truthy(setting("spark_class_archive")):
+        return None
+    from airflow_provider_binlog.spark.class_archive import prepare_archive
+    from airflow_provider_binlog.spark.runtime import cache_dir
+    return prepare_archive(conf, java_home, cache_dir(), spark_home=shutil.which("spark-submit") or "")
 
 
 def manifest_paths(value: Any) -> list[str]:
@@ -361,26 +373,10 @@ class BinlogMergeOperator(BaseOperator):
 
     def _with_openlineage(self, conf: dict, context) -> dict:
         """``conf`` with the OpenLineage parent job and transport properties asked for."""
-        if not (self.openlineage_inject_parent_job_info or self.openlineage_inject_transport_info):
-            return conf
-        from airflow.providers.common.compat.openlineage.utils.spark import (
-            inject_parent_job_information_into_spark_properties,
-            inject_transport_information_into_spark_properties,
-        )
-        if self.openlineage_inject_parent_job_info:
-            self.log.info("injecting the OpenLineage parent job information into the Spark properties")
-            conf = inject_parent_job_information_into_spark_properties(conf, context)
-        if self.openlineage_inject_transport_info:
-            self.log.info("injecting the OpenLineage transport information into the Spark properties")
-            conf = inject_transport_information_into_spark_properties(conf, context)
-            from airflow.sdk.log import mask_secret
+        from airflow_provider_binlog.utils.lineage import with_openlineage
 
-            for name, value in conf.items():  # the transport's API key: kept out of the logs
-                if name.startswith("spark.openlineage.transport") and name.lower().endswith(("apikey", "token")):
-                    mask_secret(value)
-            if any(n.startswith("spark.openlineage.transport") for n in conf) and "spark.redaction.regex" not in conf:
-                conf["spark.redaction.regex"] = "(?i)secret|password|token|access[.]key|apikey"
-        return conf
+        return with_openlineage(conf, context, parent=self.openlineage_inject_parent_job_info,
+                                transport=self.openlineage_inject_transport_info, log=self.log)
 
     def _submit_target(self) -> tuple[str, str]:
         """``(master, deploy mode)``: this operator's deploy mode, else the Spark connection's. The
@@ -473,18 +469,22 @@ class BinlogMergeOperator(BaseOperator):
             for p in paths:
                 args += ["--manifest", p]
             args += ["--options", options.to_json_text(), "--output-json", str(output)]
+            env = self._env(catalog, cluster=cluster, master=master, staging=staging)
+            conf = self._with_openlineage(self._spark_conf(catalog, master), context)
+            archive = None if cluster else driver_class_archive(conf, env.get("JAVA_HOME"))
             self._hook = SparkSubmitHook(
-                conf=self._with_openlineage(self._spark_conf(catalog, master), context),
-                conn_id=self.conn_id, application_args=args,
+                conf=with_archive(conf, archive), conn_id=self.conn_id, application_args=args,
                 packages=None if catalog is not None else self.packages,
                 jars=None if catalog is not None else (",".join(self.jars) if self.jars else None),
-                env_vars=self._env(catalog, cluster=cluster, master=master, staging=staging),
-                name=f"binlog-merge-{self.namespace}",
-                deploy_mode=self.deploy_mode)
+                env_vars=env, name=f"binlog-merge-{self.namespace}", deploy_mode=self.deploy_mode)
             try:
                 try:
                     self._hook.submit(self.application or merge_application())
+                    if archive is not None:
+                        archive.finish(succeeded=True)
                 except Exception as exc:
+                    if archive is not None:
+                        archive.finish(succeeded=False)
                     written = read_bytes(output, staging)
                     detail = json.loads(written).get("error", "") if written else ""
                     raise AirflowException(f"the merge job failed: {detail or exc}") from None

@@ -114,3 +114,29 @@ def operator_lineage(inputs: list, outputs: list) -> Any:
 
 __all__ = ["capture_lineage", "iceberg_datasets", "iceberg_namespace_and_root", "operator_lineage", "source_datasets",
            "staged_datasets"]
+
+
+def with_openlineage(conf: dict, context: Any, *, parent: bool, transport: bool, log: Any) -> dict:
+    """The Spark properties ``conf`` with this task's OpenLineage parent job (``parent``) and the
+    OpenLineage transport (``transport``) injected, as ``SparkSubmitOperator`` does; the
+    transport's API key is masked in the logs."""
+    if not (parent or transport):
+        return conf
+    from airflow.providers.common.compat.openlineage.utils.spark import (
+        inject_parent_job_information_into_spark_properties,
+        inject_transport_information_into_spark_properties,
+    )
+    if parent:
+        log.info("injecting the OpenLineage parent job information into the Spark properties")
+        conf = inject_parent_job_information_into_spark_properties(conf, context)
+    if transport:
+        log.info("injecting the OpenLineage transport information into the Spark properties")
+        conf = inject_transport_information_into_spark_properties(conf, context)
+        from airflow.sdk.log import mask_secret
+
+        for name, value in conf.items():  # the transport's API key: kept out of the logs
+            if name.startswith("spark.openlineage.transport") and name.lower().endswith(("apikey", "token")):
+                mask_secret(value)
+        if any(n.startswith("spark.openlineage.transport") for n in conf) and "spark.redaction.regex" not in conf:
+            conf["spark.redaction.regex"] = "(?i)secret|password|token|access[.]key|apikey"
+    return conf

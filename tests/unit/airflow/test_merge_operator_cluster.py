@@ -114,10 +114,20 @@ def test_cluster_configuration_with_jars_instead_of_packages(submitted, manifest
     (call,) = submitted
     command = call["command"]
     assert _value(command, "--jars") == ",".join(jars) and "--packages" not in command
-    assert _conf_args(command) == CLUSTER_CONF
+    conf = _conf_args(command)
+    # the driver runs here (client mode): it writes its class archive (none was kept: the submit is fake)
+    assert conf.pop("spark.driver.extraJavaOptions").startswith("-XX:ArchiveClassesAtExit=")
+    assert conf == CLUSTER_CONF
     assert (_options(command)["checkpoint_store"], _options(command)["warehouse"]) == (None, None)
     assert call["env"]["PYSPARK_PYTHON"] == sys.executable      # the default: this interpreter
     assert "SPARK_LOCAL_IP" not in call["env"]                  # a cluster decides where it listens
+
+
+def test_the_class_archive_is_off_when_the_config_says_so(submitted, manifest, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__BINLOG__SPARK_CLASS_ARCHIVE", "False")
+    BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
+                        jars=["/opt/iceberg.jar"], conf=CLUSTER_CONF, advance_checkpoint=False).execute(context={})
+    assert _conf_args(submitted[0]["command"]) == CLUSTER_CONF
 
 
 def test_parallel_tables_reaches_the_job_and_a_bad_value_is_refused(submitted, manifest):
@@ -208,6 +218,7 @@ def test_cluster_deploy_mode_forces_no_local_interpreter_and_reads_the_result_fr
     assert result.parent == Path(manifest).parent and result.name.startswith(".merge-result-")
     assert not result.exists()  # read, then removed
     assert _conf_args(command)["spark.sql.catalog.lake.uri"] == "http://iceberg-rest:8181"
+    assert "spark.driver.extraJavaOptions" not in _conf_args(command)  # no class archive for a remote driver
 
 
 def test_table_layout_properties_and_maintenance_reach_the_job_and_bad_ones_are_refused(submitted, manifest):

@@ -83,9 +83,10 @@ def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequ
                     key_changes = True
                 if j == 0 and not enough:  # the first key column's values, of both images
                     values.extend([pc.unique(pc.drop_null(b)), pc.unique(pc.drop_null(a))])
-            if sum(len(v) for v in values) > 4 * max_key_values:  # keep them few
-                values = [_distinct(values)]
-                enough = len(values[0]) > max_key_values  # more than a key filter takes
+            if not enough and sum(len(v) for v in values) > 4 * max_key_values:  # keep them few
+                distinct = _distinct(values)
+                enough = len(distinct) > max_key_values  # more than a key filter takes: no more needed
+                values = [distinct.slice(0, max_key_values + 1) if enough else distinct]
     return StagedFacts(key_changes, partial, _first_values(values, max_key_values))
 
 

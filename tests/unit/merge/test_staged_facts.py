@@ -70,3 +70,17 @@ def test_key_values_beyond_what_a_key_filter_takes_are_cut_to_one_more_than_the_
     assert staged_facts(files, ["id"], COLUMNS, max_key_values=10).first_key_values == list(range(1, 11))
     cut = staged_facts(files, ["id"], COLUMNS, max_key_values=3).first_key_values
     assert len(cut) == 4 and set(cut) <= set(range(1, 11))
+
+
+def test_once_there_are_more_keys_than_a_filter_takes_the_rest_of_the_batches_are_not_deduplicated_again(
+        tmp_path, monkeypatch):
+    from airflow_provider_binlog.merge import staged_facts as sf
+
+    monkeypatch.setattr(sf, "FACT_BATCH_ROWS", 10)
+    files = staged(tmp_path, ("insert", [(i, i, None) for i in range(1, 2001)]))  # 200 batches of 10 rows
+    calls = []
+    distinct = sf._distinct
+    monkeypatch.setattr(sf, "_distinct", lambda arrays: calls.append(1) or distinct(arrays))
+    cut = staged_facts(files, ["id"], COLUMNS, max_key_values=5).first_key_values
+    assert len(cut) == 6 and set(cut) <= set(range(1, 2001))
+    assert len(calls) == 2  # once when there were more than 4 x 5, once for the result

@@ -67,9 +67,10 @@ def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequ
             return None
         if any(renamed.get(c, c) not in staged for c in columns if c not in keyset):
             partial = True  # a column the file's rows do not have yet (added later in the batch)
-        # batch by batch: memory holds one batch's images, whatever the file's size
-        for batch in source.iter_batches(batch_size=FACT_BATCH_ROWS,
-                                         columns=["_op", "_before", "_after", "_after_absent"]):
+        # batch by batch: memory holds one batch's images, whatever the file's size; of the
+        # images only the key columns are read (a dotted path; a name holding a dot reads too)
+        images = [f"{image}.{name}" for image in ("_before", "_after") for name in field]
+        for batch in source.iter_batches(batch_size=FACT_BATCH_ROWS, columns=["_op", *images, "_after_absent"]):
             updates = pc.equal(batch.column("_op"), "update")
             absent = batch.column("_after_absent")
             if not partial and pc.any(pc.and_(updates, pc.greater(pc.fill_null(pc.list_value_length(absent), 0),

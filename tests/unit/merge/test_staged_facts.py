@@ -84,3 +84,16 @@ def test_once_there_are_more_keys_than_a_filter_takes_the_rest_of_the_batches_ar
     cut = staged_facts(files, ["id"], COLUMNS, max_key_values=5).first_key_values
     assert len(cut) == 6 and set(cut) <= set(range(1, 2001))
     assert len(calls) == 2  # once when there were more than 4 x 5, once for the result
+
+
+def test_a_key_column_whose_name_holds_a_dot_is_read(tmp_path):
+    dotted = TableMap(1, "s", "t", (Column(0, "k.x", C.MYSQL_TYPE_LONG, 0, primary_key=True, nullable=False),
+                                    Column(1, "a", C.MYSQL_TYPE_LONG, 0)))
+    writer = StagingWriter(tmp_path / "staging")
+    event = RowsEvent(EventHeader(1_700_000_000, 30, 1, 100, 104, 0), 4, "update", 1, dotted, 0,
+                      (((1, 1), (2, 1)),))
+    writer.add_rows(event, binlog_file="mysql-bin.000001", gtid=None, txn="t4")
+    manifest = writer.publish(dump_id="d", start={"file": "mysql-bin.000001", "pos": 4},
+                              end={"file": "mysql-bin.000001", "pos": 104}, server={"flavor": "mysql"})
+    facts = staged_facts([str(p) for p in manifest.files(manifest.tables[0])], ["k.x"], ["k.x", "a"])
+    assert facts.key_changes and facts.first_key_values == [1, 2]

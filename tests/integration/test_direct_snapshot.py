@@ -186,6 +186,27 @@ def test_large_snapshots_roll_data_files_at_the_tables_target_size(spark, tmp_pa
     assert all(b[0] and b[1] for b in bounds)  # metrics from the footers
 
 
+def test_a_row_group_that_fails_in_the_writing_thread_fails_the_batch_and_leaves_no_file(spark, tmp_path,
+                                                                                         monkeypatch):
+    monkeypatch.setattr(direct_snapshot, "ROW_GROUP_ROWS", 100)
+    manifest, _, _ = snapshot_with_changes(tmp_path, random.Random(5), keys=400)
+    real, groups = direct_snapshot._DataFiles._write_groups, []
+
+    def fails_third(self, rows):
+        groups.append(rows.num_rows)
+        if len(groups) == 3:
+            raise OSError("disk full")
+        real(self, rows)
+
+    monkeypatch.setattr(direct_snapshot._DataFiles, "_write_groups", fails_third)
+    with pytest.raises(OSError, match="disk full"):
+        apply_manifests(spark, [manifest], MergeOptions(namespace="dsnap_thread"))
+    assert len(groups) == 3
+    location = iceberg_table(spark, "lake.dsnap_thread.s__wide").location().removeprefix("file:")
+    assert list(Path(location).rglob("*.parquet")) == []  # the files of the groups written are deleted
+    assert spark.sql("SELECT count(*) FROM lake.dsnap_thread.s__wide").collect()[0][0] == 0
+
+
 def test_a_snapshot_staged_on_s3_is_committed_directly_and_read_back_by_pyiceberg(spark, spark_warehouse, tmp_path,
                                                                                  s3_env):  # noqa: F811
     manifest, wide, pairs = snapshot_with_changes(tmp_path, random.Random(8), keys=150, staging=f"s3://{s3_env}/stage")

@@ -26,6 +26,7 @@ import os
 import tempfile
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable, Optional
 
 from pyspark.sql import SparkSession
@@ -70,7 +71,9 @@ def _local_path(location: str) -> Optional[str]:
 
 class _DataFiles:
     """Data files of one table written from Arrow chunks: row groups of :data:`ROW_GROUP_ROWS`,
-    a new file when one reaches the table's target size."""
+    a new file when one reaches the table's target size. The row groups are encoded and
+    compressed by a thread of their own while the next ones are read and folded (one in
+    flight at a time, so at most two row groups are held)."""
 
     def __init__(self, spark: SparkSession, table: Any, spec: Any, schema: Any, written: list) -> None:
         props = table.properties()
@@ -86,6 +89,8 @@ class _DataFiles:
         self._pending: list[Any] = []
         self._pending_rows = 0
         self._open: Optional[tuple[str, Optional[str], Any, Any]] = None  # location, temp path, sink, writer
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="binlog-snapshot-write")
+        self._in_flight: Optional[Future] = None
 
     def add(self, chunk: Any) -> None:
         self._pending.append(chunk)
@@ -100,6 +105,16 @@ class _DataFiles:
             return
         rows = pa.concat_tables(self._pending)
         self._pending, self._pending_rows = [], 0
+        self._wait()
+        self._in_flight = self._thread.submit(self._write_groups, rows)
+
+    def _wait(self) -> None:
+        """Wait for the row groups in flight; their error is raised here."""
+        if self._in_flight is not None:
+            done, self._in_flight = self._in_flight, None
+            done.result()
+
+    def _write_groups(self, rows: Any) -> None:
         for at in range(0, rows.num_rows, ROW_GROUP_ROWS):
             group = rows.slice(at, ROW_GROUP_ROWS)
             self._writer().write_table(group, row_group_size=group.num_rows)
@@ -158,11 +173,20 @@ class _DataFiles:
             out.close()
 
     def close(self) -> list[Any]:
-        self._flush()
-        self._close_file()
+        try:
+            self._flush()
+            self._wait()
+            self._close_file()
+        finally:
+            self._thread.shutdown()
         return self.files
 
     def abort(self) -> None:
+        try:
+            self._wait()
+        except BaseException:  # noqa: BLE001 - the error that aborts is raised by the caller
+            pass
+        self._thread.shutdown()
         if self._open is not None:
             location, temp, sink, writer = self._open
             self._open = None
@@ -248,12 +272,12 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
             data_files = _DataFiles(spark, table, spec, schema, written)
             try:
                 _write(data_files, fold.rows(), schema)
+                if not fold.unique:
+                    raise _Unwritable("the snapshot gave a key more than once")
+                files = data_files.close()
             except BaseException:
                 data_files.abort()
                 raise
-            if not fold.unique:
-                raise _Unwritable("the snapshot gave a key more than once")
-            files = data_files.close()
             runtime.commit_update(overwrite_update(spark, table, files, planned_head),
                                   commit_properties(batch, stream, work.source))
     except _Unwritable as why:

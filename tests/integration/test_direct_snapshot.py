@@ -186,22 +186,34 @@ def test_large_snapshots_roll_data_files_at_the_tables_target_size(spark, tmp_pa
     assert all(b[0] and b[1] for b in bounds)  # metrics from the footers
 
 
+def test_a_snapshot_committed_directly_reads_no_staged_facts(spark, tmp_path, monkeypatch):
+    from airflow_provider_binlog.merge.spark import table_work
+
+    read, real = [], table_work.staged_facts
+    monkeypatch.setattr(table_work, "staged_facts", lambda *a, **k: read.append(a[0]) or real(*a, **k))
+    manifest, wide, _ = snapshot_with_changes(tmp_path, random.Random(6), keys=100)
+    tables = apply_manifests(spark, [manifest], MergeOptions(namespace="dsnap_facts"))["batches"][0]["tables"]
+    assert all(t.get("direct") for t in tables) and read == []
+    assert wide_state(spark, "lake.dsnap_facts.s__wide") == expected_wide(wide)
+
+
 def test_a_row_group_that_fails_in_the_writing_thread_fails_the_batch_and_leaves_no_file(spark, tmp_path,
                                                                                          monkeypatch):
     monkeypatch.setattr(direct_snapshot, "ROW_GROUP_ROWS", 100)
-    manifest, _, _ = snapshot_with_changes(tmp_path, random.Random(5), keys=400)
+    manifest, _, _ = snapshot_with_changes(tmp_path, random.Random(5), keys=1500)
     real, groups = direct_snapshot._DataFiles._write_groups, []
 
-    def fails_third(self, rows):
-        groups.append(rows.num_rows)
-        if len(groups) == 3:
-            raise OSError("disk full")
+    def fails_second(self, rows):  # of s.wide's writes (s.pair is written beside it)
+        if str(self.table.name()).endswith("s__wide"):
+            groups.append(rows.num_rows)
+            if len(groups) == 2:
+                raise OSError("disk full")
         real(self, rows)
 
-    monkeypatch.setattr(direct_snapshot._DataFiles, "_write_groups", fails_third)
+    monkeypatch.setattr(direct_snapshot._DataFiles, "_write_groups", fails_second)
     with pytest.raises(OSError, match="disk full"):
         apply_manifests(spark, [manifest], MergeOptions(namespace="dsnap_thread"))
-    assert len(groups) == 3
+    assert len(groups) == 2 and groups[0] > 100  # the first wrote row groups into a file
     location = iceberg_table(spark, "lake.dsnap_thread.s__wide").location().removeprefix("file:")
     assert list(Path(location).rglob("*.parquet")) == []  # the files of the groups written are deleted
     assert spark.sql("SELECT count(*) FROM lake.dsnap_thread.s__wide").collect()[0][0] == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Optional
+from typing import Callable, Optional
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -70,7 +70,9 @@ class TableWork:
     #: statements already run (by a direct commit that then left the table to Spark)
     statements_run: list[str] = dataclasses.field(default_factory=list)
     status: str = "pending"
-    facts: Optional[StagedFacts] = None  # what the staged files say, read without Spark (small tables)
+    #: reads what the staged files say (without Spark) on first use of :attr:`facts`
+    read_facts: Optional[Callable[[], Optional[StagedFacts]]] = None
+    _facts: Optional[StagedFacts] = None
     contract: TableContract = dataclasses.field(default_factory=TableContract)
     #: a change log's position already logged, inside a snapshot batch: its changes before are not appended
     logged_to: Optional[tuple[int, int]] = None
@@ -80,6 +82,14 @@ class TableWork:
     @property
     def source(self) -> str:
         return f"{self.schema}.{self.table}"
+
+    @property
+    def facts(self) -> Optional[StagedFacts]:
+        """What the staged files say (None: more than is read on the driver); read when first
+        asked for, so a snapshot committed directly, which needs none, does not read them."""
+        if self.read_facts is not None:
+            self._facts, self.read_facts = self.read_facts(), None
+        return self._facts
 
     def frames(self, spark: SparkSession) -> list[DataFrame]:
         """The staged files as Spark reads them, made on first use (a direct commit needs none)."""
@@ -287,7 +297,8 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
         work.defaults = _column_defaults(batch, work)
         work.insert_defaults = _insert_defaults(batch, work)
     if mode == MODE_MERGE and work.files and not any(v > 0 for v in work.plan.valid_from.values()):
-        work.facts = staged_facts(work.files, primary_key, [n for n, _ in work.plan.columns], work.fields,
-                                  staged_bytes=work.staged_bytes)
+        columns = [n for n, _ in work.plan.columns]
+        work.read_facts = lambda: staged_facts(work.files, primary_key, columns, work.fields,
+                                               staged_bytes=work.staged_bytes)
     work.status = "ready"
     return work

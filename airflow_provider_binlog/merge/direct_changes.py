@@ -94,7 +94,7 @@ def key_ranges(files: Sequence[str], key: str, parts: int) -> Optional[list[KeyR
     stride = max(1, -(-sum(source.metadata.num_rows for source in sources) // KEY_SAMPLE))
     chunks = []
     for source in sources:
-        for batch in source.iter_batches(batch_size=65_536, columns=["_before", "_after"]):
+        for batch in source.iter_batches(batch_size=65_536, columns=[f"_before.{key}", f"_after.{key}"]):
             keys = pc.coalesce(pc.struct_field(batch.column("_after"), key),
                                pc.struct_field(batch.column("_before"), key))
             chunks.append(pc.drop_null(keys.take(pa.array(range(0, len(keys), stride), pa.int64()))))

@@ -128,12 +128,17 @@ def _sweep(directory: str) -> None:
 def prepare_archive(conf: Mapping[str, str], java_home: Optional[str], directory: str,
                     spark_home: str = "") -> Optional[ClassArchive]:
     """The archive for a driver started with ``conf`` on ``java_home``, kept in ``directory``;
-    None when the driver's options already decide about class sharing or there is no Java."""
+    None when the driver's options already decide about class sharing, there is no Java or
+    ``directory`` cannot be created."""
     if not java_home or not os.path.isfile(os.path.join(java_home, "bin", "java")):
         return None
     if _mentions_sharing(str(conf.get(DRIVER_OPTIONS, ""))):
         return None
-    os.makedirs(directory, exist_ok=True)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError:  # no place to keep one: the driver starts as it did without
+        log.info("no class archive for the Spark driver: %s cannot be created", directory)
+        return None
     path = os.path.join(directory, archive_name(java_home, conf, spark_home))
     if os.path.isfile(path):
         return ClassArchive(java_home, path)

@@ -75,6 +75,11 @@ def test_no_java_no_archive(tmp_path):
     assert ca.prepare_archive({}, str(tmp_path), str(tmp_path)) is None
 
 
+def test_a_cache_directory_that_cannot_be_made_gives_no_archive(tmp_path, java_home):
+    (tmp_path / "file").write_text("x")
+    assert ca.prepare_archive({}, java_home, str(tmp_path / "file" / "cache")) is None
+
+
 def test_archives_left_by_dead_writers_are_swept_after_an_hour(tmp_path, java_home):
     name = ca.archive_name(java_home, {})
     stale, fresh = tmp_path / f"{name}.aaaa.tmp", tmp_path / f"{name}.bbbb.tmp"

@@ -69,6 +69,14 @@ def _after(position: tuple[int, int], seq: Any, pos: Any, strict: bool) -> Any:
     return pc.or_(pc.greater(seq, s), pc.and_(pc.equal(seq, s), tail))
 
 
+def change_keys(batch: Any, key: str) -> Any:
+    """Key column ``key`` of each staged change in ``batch``: its after image's, else its before
+    image's (a delete has only the latter)."""
+    import pyarrow.compute as pc
+
+    return pc.coalesce(pc.struct_field(batch.column("_after"), key), pc.struct_field(batch.column("_before"), key))
+
+
 def key_ranges(files: Sequence[str], key: str, parts: int) -> Optional[list[KeyRange]]:
     """At most ``parts`` ranges ``(low, high)`` (``low <= key < high``; None: no bound) of key
     column ``key``, holding about as many of the staged ``files``' changes each (their after
@@ -95,8 +103,7 @@ def key_ranges(files: Sequence[str], key: str, parts: int) -> Optional[list[KeyR
     chunks = []
     for source in sources:
         for batch in source.iter_batches(batch_size=65_536, columns=[f"_before.{key}", f"_after.{key}"]):
-            keys = pc.coalesce(pc.struct_field(batch.column("_after"), key),
-                               pc.struct_field(batch.column("_before"), key))
+            keys = change_keys(batch, key)
             chunks.append(pc.drop_null(keys.take(pa.array(range(0, len(keys), stride), pa.int64()))))
     sample = pa.chunked_array(chunks, kind).combine_chunks()
     if not len(sample):

@@ -12,7 +12,7 @@ import os
 from typing import Any, Optional, Sequence
 
 from ..staging.storage import open_parquet
-from .direct_changes import CHANGE_COLUMNS, KeyRange
+from .direct_changes import CHANGE_COLUMNS, KeyRange, change_keys
 
 #: Rows read from a staged file at a time.
 SPLIT_BATCH_ROWS = 65_536
@@ -36,7 +36,6 @@ def split_by_key_range(files: Sequence[str], key: str, ranges: Sequence[KeyRange
     into one local Parquet file per range of ``ranges`` under ``directory``: the files of each
     range (none when no change falls in it) and its rows. None when the files differ in
     columns or a change has no key (then the batch is not simple)."""
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     writers: list[Any] = [None] * len(ranges)
@@ -50,8 +49,7 @@ def split_by_key_range(files: Sequence[str], key: str, ranges: Sequence[KeyRange
                     schema = batch.schema
                 elif batch.schema != schema:
                     return None
-                keys = pc.coalesce(pc.struct_field(batch.column("_after"), key),
-                                   pc.struct_field(batch.column("_before"), key))
+                keys = change_keys(batch, key)
                 if keys.null_count:
                     return None
                 placed = 0

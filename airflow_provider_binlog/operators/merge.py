@@ -18,7 +18,7 @@ from airflow.sdk import BaseOperator
 from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
 from airflow_provider_binlog.staging.storage import SECRET_ENV, delete_file, read_bytes
 from airflow_provider_binlog.operators.links import BinlogCdcViewLink, SparkApplicationLink, spark_application_url
-from airflow_provider_binlog.spark.class_archive import with_archive
+from airflow_provider_binlog.spark.class_archive import prepare_archive, with_archive
 from airflow_provider_binlog.utils.settings import setting
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ def driver_class_archive(conf: dict, java_home: Optional[str]) -> Any:
     ``[binlog] spark_class_archive`` is off."""
     if not _truthy(setting("spark_class_archive")):
         return None
-    from airflow_provider_binlog.spark.class_archive import prepare_archive
     from airflow_provider_binlog.spark.runtime import cache_dir
     return prepare_archive(conf, java_home, cache_dir(), spark_home=shutil.which("spark-submit") or "")
 

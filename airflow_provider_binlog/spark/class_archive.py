@@ -47,7 +47,8 @@ def _java_identity(java_home: str) -> str:
             parts.append(hashlib.sha256(f.read()).hexdigest())
     except OSError:
         pass
-    for lib in sorted(glob.glob(os.path.join(java_home, "lib", "server", "libjvm.so"))):
+    lib = os.path.join(java_home, "lib", "server", "libjvm.so")
+    if os.path.isfile(lib):
         st = os.stat(lib)
         parts.append(f"{st.st_size}:{int(st.st_mtime)}")
     return "|".join(parts)

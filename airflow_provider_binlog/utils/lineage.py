@@ -112,10 +112,6 @@ def operator_lineage(inputs: list, outputs: list) -> Any:
     return OperatorLineage(inputs=inputs, outputs=outputs)
 
 
-__all__ = ["capture_lineage", "iceberg_datasets", "iceberg_namespace_and_root", "operator_lineage", "source_datasets",
-           "staged_datasets"]
-
-
 def with_openlineage(conf: dict, context: Any, *, parent: bool, transport: bool, log: Any) -> dict:
     """The Spark properties ``conf`` with this task's OpenLineage parent job (``parent``) and the
     OpenLineage transport (``transport``) injected, as ``SparkSubmitOperator`` does; the
@@ -140,3 +136,7 @@ def with_openlineage(conf: dict, context: Any, *, parent: bool, transport: bool,
         if any(n.startswith("spark.openlineage.transport") for n in conf) and "spark.redaction.regex" not in conf:
             conf["spark.redaction.regex"] = "(?i)secret|password|token|access[.]key|apikey"
     return conf
+
+
+__all__ = ["capture_lineage", "iceberg_datasets", "iceberg_namespace_and_root", "operator_lineage", "source_datasets",
+           "staged_datasets", "with_openlineage"]

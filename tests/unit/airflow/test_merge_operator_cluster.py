@@ -130,6 +130,18 @@ def test_the_class_archive_is_off_when_the_config_says_so(submitted, manifest, m
     assert _conf_args(submitted[0]["command"]) == CLUSTER_CONF
 
 
+def test_a_driver_in_cluster_deploy_mode_gets_no_class_archive_even_with_a_local_java(submitted, manifest,
+                                                                                    monkeypatch):
+    from airflow_provider_binlog.spark.runtime import find_java17_home
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({
+        "conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}))
+    BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_yarn",
+                        catalog_settings={"type": "rest", "uri": "http://iceberg-rest:8181"}, jars=[],
+                        env_vars={"JAVA_HOME": find_java17_home()}, advance_checkpoint=False).execute(context={})
+    assert "spark.driver.extraJavaOptions" not in _conf_args(submitted[0]["command"])
+
+
 def test_parallel_tables_reaches_the_job_and_a_bad_value_is_refused(submitted, manifest):
     op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
                              conf=CLUSTER_CONF, advance_checkpoint=False, parallel_tables=3)

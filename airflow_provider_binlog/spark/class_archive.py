@@ -21,6 +21,7 @@ import hashlib
 import logging
 import os
 import subprocess
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -54,11 +55,12 @@ def _java_identity(java_home: str) -> str:
     return "|".join(parts)
 
 
-def archive_name(java_home: str, conf: Mapping[str, str], spark_home: str = "") -> str:
-    """The archive's file name for this Java, Spark installation and driver class path."""
+def archive_name(java_home: str, conf: Mapping[str, str], spark_home: str = "", prefix: str = _PREFIX) -> str:
+    """The archive's file name for this Java, Spark installation and driver class path
+    (``prefix``: which JVM it is for)."""
     text = "\n".join([_java_identity(java_home), os.path.realpath(spark_home) if spark_home else ""]
                      + [f"{k}={conf.get(k, '')}" for k in _CLASS_PATH_SETTINGS])
-    return f"{_PREFIX}{hashlib.sha256(text.encode()).hexdigest()[:16]}.jsa"
+    return f"{prefix}{hashlib.sha256(text.encode()).hexdigest()[:16]}.jsa"
 
 
 def _mentions_sharing(options: str) -> bool:
@@ -98,11 +100,14 @@ class ClassArchive:
 
 
 def _maps(java_home: str, path: str) -> bool:
-    """Whether a JVM starts with the archive ``path`` (a truncated archive crashes it)."""
+    """Whether a JVM starts with the archive ``path`` (a truncated archive crashes it; its
+    crash report goes to a directory of its own, removed after)."""
     java = os.path.join(java_home, "bin", "java")
     try:
-        done = subprocess.run([java, f"-XX:SharedArchiveFile={path}", *QUIET.split(), "-version"],
-                              capture_output=True, timeout=60, check=False)
+        with tempfile.TemporaryDirectory(prefix="binlog-cds-check-") as scratch:
+            done = subprocess.run([java, f"-XX:SharedArchiveFile={path}", *QUIET.split(),
+                                   f"-XX:ErrorFile={scratch}/hs_err_pid%p.log", "-version"],
+                                  capture_output=True, timeout=60, check=False, cwd=scratch)
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0 and b"fatal error" not in done.stderr
@@ -118,7 +123,7 @@ def _remove(path: str) -> None:
 def _sweep(directory: str) -> None:
     """Delete archives being written by processes that died."""
     now = time.time()
-    for path in glob.glob(os.path.join(directory, f"{_PREFIX}*.jsa.*.tmp")):
+    for path in glob.glob(os.path.join(directory, "*.jsa.*.tmp")):
         try:
             if now - os.stat(path).st_mtime > _STALE_SECONDS:
                 os.unlink(path)
@@ -127,10 +132,10 @@ def _sweep(directory: str) -> None:
 
 
 def prepare_archive(conf: Mapping[str, str], java_home: Optional[str], directory: str,
-                    spark_home: str = "") -> Optional[ClassArchive]:
-    """The archive for a driver started with ``conf`` on ``java_home``, kept in ``directory``;
-    None when the driver's options already decide about class sharing, there is no Java or
-    ``directory`` cannot be created."""
+                    spark_home: str = "", prefix: str = _PREFIX) -> Optional[ClassArchive]:
+    """The archive for a driver started with ``conf`` on ``java_home``, kept in ``directory``
+    (``prefix``: of its name, which JVM it is for); None when the driver's options already
+    decide about class sharing, there is no Java or ``directory`` cannot be created."""
     if not java_home or not os.path.isfile(os.path.join(java_home, "bin", "java")):
         return None
     if _mentions_sharing(str(conf.get(DRIVER_OPTIONS, ""))):
@@ -140,7 +145,7 @@ def prepare_archive(conf: Mapping[str, str], java_home: Optional[str], directory
     except OSError:  # no place to keep one: the driver starts as it did without
         log.info("no class archive for the Spark driver: %s cannot be created", directory)
         return None
-    path = os.path.join(directory, archive_name(java_home, conf, spark_home))
+    path = os.path.join(directory, archive_name(java_home, conf, spark_home, prefix))
     if os.path.isfile(path):
         return ClassArchive(java_home, path)
     _sweep(directory)

@@ -39,7 +39,11 @@ def test_the_first_run_writes_the_archive_and_the_next_maps_it(tmp_path, java_ho
     assert os.path.isfile(first.path)
 
 
-def test_a_truncated_archive_is_not_kept_since_a_jvm_mapping_it_crashes(tmp_path, java_home):
+def test_a_truncated_archive_is_not_kept_since_a_jvm_mapping_it_crashes_and_leaves_no_crash_report(
+        tmp_path, java_home, monkeypatch):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
     archive = ca.prepare_archive({}, java_home, str(tmp_path))
     _run_java(java_home, archive.options)
     with open(archive.writing, "rb") as f:
@@ -48,6 +52,7 @@ def test_a_truncated_archive_is_not_kept_since_a_jvm_mapping_it_crashes(tmp_path
         f.write(head)
     assert archive.finish(succeeded=True) is False
     assert not os.path.exists(archive.path) and not os.path.exists(archive.writing)
+    assert os.listdir(cwd) == []  # the checking JVM's hs_err file went with its scratch directory
 
 
 def test_the_archive_of_a_failed_run_is_deleted(tmp_path, java_home):
@@ -62,6 +67,7 @@ def test_other_jars_get_another_archive_and_the_drivers_own_sharing_options_are_
     assert ca.archive_name(java_home, {"spark.jars": "/x/iceberg.jar"}) != plain
     assert ca.archive_name(java_home, {"spark.driver.extraClassPath": "/x"}) != plain
     assert ca.archive_name(java_home, {"spark.executor.memory": "2g"}) == plain
+    assert ca.archive_name(java_home, {}, prefix="iceberg-jvm-").startswith("iceberg-jvm-")
     mine = {ca.DRIVER_OPTIONS: "-Xshare:off"}
     assert ca.prepare_archive(mine, java_home, str(tmp_path)) is None
     assert ca.with_archive(mine, None) == mine

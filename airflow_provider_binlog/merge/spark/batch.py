@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from ...checkpoints import ABSENT, Checkpoint, CheckpointLockedError, CheckpointStore, open_checkpoint_store
 from ...schema_history.ops import AlterOp
 from ...spark import runtime
+from ...spark.iceberg_jvm import IcebergJvm, SparkNeeded
 from ...common.tables import iceberg_table_name
 from ..batches import Batch, compare_checkpoints, plan_batches
 from ..batches import binlog_point as _position
@@ -26,8 +27,8 @@ from ..options import MergeOptions
 from .apply import apply_changelog_table, apply_merge_table, backfill_defaults, commit_properties
 from .catalog import applied_state, ensure_namespace, head_snapshot, table_exists
 from ..byte_budget import ByteBudget
-from .direct_commit import append_rows, apply_direct
-from .direct_snapshot import apply_snapshot_direct
+from .direct_commit import append_rows, apply_direct, direct_candidate
+from .direct_snapshot import apply_snapshot_direct, snapshot_candidate
 from .ledger import LEDGER_SCHEMA, ensure_ledger, ledger_name
 from .maintenance import run_maintenance
 from .moves import apply_moves
@@ -59,6 +60,21 @@ def _ledger_rows(values: tuple) -> Any:
     types = [pa.string(), pa.string(), pa.string(), pa.string(), pa.list_(pa.string()), pa.int64(),
              pa.timestamp("us", tz="UTC")]
     return pa.table({n: pa.array([v], t) for n, v, t in zip(names, values, types)})
+
+
+def check_direct(work: list[TableWork], snapshot: bool, moves: Any) -> None:
+    """Before anything of the batch is committed without Spark: SparkNeeded unless every table
+    to write takes a direct commit as far as its plan tells (a table to create or alter, a
+    change log, key changes or partial images, a rename between tables take Spark)."""
+    if moves:
+        raise SparkNeeded("a table renamed onto another")
+    for w in work:
+        if w.status != "ready":
+            continue
+        if w.statements and not (snapshot and w.creation is not None):
+            raise SparkNeeded(f"{w.name}: {w.statements[0].split('(')[0].strip()}")
+        if not (snapshot_candidate(w) if snapshot else direct_candidate(w)):
+            raise SparkNeeded(f"{w.name}: its changes need Spark's MERGE")
 
 
 # long: the exactly-once order of one batch (ledger check, tables, commit, checkpoint) read as one
@@ -158,6 +174,8 @@ def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
 
     items = [(pair, False) for pair in sorted(names)] + [(pair, True) for pair in logged]
     work = each_table(plan, items, parallel_tables)
+    if isinstance(spark, IcebergJvm):
+        check_direct(work, snapshot, moves)
 
     # 2. schema changes and one commit per table, each carrying the batch end; the tables
     # at once (each commit is atomic and holds the batch end: a failure or a crash leaves
@@ -179,6 +197,8 @@ def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
                 info.update(direct, schema_changes=[])
                 info["status"] = "committed" if info["snapshot_id"] != w.state.head else "no-change"
                 return info
+        if isinstance(spark, IcebergJvm):
+            raise SparkNeeded(f"{w.name}: its direct commit was refused (see above)")
         for sql in w.statements:
             log.info("%s", sql)
             spark.sql(sql)
@@ -248,7 +268,7 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], options: Merg
     catalog, namespace, key = options.catalog, options.namespace, options.checkpoint_key
     batches = plan_batches(manifests)
     ensure_namespace(spark, catalog, namespace)
-    results = []
+    results: list[dict] = []
     try:
         # two runs of the same load must not both plan and commit the same batch (a fresh
         # table's first batch is an append: both would land); the store's key is the lock
@@ -258,14 +278,21 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], options: Merg
                 results.append(apply_batch(spark, batch, options, store))
     except CheckpointLockedError as exc:
         raise ConcurrentRunError(str(exc)) from None
+    except SparkNeeded as exc:
+        exc.applied = results  # what Spark will find applied: reported as this run's
+        raise
     out: dict[str, Any] = {"catalog": catalog, "namespace": namespace,
                            "stream": options.ledger_stream, "batches": results,
                            "checkpoint": batches[-1].end.to_json() if batches else None}
     if options.maintenance:
         tables = sorted({t["table"] for r in results for t in r["tables"]
                          if table_exists(spark, t["table"])} | {ledger_name(catalog, namespace)})
-        out["maintenance"] = run_maintenance(spark, catalog, namespace, tables,
-                                             older_than_days=options.expire_older_than_days,
-                                             retain_last=options.retain_last,
-                                             every_hours=options.maintenance_every_hours)
+        try:
+            out["maintenance"] = run_maintenance(spark, catalog, namespace, tables,
+                                                 older_than_days=options.expire_older_than_days,
+                                                 retain_last=options.retain_last,
+                                                 every_hours=options.maintenance_every_hours)
+        except SparkNeeded as exc:
+            exc.applied = results
+            raise
     return out

@@ -10,6 +10,7 @@ from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
 from ...checkpoints import Checkpoint
+from ...spark.iceberg_jvm import IcebergJvm, gateway_of, jvm_of
 from ..errors import MergeJobError
 from ..iceberg_contract import SUMMARY_BATCH, SUMMARY_CHECKPOINT, SUMMARY_STREAM
 
@@ -84,8 +85,8 @@ def _main_branch(spark: SparkSession, table: str) -> Iterator[_Snapshot]:
 
 
 def _java_strings(spark: SparkSession, parts: list[str]) -> Any:
-    jvm = spark.sparkContext._jvm
-    names = spark.sparkContext._gateway.new_array(jvm.java.lang.String, len(parts))
+    jvm = jvm_of(spark)
+    names = gateway_of(spark).new_array(jvm.java.lang.String, len(parts))
     for i, part in enumerate(parts):
         names[i] = part
     return names
@@ -104,6 +105,9 @@ def _identifier(spark: SparkSession, name: str) -> tuple[str, Any]:
 def ensure_namespace(spark: SparkSession, catalog: str, namespace: str) -> None:
     """``CREATE NAMESPACE IF NOT EXISTS``, asked of the catalog directly when it can be (no SQL
     to parse and analyse in a young JVM)."""
+    if isinstance(spark, IcebergJvm):
+        spark.create_namespace(namespace)
+        return
     try:
         names = _java_strings(spark, namespace.split("."))
         if _spark_catalog(spark, catalog).namespaceExists(names):
@@ -116,6 +120,8 @@ def ensure_namespace(spark: SparkSession, catalog: str, namespace: str) -> None:
 def iceberg_table(spark: SparkSession, name: str) -> Any:
     """The ``org.apache.iceberg.Table`` behind ``catalog.namespace.table`` (through py4j), or
     None when the catalog does not give an Iceberg ``SparkTable``."""
+    if isinstance(spark, IcebergJvm):
+        return spark.load_table(name)
     try:
         catalog, identifier = _identifier(spark, name)
         loaded = _spark_catalog(spark, catalog).loadTable(identifier)
@@ -137,6 +143,8 @@ def head_snapshot(spark: SparkSession, table: str) -> Optional[int]:
 
 
 def read_table_properties(spark: SparkSession, table: str) -> dict[str, str]:
+    if isinstance(spark, IcebergJvm):  # the stored ones: no SQL
+        return stored_properties(spark, table)
     return {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
 
 
@@ -149,11 +157,13 @@ def stored_properties(spark: SparkSession, table: str) -> dict[str, str]:
     iceberg = iceberg_table(spark, table)
     if iceberg is None:
         return read_table_properties(spark, table)
-    mapper = spark.sparkContext._jvm.org.apache.iceberg.util.JsonUtil.mapper()
+    mapper = jvm_of(spark).org.apache.iceberg.util.JsonUtil.mapper()
     return json.loads(mapper.writeValueAsString(iceberg.properties()))
 
 
 def table_exists(spark: SparkSession, name: str) -> bool:
+    if isinstance(spark, IcebergJvm):
+        return spark.table_exists(name)
     return spark.catalog.tableExists(name)
 
 
@@ -161,6 +171,8 @@ def refresh(spark: SparkSession, table: str) -> None:
     """Drop what this session caches of ``table`` (Iceberg's caching catalog keeps a loaded
     table for a while): what a batch is applied on must be the table as last committed,
     also when another process committed since this session loaded it."""
+    if isinstance(spark, IcebergJvm):
+        return  # it caches nothing: every table is loaded as last committed
     try:  # the catalog's own invalidation: no SQL to parse and analyse
         catalog, identifier = _identifier(spark, table)
         _spark_catalog(spark, catalog).invalidateTable(identifier)

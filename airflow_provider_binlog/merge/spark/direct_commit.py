@@ -29,6 +29,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 from pyspark.sql import SparkSession
 
 from ...spark import runtime
+from ...spark.iceberg_jvm import gateway_of, jvm_of
 from ..batches import Batch
 from ..byte_budget import ByteBudget
 from ..direct_changes import (DELETES_EQUALITY, DELETES_POSITION, MAX_DIRECT_PARTS, DirectChanges, collapse_staged,
@@ -65,7 +66,7 @@ class IcebergJava:
 
     @classmethod
     def of(cls, spark: SparkSession) -> "IcebergJava":
-        jvm = spark.sparkContext._jvm
+        jvm = jvm_of(spark)
         last = cls._last
         if last is None or last[0] is not jvm:  # a new session's JVM
             last = cls._last = (jvm, cls(jvm))
@@ -138,7 +139,7 @@ def _equality_delete_file(spark: SparkSession, table: Any, spec: Any, keys: Any,
                           written: list) -> Any:
     java = IcebergJava.of(spark)
     path, size, metrics = _write(spark, table, keys, "eq-deletes", written)
-    ids = spark.sparkContext._gateway.new_array(spark.sparkContext._jvm.int, len(field_ids))
+    ids = gateway_of(spark).new_array(jvm_of(spark).int, len(field_ids))
     for i, field_id in enumerate(field_ids):
         ids[i] = field_id
     return (java.file_metadata.deleteFileBuilder(spec).ofEqualityDeletes(ids).withPath(path)

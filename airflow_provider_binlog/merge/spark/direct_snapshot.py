@@ -38,7 +38,7 @@ from ..iceberg_contract import MODE_MERGE
 from ..snapshot_fold import SnapshotFold
 from .apply import commit_properties
 from .direct_commit import IcebergJava, WrittenFiles, overwrite_update, writable_table
-from .table_work import TableWork
+from .table_work import TableWork, run_statements
 
 log = logging.getLogger(__name__)
 
@@ -247,12 +247,7 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
     if fold is None:
         return _through_spark(work, f"MINIMAL or NOBLOB images among its changes, or more than "
                                     f"{max_change_bytes} bytes of changes")
-    ran = list(work.statements)
-    for sql in ran:  # the create or schema change comes first, as in the Spark path
-        log.info("%s", sql)
-        spark.sql(sql)
-    work.statements = []
-    work.statements_run = ran
+    ran = run_statements(spark, work)  # the create or schema change comes first, as in the Spark path
     found = writable_table(spark, work.name, deletes=False)
     if found is None:
         return _through_spark(work, "partitioned, or not an Iceberg table this writes")

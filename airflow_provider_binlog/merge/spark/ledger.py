@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from ...spark.iceberg_jvm import IcebergJvm
 from ..iceberg_contract import LEDGER_TABLE
 from ..sql import quote as _q
 from .catalog import table_exists
@@ -23,6 +24,10 @@ def ledger_name(catalog: str, namespace: str) -> str:
 
 
 def ensure_ledger(spark: SparkSession, name: str) -> None:
+    if isinstance(spark, IcebergJvm):
+        if not table_exists(spark, name):
+            spark.create_table(name, LEDGER_SCHEMA, {"format-version": "2"})
+        return
     if not table_exists(spark, name):
         cols = ", ".join(f"{_q(f.name)} {sql_type(f.dataType)}" for f in LEDGER_SCHEMA.fields)
         spark.sql(f"CREATE TABLE IF NOT EXISTS {name} ({cols}) USING iceberg "

@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 
 from pyspark.sql import SparkSession
 
+from ...spark.iceberg_jvm import jvm_of
 from ..errors import MergeJobError
 from ..position_deletes import DataFileScan, key_range
 
@@ -36,7 +37,7 @@ def files_to_search(spark: SparkSession, table: Any, snapshot_id: int, keys: Any
 
     Each task crosses py4j as Iceberg's own JSON form (``ScanTaskParser``): three calls a
     file instead of some seventy for its fields one by one."""
-    jvm = spark.sparkContext._jvm
+    jvm = jvm_of(spark)
     expressions = jvm.org.apache.iceberg.expressions.Expressions
     to_json = jvm.org.apache.iceberg.ScanTaskParser.toJson
     schema = table.schemas().get(table.snapshot(snapshot_id).schemaId())

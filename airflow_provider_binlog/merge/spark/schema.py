@@ -10,6 +10,7 @@ from typing import Mapping, Optional, Sequence
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from ...spark.iceberg_jvm import IcebergJvm, SparkNeeded
 from ..errors import SchemaEvolutionError
 from ..iceberg_contract import (
     DEFAULT_TABLE_PROPERTIES,
@@ -146,5 +147,33 @@ def create_table_statements(name: str, source: Sequence[str], columns: Sequence[
     return statements
 
 
+@dataclasses.dataclass(frozen=True)
+class TableCreation:
+    """What :func:`create_table_statements` says, for a catalog's own API: an unpartitioned
+    table of ``columns`` with ``properties``, written in the order of ``order``."""
+
+    columns: T.StructType
+    properties: dict
+    order: tuple
+
+
+def plain_creation(source: Sequence[str], columns: Sequence[tuple[str, T.DataType]], mode: str,
+                   primary_key: Sequence[str], layout: Optional[TableLayout] = None) -> Optional[TableCreation]:
+    """The :class:`TableCreation` of a merged table without partitions or a sort order of its
+    layout (whose statements :func:`create_table_statements` gives); None for other tables."""
+    layout = layout or TableLayout()
+    if mode != MODE_MERGE or layout.partition_by or layout.sort_by:
+        return None
+    props = {**DEFAULT_TABLE_PROPERTIES, **layout.properties, PROP_SOURCE: json.dumps(list(source)),
+             PROP_MODE: mode, PROP_PRIMARY_KEY: json.dumps(list(primary_key))}
+    return TableCreation(T.StructType([T.StructField(n, t) for n, t in columns]), props, tuple(primary_key))
+
+
 def table_columns(spark: SparkSession, table: str) -> list[tuple[str, T.DataType]]:
+    """The table's columns as Spark reads them (through Iceberg's Java API without Spark)."""
+    if isinstance(spark, IcebergJvm):
+        loaded = spark.load_table(table)
+        if loaded is None:
+            raise SparkNeeded(f"{table} is not an Iceberg table of the catalog")
+        return [(f.name, f.dataType) for f in spark.spark_schema(loaded).fields]
     return [(f.name, f.dataType) for f in spark.table(table).schema.fields]

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from typing import Callable, Optional
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from ...schema_history.ops import AlterOp
+from ...spark.iceberg_jvm import IcebergJvm, SparkNeeded
 from ...staging.contract import ENVELOPE_COLUMNS
 from ...common.tables import iceberg_table_name
 from ..contract import TableContract
@@ -39,7 +41,9 @@ from .column_types import arrow_to_spark, sql_type
 from .schema import (
     CHANGELOG_ENVELOPE,
     SchemaPlan,
+    TableCreation,
     create_table_statements,
+    plain_creation,
     plan_schema,
     schema_statements,
     table_columns,
@@ -78,6 +82,8 @@ class TableWork:
     logged_to: Optional[tuple[int, int]] = None
     #: the columns of the data-contract options the table has (after its statements)
     contract_columns: list[tuple[str, T.DataType]] = dataclasses.field(default_factory=list)
+    #: the statements only create the table: what they say, for Iceberg's Java API
+    creation: Optional[TableCreation] = None
 
     @property
     def source(self) -> str:
@@ -107,6 +113,23 @@ class TableWork:
         return sum(int(f["bytes"]) for f in self.entry["files"]) if self.entry else 0
 
 
+def run_statements(spark: SparkSession, work: TableWork) -> list[str]:
+    """Run the table's schema statements (the ones only creating it through Iceberg's Java API
+    when there is no Spark); they are then taken off ``work.statements``. Returns them."""
+    ran = list(work.statements)
+    if isinstance(spark, IcebergJvm) and ran:
+        if work.creation is None:
+            raise SparkNeeded(f"{work.name}: {ran[0].split('(')[0].strip()}")
+        spark.create_table(work.name, work.creation.columns, work.creation.properties, work.creation.order)
+    else:
+        for sql in ran:
+            log.info("%s", sql)
+            spark.sql(sql)
+    work.statements = []
+    work.statements_run = ran
+    return ran
+
+
 def _altered_layout(batch: Batch, work: "TableWork") -> Optional[list[tuple[str, T.DataType]]]:
     """The table's columns after the batch's last ``alter`` op that lists them (the dump's
     schema history gives them), as staged types; None when the batch has none."""
@@ -124,6 +147,8 @@ def _altered_layout(batch: Batch, work: "TableWork") -> Optional[list[tuple[str,
     return [(c["name"], arrow_to_spark(str(arrow_type_for(codec_column(ColumnDef.from_json(c))))))
             for c in last]
 
+
+log = logging.getLogger(__name__)
 
 _CONTRACT_TYPES = {"string": T.StringType(), "timestamp": T.TimestampType(), "bigint": T.LongType(),
                    "boolean": T.BooleanType()}
@@ -270,9 +295,13 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
         work.contract.check_columns([n for n, _ in work.plan.columns], f"{schema}.{table}")
     ops = list(work.plan.operations)
     have = {n for n, _ in actual}
+    creation = None
     if ops and ops[0][0] == "create":
         statements = create_table_statements(name, (schema, table), list(ops[0][1]) + wanted, mode,
                                              primary_key, layouts.for_table(schema, table))
+        if len(ops) == 1 and not wanted and not renames:
+            creation = plain_creation((schema, table), list(ops[0][1]), mode, primary_key,
+                                      layouts.for_table(schema, table))
         statements += schema_statements(name, ops[1:], {})
         have |= {n for n, _ in wanted}
     else:
@@ -293,6 +322,7 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
         statements = [s[:-len(" FIRST")] + after_envelope if s.startswith("ALTER") and s.endswith(" FIRST")
                       else s for s in statements]
     work.statements = rename_statements + statements
+    work.creation = creation
     if mode == MODE_MERGE:
         work.defaults = _column_defaults(batch, work)
         work.insert_defaults = _insert_defaults(batch, work)

@@ -1,0 +1,209 @@
+"""Merges without Spark (spark/iceberg_jvm.py): batches whose tables all take direct commits are
+applied through Iceberg's Java API in a bare JVM, equal to what Spark's merge gives; a batch
+that needs Spark is refused before anything of it is committed, and Spark then applies it."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from airflow_provider_binlog.codec import constants as C  # noqa: E402
+from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
+from airflow_provider_binlog.merge.spark import job  # noqa: E402
+from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from airflow_provider_binlog.merge.spark.catalog import applied_state, refresh  # noqa: E402
+from airflow_provider_binlog.spark.iceberg_jvm import IcebergJvm, SparkNeeded, class_path  # noqa: E402
+from airflow_provider_binlog.spark.runtime import find_java17_home, local_spark_conf  # noqa: E402
+from tests.integration.test_direct_commit import (  # noqa: E402
+    PAIR,
+    WIDE,
+    expected_wide,
+    pair_state,
+    pyiceberg_wide,
+    random_changes,
+    wide_row,
+    wide_state,
+)
+from tests.integration.test_merge_job import Binlog, col, head, table_map  # noqa: E402
+from tests.pyiceberg_reader import PyIcebergReader  # noqa: E402
+
+PAIR_WIDER = table_map("s", "pair", [
+    col(0, "a", C.MYSQL_TYPE_LONG, primary_key=True, nullable=False),
+    col(1, "b", C.MYSQL_TYPE_VARCHAR, 40, text=True, primary_key=True, nullable=False),
+    col(2, "v", C.MYSQL_TYPE_LONG),
+    col(3, "w", C.MYSQL_TYPE_LONG),
+], table_id=2)
+
+
+@pytest.fixture(scope="module")
+def lake(spark, spark_warehouse):
+    jvm = IcebergJvm(local_spark_conf(spark_warehouse, "lake"), "lake", find_java17_home())
+    try:
+        yield jvm
+    finally:
+        jvm.stop()
+
+
+def _fresh(spark, *names):
+    for name in names:
+        refresh(spark, name)
+
+
+def test_batches_of_existing_tables_are_merged_without_spark_and_equal_the_source_and_pyiceberg(
+        spark, spark_warehouse, lake, tmp_path):
+    reader = PyIcebergReader(warehouse=spark_warehouse)
+    rng = random.Random(21)
+    log, wide, pairs = Binlog(tmp_path), {}, {}
+    log.begin()
+    random_changes(log, rng, wide, pairs, 40)
+    first = log.publish()
+    with pytest.raises(SparkNeeded, match="CREATE TABLE|namespace"):  # the tables do not exist yet
+        apply_manifests(lake, [first], MergeOptions(namespace="nospark"))
+    apply_manifests(spark, [first], MergeOptions(namespace="nospark"))
+    manifests = [first]
+    for _ in range(3):
+        log.begin()
+        random_changes(log, rng, wide, pairs, 60)
+        manifests.append(log.publish())
+        result = apply_manifests(lake, [manifests[-1]], MergeOptions(namespace="nospark"))
+        assert [t["direct"] for t in result["batches"][0]["tables"]] == [True, True]
+        assert result["batches"][0]["ledger"] == "committed"
+        _fresh(spark, "lake.nospark.s__wide", "lake.nospark.s__pair", "lake.nospark._binlog_batches")
+        assert wide_state(spark, "lake.nospark.s__wide") == expected_wide(wide)
+        assert pair_state(spark, "lake.nospark.s__pair") == pairs
+        assert pyiceberg_wide(reader, "nospark") == expected_wide(wide)
+    assert applied_state(spark, "lake.nospark.s__wide").checkpoint == log.here()
+    ledger = spark.sql("SELECT batch_id FROM lake.nospark._binlog_batches").collect()
+    assert sorted(r[0] for r in ledger) == sorted(m.dump_id for m in manifests)
+    again = apply_manifests(lake, manifests, MergeOptions(namespace="nospark"))
+    assert [b["status"] for b in again["batches"]] == ["already-applied"] * 4
+
+
+@pytest.mark.parametrize("change", ["new column", "key change"])
+def test_a_batch_that_needs_spark_is_refused_before_any_table_is_committed_then_spark_applies_it(
+        spark, lake, tmp_path, change):
+    namespace = "nospark_" + change.replace(" ", "_")
+    rng = random.Random(22)
+    log, wide, pairs = Binlog(tmp_path), {}, {}
+    log.begin()
+    random_changes(log, rng, wide, pairs, 30)
+    apply_manifests(spark, [log.publish()], MergeOptions(namespace=namespace))
+    names = [f"lake.{namespace}.s__wide", f"lake.{namespace}.s__pair"]
+    before = [head(spark, n) for n in names]
+    log.begin()
+    key = sorted(wide)[0]
+    new = wide_row(rng, key)
+    log.rows(WIDE, "update", [(wide[key], new)])  # a direct change of the other table
+    wide[key] = new
+    (a, b), v = sorted(pairs.items())[0]
+    if change == "new column":
+        log.rows(PAIR_WIDER, "insert", [(9, "new", 1, 2)])
+        pairs[(9, "new")] = 1
+    else:
+        log.rows(PAIR, "update", [((a, b, v), (a + 100, b, v))])
+        pairs[(a + 100, b)] = pairs.pop((a, b))
+    manifest = log.publish()
+    with pytest.raises(SparkNeeded, match="ALTER TABLE" if change == "new column" else "MERGE"):
+        apply_manifests(lake, [manifest], MergeOptions(namespace=namespace))
+    _fresh(spark, *names)
+    assert [head(spark, n) for n in names] == before  # nothing of the batch was committed
+    apply_manifests(spark, [manifest], MergeOptions(namespace=namespace))
+    assert wide_state(spark, names[0]) == expected_wide(wide)
+    assert pair_state(spark, names[1]) == pairs
+
+
+def test_the_job_without_spark_exits_with_spark_needed_and_the_batches_it_applied(
+        spark, spark_warehouse, tmp_path):
+    log, wide, pairs = Binlog(tmp_path), {}, {}
+    rng = random.Random(23)
+    log.begin()
+    random_changes(log, rng, wide, pairs, 30)
+    apply_manifests(spark, [log.publish()], MergeOptions(namespace="nospark_job"))
+    log.begin()
+    random_changes(log, rng, wide, pairs, 30)
+    direct = log.publish()
+    log.begin()
+    log.rows(PAIR_WIDER, "insert", [(9, "new", 1, 2)])
+    altered = log.publish()
+    options = MergeOptions(namespace="nospark_job", warehouse=spark_warehouse).to_json_text()
+    out = tmp_path / "result.json"
+    code = job.main(["--engine", "iceberg", "--manifest", str(direct.path), "--manifest", str(altered.path),
+                     "--options", options, "--output-json", str(out)])
+    assert code == job.EXIT_SPARK_NEEDED
+    result = json.loads(out.read_text())
+    assert "ALTER TABLE" in result["spark_needed"]
+    assert [(b["batch_id"], b["status"]) for b in result["applied"]] == [(direct.dump_id, "applied")]
+    code = job.main(["--engine", "iceberg", "--manifest", str(direct.path), "--options", options,
+                     "--output-json", str(out)])
+    assert code == 0 and json.loads(out.read_text())["engine"] == "iceberg"
+    assert json.loads(out.read_text())["batches"][0]["status"] == "already-applied"
+
+
+def test_jars_left_to_spark_submit_need_spark():
+    with pytest.raises(SparkNeeded, match="packages"):
+        class_path({"spark.jars.packages": "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.6.1"}, ["/x"])
+    with pytest.raises(SparkNeeded, match="only Spark fetches"):
+        class_path({"spark.jars": "https://repo/iceberg.jar"}, ["/x"])
+    assert class_path({"spark.jars": "/a.jar,file:///b.jar"}, ["/spark/jars"]) == \
+        ["/a.jar", "/b.jar", "/spark/jars/*"]
+
+
+def _metadata(spark, name) -> dict:
+    from airflow_provider_binlog.merge.spark.catalog import iceberg_table
+
+    table = iceberg_table(spark, name)
+    parser = spark.sparkContext._jvm.org.apache.iceberg
+    meta = json.loads(parser.TableMetadataParser.toJson(table.operations().current()))
+    # the default sort order (Spark's create, then WRITE ORDERED BY, keeps the unsorted one before it)
+    sort = [o for o in meta["sort-orders"] if o["order-id"] == meta["default-sort-order-id"]]
+    return {"schema": meta["schemas"][-1]["fields"], "sort": sort, "spec": meta["partition-specs"],
+            "properties": meta["properties"], "format-version": meta["format-version"]}
+
+
+def test_an_initial_snapshot_creates_the_namespace_tables_and_ledger_without_spark_as_spark_does(
+        spark, spark_warehouse, lake, tmp_path, monkeypatch):
+    from airflow_provider_binlog.checkpoints import FileCheckpointStore
+    from airflow_provider_binlog.merge.spark import direct_snapshot
+    from tests.integration.test_direct_snapshot import snapshot_with_changes
+
+    manifest, wide, pairs = snapshot_with_changes(tmp_path, random.Random(24), keys=150)
+    store = FileCheckpointStore(tmp_path / "store")
+    options = MergeOptions(namespace="nospark_snap", checkpoint_store=store.root, checkpoint_key="snap")
+
+    def crash(update, props):
+        raise RuntimeError("killed at the commit")
+
+    with monkeypatch.context() as m:  # killed at the first commit: nothing lands, a rerun applies once
+        m.setattr(direct_snapshot.runtime, "commit_update", crash)
+        with pytest.raises(RuntimeError, match="killed"):
+            apply_manifests(lake, [manifest], options)
+    assert store.load("snap") is None
+    result = apply_manifests(lake, [manifest], options)
+    assert {(t["source"], t.get("direct"), t["status"]) for t in result["batches"][0]["tables"]} == {
+        ("s.wide", True, "committed"), ("s.pair", True, "committed")}
+    assert store.load("snap") == manifest.end
+    _fresh(spark, "lake.nospark_snap.s__wide", "lake.nospark_snap.s__pair")
+    assert wide_state(spark, "lake.nospark_snap.s__wide") == expected_wide(wide)
+    assert pair_state(spark, "lake.nospark_snap.s__pair") == pairs
+    assert pyiceberg_wide(PyIcebergReader(warehouse=spark_warehouse), "nospark_snap") == expected_wide(wide)
+    again = apply_manifests(lake, [manifest], options)
+    assert again["batches"][0]["status"] == "already-applied"
+    # the same tables as Spark's CREATE TABLE and WRITE ORDERED BY make
+    apply_manifests(spark, [manifest], MergeOptions(namespace="nospark_snap_spark"))
+    for table in ("s__wide", "s__pair", "_binlog_batches"):
+        assert _metadata(spark, f"lake.nospark_snap.{table}") == _metadata(spark, f"lake.nospark_snap_spark.{table}")
+
+
+def test_a_snapshot_into_a_partitioned_layout_needs_spark_before_anything_is_created(spark, lake, tmp_path):
+    from airflow_provider_binlog.merge.layout import TableLayouts
+    from airflow_provider_binlog.merge.spark.catalog import table_exists
+    from tests.integration.test_direct_snapshot import snapshot_with_changes
+
+    manifest, _, _ = snapshot_with_changes(tmp_path, random.Random(25), keys=60)
+    layouts = TableLayouts.parse('{"tables": {"s.wide": {"partition_by": ["bucket(4, id)"]}}}')
+    with pytest.raises(SparkNeeded, match="CREATE TABLE"):
+        apply_manifests(lake, [manifest], MergeOptions(namespace="nospark_part", table_layout=layouts))
+    assert not table_exists(spark, "lake.nospark_part.s__pair")

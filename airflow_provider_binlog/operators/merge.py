@@ -4,7 +4,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -18,7 +17,14 @@ from airflow.sdk import BaseOperator
 from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
 from airflow_provider_binlog.staging.storage import SECRET_ENV, delete_file, read_bytes
 from airflow_provider_binlog.operators.links import BinlogCdcViewLink, SparkApplicationLink, spark_application_url
-from airflow_provider_binlog.spark.class_archive import prepare_archive, with_archive
+from airflow_provider_binlog.operators.merge_job import (
+    JobWithoutSpark,
+    driver_class_archive,
+    merge_application,
+    merged_results,
+    without_spark_possible,
+)
+from airflow_provider_binlog.spark.class_archive import with_archive
 from airflow_provider_binlog.utils.settings import setting
 
 if TYPE_CHECKING:
@@ -28,28 +34,6 @@ try:  # Airflow 3.x
     from airflow.sdk.exceptions import AirflowException
 except ImportError:  # pragma: no cover
     from airflow.exceptions import AirflowException
-
-
-def merge_application() -> str:
-    """Path of the merge job's entry point shipped with the package
-    (``airflow_provider_binlog/merge/submit/merge_cdc.py``)."""
-    import importlib.util
-
-    # located, not imported: importing it would import pyspark
-    spec = importlib.util.find_spec("airflow_provider_binlog.merge.submit.merge_cdc")
-    if spec is None or spec.origin is None:  # pragma: no cover - a broken install
-        raise AirflowException("the merge job's entry point airflow_provider_binlog/merge/submit/merge_cdc.py "
-                               "is not installed with airflow-provider-binlog")
-    return spec.origin
-
-
-def driver_class_archive(conf: dict, java_home: Optional[str]) -> Any:
-    """The class archive of a Spark driver started here (:mod:`..spark.class_archive`), unless
-    ``[binlog] spark_class_archive`` is off."""
-    if not _truthy(setting("spark_class_archive")):
-        return None
-    from airflow_provider_binlog.spark.runtime import cache_dir
-    return prepare_archive(conf, java_home, cache_dir(), spark_home=shutil.which("spark-submit") or "")
 
 
 def manifest_paths(value: Any) -> list[str]:
@@ -113,7 +97,7 @@ def summarize(result: dict, manifests: Sequence[str], options: Any = None) -> di
     return {"tables": tables, "batches": [(b["batch_id"], b.get("status")) for b in result.get("batches", [])],
             "maintained": [m["table"] for m in maintenance if "skipped" not in m],
             "maintenance_skipped": [m["table"] for m in maintenance if "skipped" in m],
-            "end_checkpoint": result.get("checkpoint"), "mode": mode,
+            "end_checkpoint": result.get("checkpoint"), "mode": mode, "engine": result.get("engine"),
             "inserted": sum(t.get("inserted", 0) for t in tables.values()),
             "updated": sum(t.get("updated", 0) for t in tables.values()),
             "deleted": sum(t.get("deleted", 0) for t in tables.values())}
@@ -340,6 +324,7 @@ class BinlogMergeOperator(BaseOperator):
         self.env_vars = env_vars or {}
         self.application = application
         self._hook: Optional[SparkSubmitHook] = None
+        self._job: Optional[JobWithoutSpark] = None
         #: where the Spark application of the last run can be seen (the "Spark application" link)
         self.spark_application_url = ""
         # the merge options that are not templates are checked now (a DAG with a bad one does not
@@ -464,36 +449,20 @@ class BinlogMergeOperator(BaseOperator):
                       else str(Path(tmp) / "result.json"))
             store, key = self._checkpoint_store()
             options = self.merge_options(store, key)
-            args: list[str] = []
+            job_args: list[str] = []
             for p in paths:
-                args += ["--manifest", p]
-            args += ["--options", options.to_json_text(), "--output-json", str(output)]
+                job_args += ["--manifest", p]
+            job_args += ["--options", options.to_json_text()]
             env = self._env(catalog, cluster=cluster, master=master, staging=staging)
             conf = self._with_openlineage(self._spark_conf(catalog, master), context)
-            archive = None if cluster else driver_class_archive(conf, env.get("JAVA_HOME"))
-            self._hook = SparkSubmitHook(
-                conf=with_archive(conf, archive), conn_id=self.conn_id, application_args=args,
-                packages=None if catalog is not None else self.packages,
-                jars=None if catalog is not None else (",".join(self.jars) if self.jars else None),
-                env_vars=env, name=f"binlog-merge-{self.namespace}", deploy_mode=self.deploy_mode)
-            try:
-                try:
-                    self._hook.submit(self.application or merge_application())
-                    if archive is not None:
-                        archive.finish(succeeded=True)
-                except Exception as exc:
-                    if archive is not None:
-                        archive.finish(succeeded=False)
-                    written = read_bytes(output, staging)
-                    detail = json.loads(written).get("error", "") if written else ""
-                    raise AirflowException(f"the merge job failed: {detail or exc}") from None
-                written = read_bytes(output, staging)
-                if written is None:
-                    raise AirflowException(f"the merge job ended without writing its result {output}")
-                result = json.loads(written)
-            finally:
-                if cluster:
-                    delete_file(output, staging)
+            result, applied = None, []
+            if not self.application and without_spark_possible(master, cluster, conf):  # the job's own entry
+                self._job = JobWithoutSpark(self.log)
+                result, applied = self._job.run(merge_application(), job_args, conf, self.catalog, env,
+                                                str(Path(tmp) / "result-iceberg.json"))
+            if result is None:
+                result = merged_results(self._spark_submit(job_args, output, conf, env, cluster, catalog,
+                                                           staging), applied)
         if result.get("error"):
             raise AirflowException(f"the merge job failed: {result['error']}")
         self.spark_application_url = spark_application_url(result, master, setting("spark_history_url"))
@@ -509,6 +478,35 @@ class BinlogMergeOperator(BaseOperator):
         self._emit_asset_events(context, summary)
         self._lineage = (paths, catalog)
         return summary
+
+    def _spark_submit(self, job_args: list[str], output: str, conf: dict, env: dict, cluster: bool,
+                      catalog: Any, staging: Any) -> dict:
+        """The merge job through ``spark-submit``; its result."""
+        archive = None if cluster else driver_class_archive(conf, env.get("JAVA_HOME"))
+        self._hook = SparkSubmitHook(
+            conf=with_archive(conf, archive), conn_id=self.conn_id,
+            application_args=[*job_args, "--output-json", output],
+            packages=None if catalog is not None else self.packages,
+            jars=None if catalog is not None else (",".join(self.jars) if self.jars else None),
+            env_vars=env, name=f"binlog-merge-{self.namespace}", deploy_mode=self.deploy_mode)
+        try:
+            try:
+                self._hook.submit(self.application or merge_application())
+                if archive is not None:
+                    archive.finish(succeeded=True)
+            except Exception as exc:
+                if archive is not None:
+                    archive.finish(succeeded=False)
+                written = read_bytes(output, staging)
+                detail = json.loads(written).get("error", "") if written else ""
+                raise AirflowException(f"the merge job failed: {detail or exc}") from None
+            written = read_bytes(output, staging)
+            if written is None:
+                raise AirflowException(f"the merge job ended without writing its result {output}")
+            return json.loads(written)
+        finally:
+            if cluster:
+                delete_file(output, staging)
 
     def get_openlineage_facets_on_complete(self, task_instance) -> Any:
         """OpenLineage: the source tables of the merged dumps in, their Iceberg tables out
@@ -595,5 +593,7 @@ class BinlogMergeOperator(BaseOperator):
                              extra=asset_extra(uri, summary, catalog, namespace))
 
     def on_kill(self) -> None:
+        if self._job is not None:
+            self._job.kill()
         if self._hook is not None:
             self._hook.on_kill()

@@ -28,6 +28,10 @@ OPTIONS: dict[str, tuple[str, str]] = {
                                     "class-data-sharing archive of its JVM in the provider's cache directory "
                                     "(written by the first run, mapped by the next: the driver starts in about "
                                     "half the time)."),
+    "merge_engine": ("auto", "auto: a merge task whose Spark driver would run on the worker with a local or "
+                             "standalone master first merges without Spark (Iceberg's Java API in a bare JVM, "
+                             "for batches whose tables all take direct commits) and runs spark-submit only when "
+                             "a batch needs Spark; spark: every merge through spark-submit."),
     "dump_workers": ("", "Staging processes of each dump; empty: 2 where there are two cores or more, else 0 "
                          "(the dump stages in its own process)."),
 }

@@ -88,3 +88,85 @@ def test_on_kill_stops_the_spark_job(tmp_path, local_spark_connection):
     thread.join(60)
     assert not thread.is_alive()
     assert errors and time.monotonic() - started < 60
+
+
+def _plain_changes(server, table, rng, n):
+    """Inserts, updates of non-key columns and deletes: changes a direct commit takes."""
+    for _ in range(n):
+        key, op = rng.randint(1, 60), rng.random()
+        if op < 0.5:
+            server.execute(f"INSERT INTO dumpdb.{table} (id, name, qty) VALUES (%s, %s, 1) "
+                           "ON DUPLICATE KEY UPDATE name = VALUES(name), qty = qty + 1",
+                           (key, f"n{rng.randint(0, 99)}"))
+        elif op < 0.8:
+            server.execute(f"UPDATE dumpdb.{table} SET price = price + 1, flag = 'b' WHERE id = %s", (key,))
+        else:
+            server.execute(f"DELETE FROM dumpdb.{table} WHERE id = %s", (key,))
+
+
+def test_merges_of_existing_tables_run_without_spark_and_a_batch_needing_spark_is_reported_whole(
+        mariadb, spark, spark_warehouse, tmp_path, local_spark_connection, monkeypatch):
+    from airflow_provider_binlog.checkpoints import FileCheckpointStore
+
+    rng = random.Random(32)
+    mariadb.execute("CREATE DATABASE IF NOT EXISTS dumpdb")
+    mariadb.execute("DROP TABLE IF EXISTS dumpdb.nospark")
+    mariadb.execute("CREATE TABLE dumpdb.nospark (id INT PRIMARY KEY, name VARCHAR(40), price DECIMAL(9,2), "
+                    "qty INT, flag ENUM('a','b','c'))")
+    start = here(mariadb)
+    FileCheckpointStore(tmp_path / "store").save("ns", start)
+
+    def dump(since):
+        rc = replica(mariadb)
+        try:
+            return run_dump(rc, staging_dir=tmp_path / "staging", start=since,
+                            tables=TableFilter(["dumpdb.nospark"]))
+        finally:
+            rc.close()
+
+    def merge(*dumps):
+        op = BinlogMergeOperator(task_id="merge", manifests=[d.to_json() for d in dumps], namespace="op_nospark",
+                                 warehouse=spark_warehouse, conn_id=local_spark_connection,
+                                 checkpoint_store_uri=str(tmp_path / "store"), checkpoint_key="ns")
+        return op.execute(context={})
+
+    def counted(*dumps):
+        rows = [d.rows["dumpdb.nospark"] for d in dumps]
+        return tuple(sum(r.get(k, 0) for r in rows) for k in ("insert", "update", "delete"))
+
+    def table_equals_source():
+        spark.sql("REFRESH TABLE lake.op_nospark.dumpdb__nospark")
+        got = {r[0]: tuple(r) for r in spark.sql("SELECT id, name, price, qty, flag FROM "
+                                                 "lake.op_nospark.dumpdb__nospark").collect()}
+        return got == {r[0]: tuple(r) for r in mariadb.query("SELECT id, name, price, qty, flag FROM dumpdb.nospark")}
+
+    _plain_changes(mariadb, "nospark", rng, 60)
+    first = dump(start)
+    assert merge(first)["engine"] == "spark"  # the table is created
+    _plain_changes(mariadb, "nospark", rng, 60)
+    second = dump(first.end)
+    summary = merge(second)
+    assert summary["engine"] == "iceberg" and table_equals_source()
+    t = summary["tables"]["dumpdb.nospark"]
+    assert (t["inserted"], t["updated"], t["deleted"]) == counted(second) and t["status"] == "committed"
+    # two batches, the second altering the table: the first is merged without Spark, the second
+    # with it, and both are this task's
+    _plain_changes(mariadb, "nospark", rng, 40)
+    third = dump(second.end)
+    mariadb.execute("ALTER TABLE dumpdb.nospark ADD COLUMN note VARCHAR(10)")
+    _plain_changes(mariadb, "nospark", rng, 40)
+    fourth = dump(third.end)
+    summary = merge(third, fourth)
+    assert summary["engine"] == "spark"
+    assert [list(b) for b in summary["batches"]] == [[third.manifest.dump_id, "applied"],
+                                                     [fourth.manifest.dump_id, "applied"]]
+    t = summary["tables"]["dumpdb.nospark"]
+    assert (t["inserted"], t["updated"], t["deleted"]) == counted(third, fourth) and table_equals_source()
+    # [binlog] merge_engine = spark: spark-submit only; another value is refused
+    _plain_changes(mariadb, "nospark", rng, 20)
+    fifth = dump(fourth.end)
+    monkeypatch.setenv("AIRFLOW__BINLOG__MERGE_ENGINE", "spark")
+    assert merge(fifth)["engine"] == "spark" and table_equals_source()
+    monkeypatch.setenv("AIRFLOW__BINLOG__MERGE_ENGINE", "jvm")
+    with pytest.raises(Exception, match="merge_engine is 'jvm'"):
+        merge(fifth)

@@ -15,7 +15,8 @@ def test_the_provider_info_declares_every_option_with_its_default():
     section = get_provider_info()["config"]["binlog"]
     assert set(section["options"]) == {"ui_cache_seconds", "ui_refresh_seconds", "ui_sources", "ui_stall_seconds",
                                        "ui_task_runs", "ui_probe_sources", "dump_workers", "spark_history_url",
-                                       "spark_class_archive"}
+                                       "spark_class_archive", "merge_engine"}
+    assert section["options"]["merge_engine"]["default"] == "auto"
     assert section["options"]["ui_stall_seconds"]["default"] == "3600"
     assert section["options"]["ui_probe_sources"]["default"] == "True"
     assert all(o["description"] and o["version_added"] == "0.2.0" for o in section["options"].values())

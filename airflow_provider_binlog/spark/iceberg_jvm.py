@@ -115,14 +115,14 @@ class IcebergJvm:
                  java_options: Sequence[str] = ()) -> None:
         from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
 
-        from .runtime import _spark_jars_dirs
+        from .runtime import spark_jars_dirs
 
-        dirs = _spark_jars_dirs()
+        dirs = spark_jars_dirs()
         entries = class_path(conf, dirs)
         props, hadoop = catalog_properties(conf, catalog)
         self.catalog_name = catalog
         options = ["-Duser.timezone=UTC", *java_options]
-        memory = conf.get("spark.driver.memory")
+        memory = str(conf.get("spark.driver.memory", "")).strip().lower().rstrip("b")  # 2g, 2gb, 2048m
         if memory:
             options.append(f"-Xmx{memory}")
         try:

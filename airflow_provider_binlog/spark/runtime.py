@@ -152,7 +152,8 @@ def _package_dir(module: str) -> str | None:
     return list(spec.submodule_search_locations)[0]
 
 
-def _spark_jars_dirs() -> list[str]:
+def spark_jars_dirs() -> list[str]:
+    """The directories of Spark's jars here: pyspark's, then ``$SPARK_HOME/jars``."""
     dirs = []
     pyspark = _package_dir("pyspark")
     if pyspark:
@@ -186,7 +187,7 @@ def iceberg_runtime_jar() -> str:
             f"the embedded Iceberg runtime is built for Spark 3.5, not pyspark {spark_version}; "
             f"install pyspark 3.5 or pass packages=/jars= for your Spark"
         )
-    scala = _scala_binary_version(_spark_jars_dirs())
+    scala = _scala_binary_version(spark_jars_dirs())
     found = sorted(glob.glob(os.path.join(pkg, "jars", f"iceberg-spark-runtime-3.5_{scala}-*.jar")))
     if not found:
         raise SparkRuntimeError(
@@ -197,7 +198,7 @@ def iceberg_runtime_jar() -> str:
 
 
 def _jackson_sources() -> list[str]:
-    dirs = _spark_jars_dirs()
+    dirs = spark_jars_dirs()
     if not dirs:
         raise SparkRuntimeError(f"pyspark (and its jars) is not installed: {INSTALL_HINT}")
     sources = []

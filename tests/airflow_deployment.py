@@ -332,20 +332,18 @@ class Deployment:
                 continue
         return found
 
-    def merge_jvms(self, app_name: str) -> list[int]:
-        """The JVMs of this deployment's merges of application ``app_name``
-        (``binlog-merge-<namespace>``): spark-submit's, and the bare JVM of a merge without
-        Spark (whose parent, the job's Python process, names the namespace)."""
+    def merge_drivers(self, app_name: str) -> list[int]:
+        """The drivers of this deployment's merges of application ``app_name``
+        (``binlog-merge-<namespace>``): spark-submit's JVM, or the job's Python process of a
+        merge without Spark (whose own JVM ends with it)."""
         namespace = app_name.removeprefix("binlog-merge-")
         out = []
         for pid in self.processes():
             args = _cmdline(pid)
             if "org.apache.spark.deploy.SparkSubmit" in args and app_name in args:
                 out.append(pid)
-            elif "py4j.GatewayServer" in args:
-                parent = _cmdline(_parent(pid))
-                if "--engine iceberg" in parent and f'"namespace":"{namespace}"' in parent:
-                    out.append(pid)
+            elif "merge_cdc.py" in args and "--engine iceberg" in args and f'"namespace":"{namespace}"' in args:
+                out.append(pid)
         return out
 
     def close(self) -> None:
@@ -532,14 +530,6 @@ def _killpg(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _parent(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def _cmdline(pid: int) -> str:

@@ -12,7 +12,8 @@ incremental DAGs are unpaused while a writer thread changes both databases at ab
 meanwhile:
 
 - a column is added to a table of each database;
-- one merge's JVM is killed (spark-submit's or the one of a merge without Spark; its retry must recover);
+- one merge's driver is killed (spark-submit's JVM or the job's process of a merge without Spark; its
+  retry must recover);
 - the cron source's backfill DAG (mode ``snapshot``) is triggered while an incremental dump or
   merge is under way, nothing paused: the backfill's ``wait_for_incremental`` lets it finish,
   incremental dumps and merges that start during the backfill are skipped, none fails, and the
@@ -90,18 +91,18 @@ def deployment(mariadb, tmp_path):
         assert dep.processes() == [], "processes of the deployment left running"
 
 
-def kill_one_merge_jvm(dep, source, *, timeout: float) -> tuple[str, int]:
-    """Wait for a merge of ``source`` at its first try with its JVM up (spark-submit's, or the
-    one of a merge without Spark); SIGKILL the JVM. The run's id and the JVM's pid."""
+def kill_one_merge_driver(dep, source, *, timeout: float) -> tuple[str, int]:
+    """Wait for a merge of ``source`` at its first try with its driver up (spark-submit's JVM,
+    or the job's process of a merge without Spark); SIGKILL it. The run's id and the pid."""
     def find():
         for run in dep.dag_runs(source.incremental):
             if run["state"] != "running":
                 continue
             merge = dep.task_instances(source.incremental, run["dag_run_id"]).get("merge") or {}
             if merge.get("state") == "running" and merge.get("try_number") == 1:
-                for pid in dep.merge_jvms(source.merge_app_name):
+                for pid in dep.merge_drivers(source.merge_app_name):
                     os.kill(pid, signal.SIGKILL)
-                    dep.note(f"killed the merge JVM {pid} of {run['dag_run_id']}")
+                    dep.note(f"killed the merge driver {pid} of {run['dag_run_id']}")
                     return run["dag_run_id"], pid
         return None
     return dep.wait_until(f"a running merge of {source.incremental} to kill", find, timeout=timeout, interval=0.5)
@@ -136,10 +137,10 @@ def unfinished_load(dep, source, tasks=LOADS, states=UNFINISHED_STATES) -> tuple
 
 
 def merging(dep, source) -> tuple[str, str, str] | None:
-    """An incremental merge of ``source`` running with its JVM up (so past its check for a
+    """An incremental merge of ``source`` running with its driver up (so past its check for a
     running backfill): (run id, "merge", "running")."""
     found = unfinished_load(dep, source, ("merge",), ("running",))
-    return found if found and dep.merge_jvms(source.merge_app_name) else None
+    return found if found and dep.merge_drivers(source.merge_app_name) else None
 
 
 def guard_pokes(dep, source, backfill_run: str) -> list[tuple[float, bool]]:
@@ -258,7 +259,7 @@ def test_both_paths_in_a_real_deployment(deployment, mariadb, tmp_path):
             writer.alter(ALTER.format(db=s.database))
         dep.note("added a column to customers of both databases")
 
-        killed_run, _pid = kill_one_merge_jvm(dep, CRON, timeout=420)
+        killed_run, _pid = kill_one_merge_driver(dep, CRON, timeout=420)
         dep.wait_run(CRON.incremental, killed_run, timeout=600)
 
         # a backfill of the cron source while its schedule goes on, nothing paused: triggered

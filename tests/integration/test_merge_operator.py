@@ -90,6 +90,39 @@ def test_on_kill_stops_the_spark_job(tmp_path, local_spark_connection):
     assert errors and time.monotonic() - started < 60
 
 
+def test_on_kill_stops_the_merge_without_spark_and_spark_submit_is_not_run(tmp_path, local_spark_connection,
+                                                                          monkeypatch):
+    from airflow_provider_binlog.operators import merge as merge_module
+
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\ntime.sleep(120)\n")
+    monkeypatch.setattr(merge_module, "merge_application", lambda: str(slow))
+    manifest = tmp_path / "m" / "manifest.json"
+    manifest.parent.mkdir()
+    manifest.write_text("{}")
+    op = BinlogMergeOperator(task_id="merge", manifests=str(manifest), namespace="x",
+                             conn_id=local_spark_connection, warehouse=str(tmp_path / "wh"))
+    errors = []
+
+    def run():
+        try:
+            op.execute(context={})
+        except Exception as exc:  # the killed job fails the task
+            errors.append(exc)
+
+    started = time.monotonic()
+    thread = threading.Thread(target=run)
+    thread.start()
+    while op._job is None or op._job.process is None:
+        time.sleep(0.2)
+        assert time.monotonic() - started < 60
+    time.sleep(1)
+    op.on_kill()
+    thread.join(60)
+    assert not thread.is_alive() and op._job.process.returncode != 0
+    assert errors and "without Spark failed" in str(errors[0]) and op._hook is None
+
+
 def _plain_changes(server, table, rng, n):
     """Inserts, updates of non-key columns and deletes: changes a direct commit takes."""
     for _ in range(n):

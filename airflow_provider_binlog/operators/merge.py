@@ -22,6 +22,7 @@ from airflow_provider_binlog.operators.merge_job import (
     driver_class_archive,
     merge_application,
     merged_results,
+    summarize,
     without_spark_possible,
 )
 from airflow_provider_binlog.spark.class_archive import with_archive
@@ -54,53 +55,6 @@ def manifest_paths(value: Any) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [p for item in value for p in manifest_paths(item)]
     raise ValueError(f"cannot read manifest paths from {type(value).__name__}")
-
-
-def summarize(result: dict, manifests: Sequence[str], options: Any = None) -> dict:
-    """A small XCom value: per table the rows inserted/updated/deleted that this run applied
-    (staged row changes; nothing for a batch or table that was already applied), its Iceberg
-    table, snapshot id and status; the totals, the batches with their status, the end
-    checkpoint and the ``mode`` (``snapshot`` when a snapshot was among the batches)."""
-    from airflow_provider_binlog.staging import load_manifest
-    counts: dict[str, dict[str, dict]] = {}
-    mode = "incremental"
-    for path in manifests:
-        manifest = load_manifest(path, options=options)
-        if manifest.is_snapshot:
-            mode = "snapshot"
-        per_table = counts.setdefault(manifest.dump_id, {})
-        for entry in manifest.tables:
-            agg = per_table.setdefault(f"{entry['schema']}.{entry['table']}",
-                                       {"inserted": 0, "updated": 0, "deleted": 0})
-            agg["inserted"] += entry["rows"].get("insert", 0)
-            agg["updated"] += entry["rows"].get("update", 0)
-            agg["deleted"] += entry["rows"].get("delete", 0)
-    tables: dict[str, dict] = {}
-    for batch in result.get("batches", []):
-        if batch.get("status") == "already-applied":
-            continue
-        staged = counts.get(batch["batch_id"], {})
-        for t in batch.get("tables", []):
-            source = t.get("source")
-            if isinstance(source, str) and source.startswith("["):
-                source = json.loads(source)
-            key = ".".join(source) if isinstance(source, list) else str(source or t.get("table"))
-            info = tables.setdefault(key, {"iceberg_table": t.get("table"), "inserted": 0, "updated": 0,
-                                           "deleted": 0})
-            if t.get("status") != "already-applied":
-                for k, v in staged.get(key, {}).items():
-                    info[k] += v
-            if t.get("snapshot_id") is not None:
-                info["snapshot_id"] = t["snapshot_id"]
-            info["status"] = t.get("status")
-    maintenance = result.get("maintenance") or []
-    return {"tables": tables, "batches": [(b["batch_id"], b.get("status")) for b in result.get("batches", [])],
-            "maintained": [m["table"] for m in maintenance if "skipped" not in m],
-            "maintenance_skipped": [m["table"] for m in maintenance if "skipped" in m],
-            "end_checkpoint": result.get("checkpoint"), "mode": mode, "engine": result.get("engine"),
-            "inserted": sum(t.get("inserted", 0) for t in tables.values()),
-            "updated": sum(t.get("updated", 0) for t in tables.values()),
-            "deleted": sum(t.get("deleted", 0) for t in tables.values())}
 
 
 def _staging_root(manifest: str) -> str:
@@ -456,11 +410,15 @@ class BinlogMergeOperator(BaseOperator):
             env = self._env(catalog, cluster=cluster, master=master, staging=staging)
             conf = self._with_openlineage(self._spark_conf(catalog, master), context)
             result, applied = None, []
-            if not self.application and without_spark_possible(master, cluster, conf):  # the job's own entry
+            packages = None if catalog is not None else self.packages
+            if without_spark_possible(master, cluster, conf, self.application or packages, options.direct_max_bytes):
                 self._job = JobWithoutSpark(self.log)
+                jars = [] if catalog is not None else list(self.jars or ())
                 result, applied = self._job.run(merge_application(), job_args, conf, self.catalog, env,
-                                                str(Path(tmp) / "result-iceberg.json"))
+                                                str(Path(tmp) / "result-iceberg.json"), jars)
             if result is None:
+                if self._job is not None and self._job.killed:
+                    raise AirflowException("the merge task was killed")
                 result = merged_results(self._spark_submit(job_args, output, conf, env, cluster, catalog,
                                                            staging), applied)
         if result.get("error"):

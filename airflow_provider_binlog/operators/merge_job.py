@@ -1,5 +1,6 @@
-"""How the merge task starts the merge job: its entry point, the Spark driver's class archive,
-and the first try without Spark (``[binlog] merge_engine``, :class:`JobWithoutSpark`).
+"""How the merge task starts the merge job and reads its result: its entry point, the Spark
+driver's class archive, the first try without Spark (``[binlog] merge_engine``,
+:class:`JobWithoutSpark`) and the task's summary of the result (:func:`summarize`).
 
 A merge whose tables all take direct commits needs no Spark application: the job runs on the
 worker with ``--engine iceberg`` (Iceberg's Java API in a bare JVM, started in about a second
@@ -12,11 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from airflow_provider_binlog.spark.class_archive import DRIVER_OPTIONS, prepare_archive, with_archive
 from airflow_provider_binlog.utils.settings import setting
@@ -28,6 +30,8 @@ except ImportError:  # pragma: no cover
 
 #: The job's exit status when the merge needs Spark (``merge/spark/job.py``).
 EXIT_SPARK_NEEDED = 3
+#: The environment variable handing the job its Spark settings (``merge/spark/job.py``).
+JVM_CONF_ENV = "BINLOG_JVM_SPARK_CONF"
 #: The settings the JVM without Spark reads: the catalog's, its jars, Hadoop's, the memory.
 _JVM_SETTINGS = ("spark.jars", "spark.jars.packages", "spark.driver.extraClassPath", "spark.driver.memory",
                  DRIVER_OPTIONS)
@@ -70,12 +74,13 @@ def spark_defaults(environ: Mapping[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
     if not path or not os.path.isfile(path):
         return out
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8") as f:  # Java properties: key value, key=value or key: value
         for line in f:
             line = line.strip()
-            if line and not line.startswith("#"):
-                key, _, value = line.replace("\t", " ").partition(" ")
-                out[key] = value.strip()
+            if line and not line.startswith(("#", "!")):
+                match = re.match(r"([^\s=:]+)\s*[\s=:]\s*(.*)$", line)
+                if match:
+                    out[match.group(1)] = match.group(2).strip()
     return out
 
 
@@ -87,26 +92,38 @@ def jvm_settings(conf: Mapping[str, str], catalog: str) -> dict[str, str]:
             if k in _JVM_SETTINGS or k == prefix or k.startswith(prefix + ".") or k.startswith("spark.hadoop.")}
 
 
-def without_spark_possible(master: str, cluster: bool, conf: Mapping[str, str]) -> bool:
+def without_spark_possible(master: str, cluster: bool, conf: Mapping[str, str], spark_only: Any = None,
+                           direct_max_bytes: int = 1) -> bool:
     """Whether the merge may first try without Spark: ``[binlog] merge_engine`` is ``auto``,
-    the driver would run on this worker with a local or standalone master, the jars are not
-    left to ``spark-submit`` to resolve, and pyspark (whose jars the JVM runs on) is installed
-    here."""
+    the driver would run on this worker with a local or standalone master, nothing only
+    ``spark-submit`` takes is given (``spark_only``: another application, packages; nor
+    ``spark.jars.packages``), direct commits are on (``direct_max_bytes``), and pyspark
+    (whose jars the JVM runs on) is installed here."""
     engine = setting("merge_engine").strip().lower()
     if engine not in ("auto", "spark"):
         raise AirflowException(f"[binlog] merge_engine is {engine!r}: give auto or spark")
     import importlib.util
 
-    return (engine == "auto" and not cluster and master.startswith(("local", "spark://"))
-            and not conf.get("spark.jars.packages") and importlib.util.find_spec("pyspark") is not None)
+    return (engine == "auto" and not cluster and master.startswith(("local", "spark://")) and not spark_only
+            and direct_max_bytes > 0 and not conf.get("spark.jars.packages")
+            and importlib.util.find_spec("pyspark") is not None)
 
 
 def merged_results(result: dict, applied: list) -> dict:
-    """The Spark run's result with the batches the run without Spark applied before it (which
-    Spark found applied) reported as applied by this task."""
-    mine = {b["batch_id"]: b for b in applied if b.get("status") == "applied"}
-    batches = [mine.get(b["batch_id"], b) if b.get("status") == "already-applied" else b
-               for b in result.get("batches", [])]
+    """The Spark run's result with what the run without Spark applied before it (which Spark
+    found applied) reported as applied by this task: whole batches, and the tables committed of
+    the batch it refused."""
+    done = {b["batch_id"]: b for b in applied}
+    batches = []
+    for batch in result.get("batches", []):
+        mine = done.get(batch["batch_id"])
+        if mine is not None and mine.get("status") == "applied" and batch.get("status") == "already-applied":
+            batch = mine
+        elif mine is not None and mine.get("status") != "applied":  # refused with some tables committed
+            committed = {t["table"]: t for t in mine.get("tables", []) if t.get("status") == "committed"}
+            batch = {**batch, "tables": [committed.get(t.get("table"), t) if t.get("status") == "already-applied"
+                                         else t for t in batch.get("tables", [])]}
+        batches.append(batch)
     return {**result, "batches": batches}
 
 
@@ -116,16 +133,21 @@ class JobWithoutSpark:
     def __init__(self, log: Any) -> None:
         self.log = log
         self.process: Optional[subprocess.Popen] = None
+        self.killed = False
 
     def run(self, application: str, job_args: list[str], conf: Mapping[str, str], catalog: str,
-            env: Mapping[str, str], output: str) -> tuple[Optional[dict], list]:
-        """``(the job's result, [])``, or ``(None, the batches applied)`` when Spark must merge."""
+            env: Mapping[str, str], output: str, jars: list[str]) -> tuple[Optional[dict], list]:
+        """``(the job's result, [])``, or ``(None, the batches applied)`` when Spark must merge;
+        ``jars``: the ones given to ``spark-submit`` besides ``conf``."""
         environ = {**os.environ, **env}
         settings = jvm_settings({**spark_defaults(environ), **conf}, catalog)
+        if jars:
+            settings["spark.jars"] = ",".join([*filter(None, settings.get("spark.jars", "").split(",")), *jars])
         archive = driver_class_archive(settings, environ.get("JAVA_HOME"), prefix="iceberg-jvm-")
         java_options = shlex.split(with_archive(settings, archive).get(DRIVER_OPTIONS, ""))
         settings.pop(DRIVER_OPTIONS, None)
-        command = [sys.executable, application, "--engine", "iceberg", "--spark-conf", json.dumps(settings),
+        environ[JVM_CONF_ENV] = json.dumps(settings)  # not on the command line: it may hold secrets
+        command = [sys.executable, application, "--engine", "iceberg",
                    *[f"--java-option={o}" for o in java_options], *job_args, "--output-json", output]
         self.log.info("merging without Spark first (Iceberg's Java API): %s", application)
         self.process = subprocess.Popen(command, env=environ, stdout=subprocess.PIPE,
@@ -150,5 +172,53 @@ class JobWithoutSpark:
         return written, []
 
     def kill(self) -> None:
+        self.killed = True
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
+
+
+def summarize(result: dict, manifests: Sequence[str], options: Any = None) -> dict:
+    """A small XCom value: per table the rows inserted/updated/deleted that this run applied
+    (staged row changes; nothing for a batch or table that was already applied), its Iceberg
+    table, snapshot id and status; the totals, the batches with their status, the end
+    checkpoint and the ``mode`` (``snapshot`` when a snapshot was among the batches)."""
+    from airflow_provider_binlog.staging import load_manifest
+    counts: dict[str, dict[str, dict]] = {}
+    mode = "incremental"
+    for path in manifests:
+        manifest = load_manifest(path, options=options)
+        if manifest.is_snapshot:
+            mode = "snapshot"
+        per_table = counts.setdefault(manifest.dump_id, {})
+        for entry in manifest.tables:
+            agg = per_table.setdefault(f"{entry['schema']}.{entry['table']}",
+                                       {"inserted": 0, "updated": 0, "deleted": 0})
+            agg["inserted"] += entry["rows"].get("insert", 0)
+            agg["updated"] += entry["rows"].get("update", 0)
+            agg["deleted"] += entry["rows"].get("delete", 0)
+    tables: dict[str, dict] = {}
+    for batch in result.get("batches", []):
+        if batch.get("status") == "already-applied":
+            continue
+        staged = counts.get(batch["batch_id"], {})
+        for t in batch.get("tables", []):
+            source = t.get("source")
+            if isinstance(source, str) and source.startswith("["):
+                source = json.loads(source)
+            key = ".".join(source) if isinstance(source, list) else str(source or t.get("table"))
+            info = tables.setdefault(key, {"iceberg_table": t.get("table"), "inserted": 0, "updated": 0,
+                                           "deleted": 0})
+            if t.get("status") != "already-applied":
+                for k, v in staged.get(key, {}).items():
+                    info[k] += v
+            if t.get("snapshot_id") is not None:
+                info["snapshot_id"] = t["snapshot_id"]
+            info["status"] = t.get("status")
+    maintenance = result.get("maintenance") or []
+    return {"tables": tables, "batches": [(b["batch_id"], b.get("status")) for b in result.get("batches", [])],
+            "maintained": [m["table"] for m in maintenance if "skipped" not in m],
+            "maintenance_skipped": [m["table"] for m in maintenance if "skipped" in m],
+            "end_checkpoint": result.get("checkpoint"), "mode": mode, "engine": result.get("engine"),
+            "inserted": sum(t.get("inserted", 0) for t in tables.values()),
+            "updated": sum(t.get("updated", 0) for t in tables.values()),
+            "deleted": sum(t.get("deleted", 0) for t in tables.values())}

@@ -30,8 +30,12 @@ class SparkNeeded(ProviderError):
     with ``spark-submit``. Nothing half-done is left: every table committed so far holds the
     batch's end, which the Spark run finds and skips."""
 
-    #: the results of the batches applied before Spark was needed (set by the merge)
-    applied: list = []
+    def __init__(self, message: str, *, partial: Optional[dict] = None) -> None:
+        super().__init__(message)
+        #: the result of the batch refused, with the tables committed before (None: none)
+        self.partial = partial
+        #: the results of the batches applied before Spark was needed (set by the merge)
+        self.applied: list = []
 
 
 def _local_jars(value: str) -> list[str]:
@@ -49,33 +53,56 @@ def _local_jars(value: str) -> list[str]:
     return paths
 
 
-def class_path(conf: Mapping[str, str], spark_jars_dirs: Sequence[str]) -> list[str]:
-    """The JVM's class path for Spark settings ``conf``: the jars it names (``spark.jars``,
-    ``spark.driver.extraClassPath``), then Spark's own. SparkNeeded when the jars are left to
-    Spark to resolve (``spark.jars.packages``, a remote jar)."""
+def class_path(conf: Mapping[str, str], spark_jars_dirs: Sequence[str],
+               environ: Optional[Mapping[str, str]] = None) -> list[str]:
+    """The JVM's class path for Spark settings ``conf``, as Spark's launcher builds the driver's:
+    ``$SPARK_CONF_DIR``, the jars the settings name (``spark.jars``,
+    ``spark.driver.extraClassPath``), Spark's own, then ``$HADOOP_CONF_DIR``, ``$YARN_CONF_DIR``
+    and ``$SPARK_DIST_CLASSPATH`` (so ``core-site.xml`` and ``hive-site.xml`` say the same
+    here). SparkNeeded when the jars are left to Spark to resolve (``spark.jars.packages``, a
+    remote jar)."""
+    environ = os.environ if environ is None else environ
     if conf.get("spark.jars.packages"):
         raise SparkNeeded("spark.jars.packages: the catalog's jars are resolved by spark-submit")
-    entries = _local_jars(str(conf.get("spark.jars", "")))
-    entries += [p for p in str(conf.get("spark.driver.extraClassPath", "")).split(os.pathsep) if p]
     if not spark_jars_dirs:
         raise SparkNeeded("no Spark jars on this host")
+    entries = [environ["SPARK_CONF_DIR"]] if environ.get("SPARK_CONF_DIR") else []
+    if not entries and environ.get("SPARK_HOME"):
+        entries.append(os.path.join(environ["SPARK_HOME"], "conf"))
+    entries += _local_jars(str(conf.get("spark.jars", "")))
+    entries += [p for p in str(conf.get("spark.driver.extraClassPath", "")).split(os.pathsep) if p]
     entries += [os.path.join(d, "*") for d in spark_jars_dirs[:1]]
+    entries += [environ[k] for k in ("HADOOP_CONF_DIR", "YARN_CONF_DIR") if environ.get(k)]
+    entries += [p for p in environ.get("SPARK_DIST_CLASSPATH", "").split(os.pathsep) if p]
     return entries
 
 
-def catalog_properties(conf: Mapping[str, str], catalog: str) -> tuple[dict[str, str], dict[str, str]]:
+def catalog_properties(conf: Mapping[str, str], catalog: str,
+                       environ: Optional[Mapping[str, str]] = None) -> tuple[dict[str, str], dict[str, str]]:
     """``(the catalog's properties, its Hadoop settings)`` from Spark settings, as Iceberg's
     ``SparkCatalog`` reads them: ``spark.sql.catalog.<catalog>.*``, with ``hadoop.*`` of those
-    and ``spark.hadoop.*`` going to the Hadoop configuration."""
+    going to the Hadoop configuration over what Spark puts there (``spark.hadoop.*``,
+    ``spark.hive.*`` as ``hive.*``, ``spark.sql.warehouse.dir`` as Hive's warehouse, the AWS
+    keys of the environment as S3A's)."""
+    environ = os.environ if environ is None else environ
     prefix = f"spark.sql.catalog.{catalog}"
     implementation = conf.get(prefix)
     if implementation != _SPARK_CATALOG:
         raise SparkNeeded(f"{prefix} is {implementation!r}, not {_SPARK_CATALOG}")
     props: dict[str, str] = {}
     hadoop: dict[str, str] = {}
+    if environ.get("AWS_ACCESS_KEY_ID") and environ.get("AWS_SECRET_ACCESS_KEY"):
+        hadoop.update({"fs.s3a.access.key": environ["AWS_ACCESS_KEY_ID"],
+                       "fs.s3a.secret.key": environ["AWS_SECRET_ACCESS_KEY"]})
+        if environ.get("AWS_SESSION_TOKEN"):
+            hadoop["fs.s3a.session.token"] = environ["AWS_SESSION_TOKEN"]
+    if conf.get("spark.sql.warehouse.dir"):
+        hadoop["hive.metastore.warehouse.dir"] = str(conf["spark.sql.warehouse.dir"])
     for key, value in conf.items():
         if key.startswith("spark.hadoop."):
             hadoop[key[len("spark.hadoop."):]] = str(value)
+        elif key.startswith("spark.hive."):
+            hadoop[key[len("spark."):]] = str(value)
     for key, value in conf.items():
         if key.startswith(prefix + "."):
             name = key[len(prefix) + 1:]
@@ -124,15 +151,17 @@ class IcebergJvm:
         options = ["-Duser.timezone=UTC", *java_options]
         memory = str(conf.get("spark.driver.memory", "")).strip().lower().rstrip("b")  # 2g, 2gb, 2048m
         if memory:
-            options.append(f"-Xmx{memory}")
+            options.append(f"-Xmx{memory}m" if memory.isdigit() else f"-Xmx{memory}")  # Spark: MiB
         try:
-            port, self._process = launch_gateway(
+            # with a token: no other local process may drive the JVM (it holds the catalog's secrets)
+            port, token, self._process = launch_gateway(
                 jarpath=_py4j_jar(dirs), classpath=os.pathsep.join(entries), javaopts=options,
                 die_on_exit=True, java_path=os.path.join(java_home, "bin", "java"), return_proc=True,
-                redirect_stderr=_stderr())
+                redirect_stderr=_stderr(), enable_auth=True)
         except Exception as exc:  # py4j raises a bare Py4JError when the JVM dies
             raise SparkNeeded(f"the Iceberg JVM did not start: {exc}") from None
-        self.gateway = JavaGateway(gateway_parameters=GatewayParameters(port=port, auto_convert=True))
+        self.gateway = JavaGateway(gateway_parameters=GatewayParameters(port=port, auth_token=token,
+                                                                        auto_convert=True))
         self.jvm = self.gateway.jvm
         try:
             hadoop_conf = self.jvm.org.apache.hadoop.conf.Configuration()

@@ -93,7 +93,7 @@ def record_snapshot(source: str, seconds: float) -> None:
 
 
 def record_merge(source: str, summary: Mapping[str, Any], seconds: float) -> None:
-    """A merge's summary (:func:`~airflow_provider_binlog.operators.merge.summarize`)."""
+    """A merge's summary (:func:`~airflow_provider_binlog.operators.merge_job.summarize`)."""
     for table, info in (summary.get("tables") or {}).items():
         for op, key in _MERGE_KEYS.items():
             if info.get(key):

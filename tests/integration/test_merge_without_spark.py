@@ -15,7 +15,12 @@ from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
 from airflow_provider_binlog.merge.spark import job  # noqa: E402
 from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
 from airflow_provider_binlog.merge.spark.catalog import applied_state, refresh  # noqa: E402
-from airflow_provider_binlog.spark.iceberg_jvm import IcebergJvm, SparkNeeded, class_path  # noqa: E402
+from airflow_provider_binlog.spark.iceberg_jvm import (  # noqa: E402
+    IcebergJvm,
+    SparkNeeded,
+    catalog_properties,
+    class_path,
+)
 from airflow_provider_binlog.spark.runtime import find_java17_home, local_spark_conf  # noqa: E402
 from tests.integration.test_direct_commit import (  # noqa: E402
     PAIR,
@@ -144,11 +149,29 @@ def test_the_job_without_spark_exits_with_spark_needed_and_the_batches_it_applie
 
 def test_jars_left_to_spark_submit_need_spark():
     with pytest.raises(SparkNeeded, match="packages"):
-        class_path({"spark.jars.packages": "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.6.1"}, ["/x"])
+        class_path({"spark.jars.packages": "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.6.1"}, ["/x"], {})
     with pytest.raises(SparkNeeded, match="only Spark fetches"):
-        class_path({"spark.jars": "https://repo/iceberg.jar"}, ["/x"])
-    assert class_path({"spark.jars": "/a.jar,file:///b.jar"}, ["/spark/jars"]) == \
+        class_path({"spark.jars": "https://repo/iceberg.jar"}, ["/x"], {})
+    assert class_path({"spark.jars": "/a.jar,file:///b.jar"}, ["/spark/jars"], {}) == \
         ["/a.jar", "/b.jar", "/spark/jars/*"]
+
+
+def test_the_jvm_reads_hadoop_and_hive_settings_from_where_spark_submit_puts_them():
+    environ = {"SPARK_CONF_DIR": "/etc/spark", "HADOOP_CONF_DIR": "/etc/hadoop", "SPARK_DIST_CLASSPATH": "/h/a:/h/b",
+               "AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK"}
+    assert class_path({"spark.jars": "/a.jar"}, ["/spark/jars"], environ) == \
+        ["/etc/spark", "/a.jar", "/spark/jars/*", "/etc/hadoop", "/h/a", "/h/b"]
+    conf = {"spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog", "spark.sql.catalog.lake.type": "hive",
+            "spark.sql.catalog.lake.uri": "thrift://hms:9083", "spark.sql.catalog.lake.hadoop.fs.defaultFS": "hdfs://nn",
+            "spark.hadoop.fs.s3a.endpoint": "http://s3", "spark.hive.metastore.client.socket.timeout": "60",
+            "spark.sql.warehouse.dir": "hdfs://nn/warehouse"}
+    props, hadoop = catalog_properties(conf, "lake", environ)
+    assert props == {"type": "hive", "uri": "thrift://hms:9083"}
+    assert hadoop == {"fs.defaultFS": "hdfs://nn", "fs.s3a.endpoint": "http://s3",
+                      "hive.metastore.client.socket.timeout": "60", "hive.metastore.warehouse.dir": "hdfs://nn/warehouse",
+                      "fs.s3a.access.key": "AK", "fs.s3a.secret.key": "SK"}
+    with pytest.raises(SparkNeeded, match="not org.apache.iceberg.spark.SparkCatalog"):
+        catalog_properties({"spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkSessionCatalog"}, "lake", {})
 
 
 def _metadata(spark, name) -> dict:
@@ -207,3 +230,85 @@ def test_a_snapshot_into_a_partitioned_layout_needs_spark_before_anything_is_cre
     with pytest.raises(SparkNeeded, match="CREATE TABLE"):
         apply_manifests(lake, [manifest], MergeOptions(namespace="nospark_part", table_layout=layouts))
     assert not table_exists(spark, "lake.nospark_part.s__pair")
+
+
+def test_maintenance_that_is_due_sends_the_merge_to_spark_before_any_batch_and_spark_maintains_every_table(
+        spark, lake, tmp_path):
+    from airflow_provider_binlog.merge.iceberg_contract import PROP_MAINTAINED_AT
+    from airflow_provider_binlog.merge.spark.catalog import stored_properties
+
+    rng = random.Random(26)
+    log, wide, pairs = Binlog(tmp_path), {}, {}
+    log.begin()
+    random_changes(log, rng, wide, pairs, 30)
+    options = MergeOptions(namespace="nospark_maint", maintenance=True, maintenance_every_hours=24)
+    apply_manifests(spark, [log.publish()], options)  # creates and maintains the tables
+    log.begin()
+    random_changes(log, rng, wide, pairs, 30)
+    second = log.publish()
+    result = apply_manifests(lake, [second], options)  # maintained less than 24 h ago: no Spark
+    assert [t["direct"] for t in result["batches"][0]["tables"]] == [True, True]
+    assert all("skipped" in m for m in result["maintenance"])
+    log.begin()
+    random_changes(log, rng, wide, pairs, 30)
+    third = log.publish()
+    names = ["lake.nospark_maint.s__wide", "lake.nospark_maint.s__pair"]
+    _fresh(spark, *names)
+    before = [head(spark, n) for n in names]
+    every_run = MergeOptions(namespace="nospark_maint", maintenance=True)
+    with pytest.raises(SparkNeeded, match="maintenance of .* is due") as refused:
+        apply_manifests(lake, [third], every_run)
+    _fresh(spark, *names)
+    assert [head(spark, n) for n in names] == before and refused.value.applied == []
+    stamps = [stored_properties(spark, n)[PROP_MAINTAINED_AT] for n in names]
+    result = apply_manifests(spark, [second, third], every_run)  # the second was applied already
+    assert [b["status"] for b in result["batches"]] == ["already-applied", "applied"]
+    assert sorted(m["table"] for m in result["maintenance"]) == sorted([*names, "lake.nospark_maint._binlog_batches"])
+    assert [stored_properties(spark, n)[PROP_MAINTAINED_AT] for n in names] != stamps
+    assert wide_state(spark, names[0]) == expected_wide(wide)
+
+
+def test_a_direct_commit_refused_after_the_check_hands_the_batch_to_spark_with_the_tables_committed(
+        spark, lake, tmp_path, monkeypatch):
+    from airflow_provider_binlog.merge.spark import batch as batch_module
+
+    rng = random.Random(27)
+    log, wide, pairs = Binlog(tmp_path), {}, {}
+    log.begin()
+    random_changes(log, rng, wide, pairs, 30)
+    apply_manifests(spark, [log.publish()], MergeOptions(namespace="nospark_late"))
+    log.begin()
+    random_changes(log, rng, wide, pairs, 30)
+    manifest = log.publish()
+    real = batch_module.apply_direct
+    monkeypatch.setattr(batch_module, "apply_direct", lambda spark_, w, *a, **k: None if w.table == "pair"
+                        else real(spark_, w, *a, **k))
+    with pytest.raises(SparkNeeded, match="s__pair was refused") as refused:
+        apply_manifests(lake, [manifest], MergeOptions(namespace="nospark_late", parallel_tables=1))
+    (partial,) = refused.value.applied
+    assert {t["table"]: t["status"] for t in partial["tables"]} == {
+        "lake.nospark_late.s__pair": "spark-needed", "lake.nospark_late.s__wide": "committed"}
+    monkeypatch.setattr(batch_module, "apply_direct", real)
+    result = apply_manifests(spark, [manifest], MergeOptions(namespace="nospark_late"))
+    assert {t["table"]: t["status"] for t in result["batches"][0]["tables"]} == {
+        "lake.nospark_late.s__pair": "committed", "lake.nospark_late.s__wide": "already-applied"}
+    assert wide_state(spark, "lake.nospark_late.s__wide") == expected_wide(wide)
+    assert pair_state(spark, "lake.nospark_late.s__pair") == pairs
+
+
+def test_tables_created_without_spark_are_maintained_by_the_spark_run_that_finds_their_batch_applied(
+        spark, lake, tmp_path):
+    from airflow_provider_binlog.merge.iceberg_contract import PROP_MAINTAINED_AT
+    from airflow_provider_binlog.merge.spark.catalog import stored_properties
+    from tests.integration.test_direct_snapshot import snapshot_with_changes
+
+    manifest, _, _ = snapshot_with_changes(tmp_path, random.Random(28), keys=60)
+    options = MergeOptions(namespace="nospark_newmaint", maintenance=True, maintenance_every_hours=24)
+    with pytest.raises(SparkNeeded) as refused:  # the new tables are due once created
+        apply_manifests(lake, [manifest], options)
+    assert [b["status"] for b in refused.value.applied] == ["applied"]
+    result = apply_manifests(spark, [manifest], options)
+    assert [b["status"] for b in result["batches"]] == ["already-applied"]
+    names = ["lake.nospark_newmaint.s__wide", "lake.nospark_newmaint.s__pair"]
+    assert sorted(m["table"] for m in result["maintenance"]) == sorted([*names, "lake.nospark_newmaint._binlog_batches"])
+    assert all(PROP_MAINTAINED_AT in stored_properties(spark, n) for n in names)

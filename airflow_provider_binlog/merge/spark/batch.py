@@ -30,7 +30,7 @@ from ..byte_budget import ByteBudget
 from .direct_commit import append_rows, apply_direct, direct_candidate
 from .direct_snapshot import apply_snapshot_direct, snapshot_candidate
 from .ledger import LEDGER_SCHEMA, ensure_ledger, ledger_name
-from .maintenance import run_maintenance
+from .maintenance import maintenance_due, run_maintenance
 from .moves import apply_moves
 from .table_work import TableWork, prepare_table
 from .threads import each_table
@@ -60,6 +60,12 @@ def _ledger_rows(values: tuple) -> Any:
     types = [pa.string(), pa.string(), pa.string(), pa.string(), pa.list_(pa.string()), pa.int64(),
              pa.timestamp("us", tz="UTC")]
     return pa.table({n: pa.array([v], t) for n, v, t in zip(names, values, types)})
+
+
+def batch_tables(batches: list[Batch], catalog: str, namespace: str) -> set[str]:
+    """The Iceberg tables of the batches' staged tables."""
+    return {f"{catalog}.{namespace}.{iceberg_table_name(e['schema'], e['table'])}"
+            for batch in batches for e in batch.manifest.tables}
 
 
 def check_direct(work: list[TableWork], snapshot: bool, moves: Any) -> None:
@@ -197,8 +203,8 @@ def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
                 info.update(direct, schema_changes=[])
                 info["status"] = "committed" if info["snapshot_id"] != w.state.head else "no-change"
                 return info
-        if isinstance(spark, IcebergJvm):
-            raise SparkNeeded(f"{w.name}: its direct commit was refused (see above)")
+        if isinstance(spark, IcebergJvm):  # Spark commits it; the others may be committed already
+            return {**info, "status": "spark-needed"}
         for sql in w.statements:
             log.info("%s", sql)
             spark.sql(sql)
@@ -217,6 +223,9 @@ def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
     # the direct commits running at once fold at most direct_max_bytes of staged files together
     budget = ByteBudget(direct_max_bytes) if direct_max_bytes > 0 else None
     result["tables"] = each_table(commit, work, parallel_tables)
+    refused = [info["table"] for info in result["tables"] if info["status"] == "spark-needed"]
+    if refused:
+        raise SparkNeeded(f"the direct commit of {', '.join(refused)} was refused (see above)", partial=result)
     committed = [info["table"] for info in result["tables"] if info["status"] == "committed"]
 
     # 2b. renames between captured tables, at the batch end
@@ -229,6 +238,8 @@ def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
                   committed, sum(w.staged_rows for w in work), dt.datetime.now(dt.timezone.utc))
         props = commit_properties(batch, stream, LEDGER_TABLE)
         if not (direct_max_bytes > 0 and append_rows(spark, ledger, _ledger_rows(values), props)):
+            if isinstance(spark, IcebergJvm):
+                raise SparkNeeded(f"{ledger} takes no direct append", partial=result)
             row = spark.createDataFrame([values], LEDGER_SCHEMA).coalesce(1)
             runtime.run_with_commit_properties(spark, props, lambda: row.writeTo(ledger).append())
         result["ledger"] = "committed"
@@ -267,6 +278,11 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], options: Merg
         store = open_checkpoint_store(options.checkpoint_store)
     catalog, namespace, key = options.catalog, options.namespace, options.checkpoint_key
     batches = plan_batches(manifests)
+    targets = batch_tables(batches, catalog, namespace) | {ledger_name(catalog, namespace)}
+    if options.maintenance and isinstance(spark, IcebergJvm):
+        due = maintenance_due(spark, sorted(targets), options.maintenance_every_hours)
+        if due:  # before any batch: Spark applies them and maintains the tables after
+            raise SparkNeeded(f"the maintenance of {', '.join(due)} is due")
     ensure_namespace(spark, catalog, namespace)
     results: list[dict] = []
     try:
@@ -279,14 +295,17 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], options: Merg
     except CheckpointLockedError as exc:
         raise ConcurrentRunError(str(exc)) from None
     except SparkNeeded as exc:
-        exc.applied = results  # what Spark will find applied: reported as this run's
+        # what Spark will find applied: reported as this run's (the batch refused with its
+        # tables committed so far)
+        exc.applied = results + ([exc.partial] if exc.partial is not None else [])
         raise
     out: dict[str, Any] = {"catalog": catalog, "namespace": namespace,
                            "stream": options.ledger_stream, "batches": results,
                            "checkpoint": batches[-1].end.to_json() if batches else None}
     if options.maintenance:
-        tables = sorted({t["table"] for r in results for t in r["tables"]
-                         if table_exists(spark, t["table"])} | {ledger_name(catalog, namespace)})
+        # the tables of every batch given, also of those applied by an earlier run
+        tables = sorted({t for t in {info["table"] for r in results for info in r["tables"]} | targets
+                         if table_exists(spark, t)})
         try:
             out["maintenance"] = run_maintenance(spark, catalog, namespace, tables,
                                                  older_than_days=options.expire_older_than_days,

@@ -25,6 +25,8 @@ from .batch import apply_manifests
 
 #: The exit status of ``--engine iceberg`` when the merge needs Spark.
 EXIT_SPARK_NEEDED = 3
+#: The environment variable that may carry ``--spark-conf`` (kept off the command line).
+JVM_CONF_ENV = "BINLOG_JVM_SPARK_CONF"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,8 +46,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="iceberg: commit through Iceberg's Java API in a JVM without Spark, and exit "
                         f"with {EXIT_SPARK_NEEDED} (the result saying why) when a batch needs Spark; "
                         "the batches applied until then stay applied")
-    p.add_argument("--spark-conf", metavar="JSON", default="{}",
-                   help="with --engine iceberg: the Spark settings naming the catalog and its jars")
+    p.add_argument("--spark-conf", metavar="JSON",
+                   help="with --engine iceberg: the Spark settings naming the catalog and its jars (default: "
+                        f"the environment variable {JVM_CONF_ENV}, else none)")
     p.add_argument("--java-option", action="append", default=[], metavar="OPTION",
                    help="with --engine iceberg: an option of its JVM (repeatable)")
     return p
@@ -117,7 +120,7 @@ def _without_spark(args: argparse.Namespace, options: MergeOptions, secrets: Map
     """``--engine iceberg``: the merge on Iceberg's Java API; EXIT_SPARK_NEEDED when Spark must
     do it (the batches applied until then are in the result's ``applied``)."""
     try:
-        conf = json.loads(args.spark_conf)
+        conf = json.loads(args.spark_conf or os.environ.get(JVM_CONF_ENV) or "{}")
         if not isinstance(conf, dict):
             raise ValueError("not a JSON object")
     except ValueError as exc:

@@ -12,7 +12,7 @@ from ...spark import runtime
 from ..batches import checkpoint_text as _checkpoint_text
 from ..iceberg_contract import MODE_MERGE, PROP_MAINTAINED_AT, PROP_MODE, SUMMARY_BATCH, SUMMARY_CHECKPOINT
 from ..sql import literal as _lit
-from .catalog import applied_state, iceberg_table, read_table_properties
+from .catalog import applied_state, iceberg_table, read_table_properties, table_exists
 
 
 def _has_equality_deletes(spark: SparkSession, name: str) -> bool:
@@ -24,6 +24,14 @@ def _has_equality_deletes(spark: SparkSession, name: str) -> bool:
         return snapshot is not None and int(snapshot.summary().get("total-equality-deletes") or 0) > 0
     rows = spark.sql(f"SELECT count(*) FROM {name}.delete_files WHERE content = 2").collect()
     return rows[0][0] > 0
+
+
+def maintenance_due(spark: SparkSession, tables: Iterable[str], every_hours: Optional[float]) -> list[str]:
+    """The ``tables`` that exist and that :func:`run_maintenance` would maintain now."""
+    now = dt.datetime.now(dt.timezone.utc)
+    return [name for name in tables if table_exists(spark, name) and (
+        every_hours is None or not _maintained_within(
+            read_table_properties(spark, name).get(PROP_MAINTAINED_AT), now, every_hours))]
 
 
 def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: Iterable[str], *,

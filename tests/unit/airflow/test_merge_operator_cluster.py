@@ -382,4 +382,11 @@ def test_batches_applied_without_spark_are_reported_where_the_spark_run_found_th
     applied = [{"batch_id": "a", "status": "applied", "tables": [{"table": "t", "status": "committed"}]}]
     assert merged_results(spark, applied) == {"engine": "spark", "batches": [applied[0], spark["batches"][1]]}
     assert merged_results(spark, []) == spark
+    # a batch refused after some of its tables were committed: those tables are this task's
+    partial = {"batch_id": "b", "tables": [{"table": "t", "status": "committed", "snapshot_id": 7},
+                                           {"table": "u", "status": "spark-needed"}]}
+    spark["batches"][1]["tables"] = [{"table": "t", "status": "already-applied"}, {"table": "u", "status": "committed"}]
+    merged = merged_results(spark, [partial])["batches"][1]
+    assert merged["status"] == "applied"
+    assert merged["tables"] == [partial["tables"][0], spark["batches"][1]["tables"][1]]
 

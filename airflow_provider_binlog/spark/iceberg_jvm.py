@@ -195,10 +195,14 @@ class IcebergJvm:
 
     def load_table(self, name: str) -> Optional[Any]:
         """The ``org.apache.iceberg.Table`` ``name``, freshly loaded; None when there is none."""
-        identifier = self.identifier(name)
-        if not self.catalog.tableExists(identifier):
-            return None
-        return self.catalog.loadTable(identifier)
+        from py4j.protocol import Py4JJavaError
+
+        try:  # one call: a table that exists is loaded once, not looked up first
+            return self.catalog.loadTable(self.identifier(name))
+        except Py4JJavaError as exc:
+            if exc.java_exception.getClass().getName() == "org.apache.iceberg.exceptions.NoSuchTableException":
+                return None
+            raise
 
     def table_exists(self, name: str) -> bool:
         return bool(self.catalog.tableExists(self.identifier(name)))

@@ -57,6 +57,19 @@ def _fresh(spark, *names):
         refresh(spark, name)
 
 
+def _loaded_then_changed(spark, tmp_path, namespace: str, seed: int):
+    """A log whose first batch Spark applied into ``namespace`` (creating the tables), and a
+    second batch of simple changes, published: ``(log, model of s.wide, of s.pair, manifest)``."""
+    rng = random.Random(seed)
+    log, wide, pairs = Binlog(tmp_path), {}, {}
+    log.begin()
+    random_changes(log, rng, wide, pairs, 30)
+    apply_manifests(spark, [log.publish()], MergeOptions(namespace=namespace))
+    log.begin()
+    random_changes(log, rng, wide, pairs, 30)
+    return log, wide, pairs, log.publish()
+
+
 def test_batches_of_existing_tables_are_merged_without_spark_and_equal_the_source_and_pyiceberg(
         spark, spark_warehouse, lake, tmp_path):
     reader = PyIcebergReader(warehouse=spark_warehouse)
@@ -122,14 +135,7 @@ def test_a_batch_that_needs_spark_is_refused_before_any_table_is_committed_then_
 
 def test_the_job_without_spark_exits_with_spark_needed_and_the_batches_it_applied(
         spark, spark_warehouse, tmp_path):
-    log, wide, pairs = Binlog(tmp_path), {}, {}
-    rng = random.Random(23)
-    log.begin()
-    random_changes(log, rng, wide, pairs, 30)
-    apply_manifests(spark, [log.publish()], MergeOptions(namespace="nospark_job"))
-    log.begin()
-    random_changes(log, rng, wide, pairs, 30)
-    direct = log.publish()
+    log, _, _, direct = _loaded_then_changed(spark, tmp_path, "nospark_job", 23)
     log.begin()
     log.rows(PAIR_WIDER, "insert", [(9, "new", 1, 2)])
     altered = log.publish()
@@ -272,14 +278,7 @@ def test_a_direct_commit_refused_after_the_check_hands_the_batch_to_spark_with_t
         spark, lake, tmp_path, monkeypatch):
     from airflow_provider_binlog.merge.spark import batch as batch_module
 
-    rng = random.Random(27)
-    log, wide, pairs = Binlog(tmp_path), {}, {}
-    log.begin()
-    random_changes(log, rng, wide, pairs, 30)
-    apply_manifests(spark, [log.publish()], MergeOptions(namespace="nospark_late"))
-    log.begin()
-    random_changes(log, rng, wide, pairs, 30)
-    manifest = log.publish()
+    _, wide, pairs, manifest = _loaded_then_changed(spark, tmp_path, "nospark_late", 27)
     real = batch_module.apply_direct
     monkeypatch.setattr(batch_module, "apply_direct", lambda spark_, w, *a, **k: None if w.table == "pair"
                         else real(spark_, w, *a, **k))

@@ -24,11 +24,11 @@ def ledger_name(catalog: str, namespace: str) -> str:
 
 
 def ensure_ledger(spark: SparkSession, name: str) -> None:
-    if isinstance(spark, IcebergJvm):
-        if not table_exists(spark, name):
-            spark.create_table(name, LEDGER_SCHEMA, {"format-version": "2"})
+    if table_exists(spark, name):
         return
-    if not table_exists(spark, name):
+    if isinstance(spark, IcebergJvm):
+        spark.create_table(name, LEDGER_SCHEMA, {"format-version": "2"})
+    else:
         cols = ", ".join(f"{_q(f.name)} {sql_type(f.dataType)}" for f in LEDGER_SCHEMA.fields)
         spark.sql(f"CREATE TABLE IF NOT EXISTS {name} ({cols}) USING iceberg "
                   f"TBLPROPERTIES ('format-version'='2')")

@@ -29,9 +29,8 @@ def _has_equality_deletes(spark: SparkSession, name: str) -> bool:
 def maintenance_due(spark: SparkSession, tables: Iterable[str], every_hours: Optional[float]) -> list[str]:
     """The ``tables`` that exist and that :func:`run_maintenance` would maintain now."""
     now = dt.datetime.now(dt.timezone.utc)
-    return [name for name in tables if table_exists(spark, name) and (
-        every_hours is None or not _maintained_within(
-            read_table_properties(spark, name).get(PROP_MAINTAINED_AT), now, every_hours))]
+    return [name for name in tables if table_exists(spark, name)
+            and _due(read_table_properties(spark, name).get(PROP_MAINTAINED_AT), now, every_hours)]
 
 
 def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: Iterable[str], *,
@@ -62,7 +61,7 @@ def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: I
     for name in tables:
         short = name.split(".", 1)[1]
         table_props = read_table_properties(spark, name)
-        if every_hours is not None and _maintained_within(table_props.get(PROP_MAINTAINED_AT), now, every_hours):
+        if not _due(table_props.get(PROP_MAINTAINED_AT), now, every_hours):
             out.append({"table": name, "skipped": f"maintained at {table_props[PROP_MAINTAINED_AT]}"})
             continue
         state = applied_state(spark, name)
@@ -94,6 +93,11 @@ def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: I
                     "rewrite_deletes": deletes[0].asDict() if deletes else {},
                     "expire": expired[0].asDict() if expired else {}})
     return out
+
+
+def _due(stamp: Optional[str], now: dt.datetime, every_hours: Optional[float]) -> bool:
+    """Whether a table maintained at ``stamp`` is to be maintained now (always without a cadence)."""
+    return every_hours is None or not _maintained_within(stamp, now, every_hours)
 
 
 def _maintained_within(stamp: Optional[str], now: dt.datetime, hours: float) -> bool:

@@ -368,7 +368,7 @@ def make_cdc_dags(
         (default 8).
     :param merge_direct_max_bytes: staged bytes a direct commit folds at once (up to 64 key
         ranges of them per table are committed without a Spark job; the merge operator's
-        ``direct_max_bytes``; default 16 MiB, 0: off).
+        ``direct_max_bytes``; default 32 MiB, 0: off).
     :param merge_direct_deletes: how those commits drop the rows they replace: ``"position"``
         deletes, read by every Iceberg reader (default), or ``"equality"`` deletes, read by JVM
         engines only (the merge operator's ``direct_deletes``).

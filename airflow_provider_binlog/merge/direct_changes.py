@@ -8,7 +8,8 @@ result of that MERGE is known without Spark: every key the changes touch loses i
 key whose last change is an insert or an update gets its last after image as its new row. That
 holds when every after image is whole (no MINIMAL or NOBLOB image leaves a column out) and no
 update changes a primary key;
-:func:`collapse_staged` returns None otherwise, and the table goes through the Spark MERGE.
+:func:`.staged_fold.collapse_staged` returns None otherwise, and the table goes through the Spark
+MERGE.
 """
 from __future__ import annotations
 
@@ -16,13 +17,14 @@ import dataclasses
 from typing import Any, Optional, Sequence
 
 from .errors import MergeOptionError
-from ..staging.storage import open_parquet, read_parquet, total_size
+from ..staging.storage import open_parquet
 
-#: The staged bytes of a table one direct commit folds at once (in memory, about 20 times as much).
-DEFAULT_DIRECT_MAX_BYTES = 16 * 1024 * 1024
+#: The staged bytes of a table one direct commit folds at once (in Arrow memory, about ten times
+#: as much: see :mod:`.staged_fold`).
+DEFAULT_DIRECT_MAX_BYTES = 32 * 1024 * 1024
 #: A table's staged changes of more than ``direct_max_bytes`` are folded in at most this many
-#: key ranges; larger batches go through the Spark MERGE.
-MAX_DIRECT_PARTS = 64
+#: key ranges (1 GiB by default); larger batches go through the Spark MERGE.
+MAX_DIRECT_PARTS = 32
 
 #: How a direct commit drops the rows it replaces: position deletes, which every Iceberg
 #: reader applies (the rows located by reading the key columns of the data files that may
@@ -40,7 +42,7 @@ def check_direct_deletes(value: object) -> str:
                                f"only by JVM engines such as Spark, Trino and Flink)")
     return str(value)
 
-_ORDER = ("_binlog_seq", "_binlog_pos", "_row")
+BINLOG_ORDER = ("_binlog_seq", "_binlog_pos", "_row")
 #: ``(low, high)``: the keys ``low <= key < high`` (None: no bound).
 KeyRange = tuple[Any, Any]
 
@@ -48,7 +50,7 @@ KeyRange = tuple[Any, Any]
 KEY_SAMPLE = 1_000_000
 
 #: The staged columns a fold of changes reads.
-CHANGE_COLUMNS = ("_op", *_ORDER, "_before", "_after", "_after_absent")
+CHANGE_COLUMNS = ("_op", *BINLOG_ORDER, "_before", "_after", "_after_absent")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,14 +61,6 @@ class DirectChanges:
 
     rows: Any
     keys: Any
-
-
-def _after(position: tuple[int, int], seq: Any, pos: Any, strict: bool) -> Any:
-    import pyarrow.compute as pc
-
-    s, p = position
-    tail = pc.greater(pos, p) if strict else pc.greater_equal(pos, p)
-    return pc.or_(pc.greater(seq, s), pc.and_(pc.equal(seq, s), tail))
 
 
 def change_keys(batch: Any, key: str) -> Any:
@@ -118,40 +112,6 @@ def key_ranges(files: Sequence[str], key: str, parts: int) -> Optional[list[KeyR
     return list(zip(lows, [*bounds, None]))
 
 
-def collapse_staged(files: Sequence[str], primary_key: Sequence[str], columns: Sequence[str], *,
-                    since: Optional[tuple[int, int]] = None,
-                    reset: Optional[tuple[int, int]] = None,
-                    max_bytes: Optional[int] = DEFAULT_DIRECT_MAX_BYTES,
-                    staged_bytes: Optional[int] = None) -> Optional[DirectChanges]:
-    """The final state of each key the staged ``files`` of one table (in staging order) touch,
-    for the target ``columns``: only changes at or after ``since``, and strictly after
-    ``reset`` (a TRUNCATE: the table keeps only what follows it). None when the changes are
-    not simple (an update changes a key, an after image lacks a column, the files differ in
-    columns or lack one) or the files hold more than ``max_bytes`` (``staged_bytes``, as the
-    manifest records them, else looked up; ``max_bytes`` None: any size)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if not primary_key or not files:
-        return None
-    if max_bytes is not None and total_size(files, staged_bytes) > max_bytes:
-        return None
-    parts = [read_parquet(f, columns=list(CHANGE_COLUMNS)) for f in files]
-    if any(p.schema != parts[0].schema for p in parts[1:]):
-        return None
-    staged = pa.concat_tables(parts)
-    seq, pos = staged.column("_binlog_seq"), staged.column("_binlog_pos")
-    keep = None
-    if since is not None:
-        keep = _after(since, seq, pos, strict=False)
-    if reset is not None:
-        later = _after(reset, seq, pos, strict=True)
-        keep = later if keep is None else pc.and_(keep, later)
-    if keep is not None:
-        staged = staged.filter(keep)
-    return fold_changes(staged, primary_key, columns)
-
-
 def _ranks(order: Any) -> Any:
     """The position of each row in ``order`` (the inverse permutation of sort indices)."""
     import numpy as np
@@ -165,7 +125,7 @@ def _ranks(order: Any) -> Any:
 def fold_changes(staged: Any, primary_key: Sequence[str], columns: Sequence[str]) -> Optional[DirectChanges]:
     """The final state of each key of ``staged`` (a pyarrow table of :data:`CHANGE_COLUMNS`, in
     any order) for the target ``columns``; None when the changes are not simple (see
-    :func:`collapse_staged`)."""
+    :func:`.staged_fold.collapse_staged`, which folds staged files without reading every image)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -174,7 +134,7 @@ def fold_changes(staged: Any, primary_key: Sequence[str], columns: Sequence[str]
     if not set(columns) <= have or not set(primary_key) <= set(columns):
         return None
     # the rows' binlog order as indices: sorting the table itself would copy both images
-    order = pc.sort_indices(staged, sort_keys=[(c, "ascending") for c in _ORDER])
+    order = pc.sort_indices(staged, sort_keys=[(c, "ascending") for c in BINLOG_ORDER])
     rank = _ranks(order)
     op = staged.column("_op")
     deletes = pc.equal(op, "delete")

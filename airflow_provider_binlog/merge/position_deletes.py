@@ -145,15 +145,42 @@ def matching_positions(file_keys: Any, start: int, keys: Any) -> Any:
     names = keys.column_names
     if not file_keys.num_rows or not keys.num_rows:
         return pa.array([], pa.int64())
-    if len(names) == 1:
+    found = _sorted_matches(file_keys.column(names[0]), keys.column(names[0])) if len(names) == 1 else None
+    if found is None and len(names) == 1:
         hit = pc.fill_null(pc.is_in(file_keys.column(names[0]), value_set=keys.column(names[0]).combine_chunks()),
                            False)
         found = pc.cast(pc.indices_nonzero(hit), pa.int64())
-    else:
+    elif found is None:
         tagged = file_keys.append_column("_pos", _arange(file_keys.num_rows))
         found = tagged.join(keys, names, join_type="inner").column("_pos").combine_chunks()
         found = pc.take(found, pc.sort_indices(found))
     return pc.add(found, start) if start else found
+
+
+def _sorted_matches(column: Any, wanted: Any) -> Optional[Any]:
+    """The positions of ``wanted``'s values in ``column``, found by binary search, when both
+    are integers without nulls and ``column`` is strictly increasing (a data file written in
+    key order, as direct commits and snapshots write them); None otherwise. A hash lookup of
+    every row costs about ten times as much."""
+    import numpy as np
+    import pyarrow as pa
+
+    if not (pa.types.is_integer(column.type) and pa.types.is_integer(wanted.type)) \
+            or column.null_count or wanted.null_count:
+        return None
+    values = np.asarray(column.to_numpy())
+    if len(values) > 1 and not bool(np.all(values[1:] > values[:-1])):
+        return None
+    targets = np.asarray(wanted.to_numpy())
+    if len(targets) > 1 and not bool(np.all(targets[1:] >= targets[:-1])):
+        targets = np.sort(targets)
+    at = np.searchsorted(values, targets)
+    inside = at < len(values)
+    at, targets = at[inside], targets[inside]
+    at = at[values[at] == targets]
+    if len(at) > 1:
+        at = at[np.concatenate(([True], at[1:] != at[:-1]))]  # a key wanted twice: its row once
+    return pa.array(at.astype(np.int64))
 
 
 def deleted_positions(delete_files: Sequence[Any], path: str) -> Any:

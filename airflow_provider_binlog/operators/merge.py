@@ -156,8 +156,8 @@ class BinlogMergeOperator(BaseOperator):
     :param parallel_tables: how many tables of a batch the job plans and commits at once, from that
         many driver threads of its Spark application (default 8).
     :param direct_max_bytes: staged bytes a direct commit folds at once: a table with simple changes
-        is committed without a Spark job in key ranges of at most this size, up to 64 of them
-        (docs/merge.md, "Direct commits"); default 16 MiB; 0 turns direct commits off.
+        is committed without a Spark job in key ranges of at most this size, up to 32 of them
+        (docs/merge.md, "Direct commits"); default 32 MiB; 0 turns direct commits off.
     :param direct_deletes: how direct commits drop the rows they replace: ``"position"`` deletes,
         which every Iceberg reader applies (the default), or ``"equality"`` deletes on the primary
         key, which only JVM engines (Spark, Trino, Flink) read.

@@ -312,3 +312,21 @@ def test_tables_created_without_spark_are_maintained_by_the_spark_run_that_finds
     ledger = "lake.nospark_newmaint._binlog_batches"
     assert sorted(m["table"] for m in result["maintenance"]) == sorted([*names, ledger])
     assert all(PROP_MAINTAINED_AT in stored_properties(spark, n) for n in names)
+
+
+def test_a_batch_within_the_direct_bytes_is_folded_once_before_the_commits_and_its_facts_are_not_read(
+        spark, lake, tmp_path, monkeypatch):
+    from airflow_provider_binlog.merge.spark import direct_commit, table_work
+
+    log, wide, pairs, manifest = _loaded_then_changed(spark, tmp_path, "nospark_once", 24)
+    folds, facts = [], []
+    real_fold, real_facts = direct_commit.collapse_staged, table_work.staged_facts
+    monkeypatch.setattr(direct_commit, "collapse_staged", lambda files, *a, **k: folds.append(len(files))
+                        or real_fold(files, *a, **k))
+    monkeypatch.setattr(table_work, "staged_facts", lambda *a, **k: facts.append(1) or real_facts(*a, **k))
+    result = apply_manifests(lake, [manifest], MergeOptions(namespace="nospark_once"))
+    assert [t["direct"] for t in result["batches"][0]["tables"]] == [True, True]
+    assert len(folds) == 2 and facts == []  # one fold per table, which also told they are simple
+    _fresh(spark, "lake.nospark_once.s__wide", "lake.nospark_once.s__pair")
+    assert wide_state(spark, "lake.nospark_once.s__wide") == expected_wide(wide)
+    assert pair_state(spark, "lake.nospark_once.s__pair") == pairs

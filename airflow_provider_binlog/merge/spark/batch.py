@@ -27,7 +27,7 @@ from ..options import MergeOptions
 from .apply import apply_changelog_table, apply_merge_table, backfill_defaults, commit_properties
 from .catalog import applied_state, ensure_namespace, head_snapshot, table_exists
 from ..byte_budget import ByteBudget
-from .direct_commit import append_rows, apply_direct, direct_candidate
+from .direct_commit import append_rows, apply_direct, direct_candidate, fold_ahead
 from .direct_snapshot import apply_snapshot_direct, snapshot_candidate
 from .ledger import LEDGER_SCHEMA, ensure_ledger, ledger_name
 from .maintenance import maintenance_due, run_maintenance
@@ -68,17 +68,27 @@ def batch_tables(batches: list[Batch], catalog: str, namespace: str) -> set[str]
             for batch in batches for e in batch.manifest.tables}
 
 
-def check_direct(work: list[TableWork], snapshot: bool, moves: Any) -> None:
+def check_direct(work: list[TableWork], snapshot: bool, moves: Any, max_bytes: int) -> None:
     """Before anything of the batch is committed without Spark: SparkNeeded unless every table
     to write takes a direct commit as far as its plan tells (a table to create or alter, a
-    change log, key changes or partial images, a rename between tables take Spark)."""
+    change log, key changes or partial images, a rename between tables take Spark). The
+    changes of tables of at most ``max_bytes`` staged, together at most ``max_bytes``, are
+    folded here, which tells as much and is what their commits need."""
     if moves:
         raise SparkNeeded("a table renamed onto another")
+    ahead = max_bytes
     for w in work:
         if w.status != "ready":
             continue
         if w.statements and not (snapshot and w.creation is not None):
             raise SparkNeeded(f"{w.name}: {w.statements[0].split('(')[0].strip()}")
+        if not snapshot and w.staged_bytes <= ahead:
+            folded = fold_ahead(w, max_bytes)
+            if folded is False:
+                raise SparkNeeded(f"{w.name}: its changes need Spark's MERGE")
+            if folded:
+                ahead -= w.staged_bytes
+                continue
         if not (snapshot_candidate(w) if snapshot else direct_candidate(w)):
             raise SparkNeeded(f"{w.name}: its changes need Spark's MERGE")
 
@@ -181,7 +191,7 @@ def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
     items = [(pair, False) for pair in sorted(names)] + [(pair, True) for pair in logged]
     work = each_table(plan, items, parallel_tables)
     if isinstance(spark, IcebergJvm):
-        check_direct(work, snapshot, moves)
+        check_direct(work, snapshot, moves, direct_max_bytes)
 
     # 2. schema changes and one commit per table, each carrying the batch end; the tables
     # at once (each commit is atomic and holds the batch end: a failure or a crash leaves

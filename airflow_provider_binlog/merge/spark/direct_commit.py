@@ -21,6 +21,7 @@ import contextlib
 import io
 import json
 import logging
+import os
 import tempfile
 import time
 import uuid
@@ -32,12 +33,12 @@ from ...spark import runtime
 from ...spark.iceberg_jvm import gateway_of, jvm_of
 from ..batches import Batch
 from ..byte_budget import ByteBudget
-from ..direct_changes import (DELETES_EQUALITY, DELETES_POSITION, MAX_DIRECT_PARTS, DirectChanges, collapse_staged,
-                              key_ranges)
+from ..direct_changes import DELETES_EQUALITY, DELETES_POSITION, MAX_DIRECT_PARTS, DirectChanges, key_ranges
 from ..iceberg_arrow import arrow_schema, conform
 from ..key_range_split import split_by_key_range
 from ..iceberg_contract import MODE_MERGE
 from ..position_deletes import KeyColumnsMissing, locate
+from ..staged_fold import collapse_staged
 from ...staging.storage import total_size
 from .apply import commit_properties
 from . import catalog, row_locator
@@ -104,28 +105,45 @@ def _unknown_state(exc: BaseException) -> bool:
     return "CommitStateUnknownException" in str(exc)
 
 
+def local_path(location: str) -> Optional[str]:
+    """The local path of a data file location, None when it is elsewhere (an object store)."""
+    if location.startswith("file://"):
+        return location[len("file://"):]
+    if location.startswith("file:"):
+        return location[len("file:"):]
+    return location if location.startswith("/") else None
+
+
 def _write(spark: SparkSession, table: Any, data: Any, kind: str, written: list,
            metrics_config: Any = None) -> tuple[str, int, Any]:
-    """Write ``data`` as a Parquet file in ``table``'s data location through its FileIO (any
-    storage the catalog reaches); its path, size and Iceberg metrics (of the table's metrics
+    """Write ``data`` as a Parquet file in ``table``'s data location: straight to the file for a
+    local warehouse, else through the table's FileIO (any storage the catalog reaches, the bytes
+    crossing into the JVM); its path, size and Iceberg metrics (of the table's metrics
     configuration unless ``metrics_config`` is given)."""
     import pyarrow.parquet as pq
 
     java = IcebergJava.of(spark)
-    buffer = io.BytesIO()
-    pq.write_table(data, buffer, compression="zstd")
-    payload = buffer.getvalue()
     path = table.locationProvider().newDataLocation(f"binlog-{kind}-{uuid.uuid4().hex}.parquet")
     written.append(path)
-    out = table.io().newOutputFile(path).create()
-    try:
-        for at in range(0, len(payload), _WRITE_CHUNK):
-            out.write(payload[at:at + _WRITE_CHUNK])
-    finally:
-        out.close()
+    local = local_path(path)
+    if local is not None:
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        pq.write_table(data, local, compression="zstd")
+        size = os.path.getsize(local)
+    else:
+        buffer = io.BytesIO()
+        pq.write_table(data, buffer, compression="zstd")
+        payload = buffer.getvalue()
+        size = len(payload)
+        out = table.io().newOutputFile(path).create()
+        try:
+            for at in range(0, len(payload), _WRITE_CHUNK):
+                out.write(payload[at:at + _WRITE_CHUNK])
+        finally:
+            out.close()
     config = java.metrics_config.forTable(table) if metrics_config is None else metrics_config
     metrics = java.file_metrics(table.io().newInputFile(path), config)
-    return path, len(payload), metrics
+    return path, size, metrics
 
 
 def _data_file(spark: SparkSession, table: Any, spec: Any, data: Any, written: list) -> Any:
@@ -322,16 +340,45 @@ def append_rows(spark: SparkSession, name: str, rows: Any, props: Mapping[str, s
     return True
 
 
-def direct_candidate(work: TableWork) -> bool:
-    """Whether the table's batch is simple enough for a direct commit: merged by key into a
-    table that exists, no schema statement, default backfill, renamed column or data-contract
-    column, and staged changes known (read without Spark) to change no key and to hold whole
-    images."""
-    facts = work.facts
+def _plan_allows_direct(work: TableWork) -> bool:
+    """What the table's plan says of a direct commit: merged by key into a table that exists, no
+    schema statement, default backfill, renamed column or data-contract column."""
     return (work.mode == MODE_MERGE and work.exists and bool(work.files) and not work.statements
             and not work.defaults and not work.insert_defaults and not any(work.fields)
-            and not work.contract_columns and facts is not None and not facts.key_changes
+            and not work.contract_columns)
+
+
+def direct_candidate(work: TableWork) -> bool:
+    """Whether the table's batch is simple enough for a direct commit: its plan allows one (see
+    :func:`_plan_allows_direct`), and its staged changes are known (read without Spark) to
+    change no key and to hold whole images."""
+    facts = work.facts
+    return (_plan_allows_direct(work) and facts is not None and not facts.key_changes
             and not facts.partial_updates)
+
+
+def _fold(work: TableWork, max_bytes: Optional[int], files: Optional[Sequence[str]] = None,
+          size: Optional[int] = None) -> Optional[DirectChanges]:
+    """The table's staged changes (or ``files`` of them) folded (see :mod:`..staged_fold`)."""
+    return collapse_staged(work.files if files is None else files, work.primary_key,
+                           [n for n, _ in work.plan.columns], since=work.since,
+                           reset=work.resets[-1]["_position"] if work.resets else None,
+                           max_bytes=max_bytes, staged_bytes=size)
+
+
+def fold_ahead(work: TableWork, max_bytes: int) -> Optional[bool]:
+    """Before anything of the batch is committed: fold the table's changes now when its plan
+    allows a direct commit and its staged files hold at most ``max_bytes``, kept for
+    :func:`apply_direct` (one read of the staged files tells whether the changes are simple
+    and what to commit). True when folded, False when the changes are not simple (Spark must
+    merge them), None when not folded here (then the staged facts decide)."""
+    if max_bytes <= 0 or not _plan_allows_direct(work):
+        return None
+    size = total_size(work.files, work.staged_bytes)
+    if size > max_bytes:
+        return None
+    work.folded = _fold(work, max_bytes, size=size)
+    return work.folded is not None
 
 
 def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str, max_bytes: int,
@@ -345,14 +392,12 @@ def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str
     ``max_bytes`` (a key with very many changes) sends the table to Spark. ``budget``: the
     bytes the tables committed at once may fold in memory together; a part holds its staged
     bytes from it while it is folded and written."""
-    if max_bytes <= 0 or not work.files or not direct_candidate(work):
-        return None
+    if max_bytes <= 0 or not work.files or (work.folded is None and not direct_candidate(work)):
+        return None  # (folded ahead: its changes are simple)
     size = total_size(work.files, work.staged_bytes)
     parts = -(-size // max_bytes)
     if parts > MAX_DIRECT_PARTS:
         return None
-    reset = work.resets[-1]["_position"] if work.resets else None
-    columns = [n for n, _ in work.plan.columns]
     props = commit_properties(batch, stream, work.source)
 
     def held(staged: int) -> Any:
@@ -360,8 +405,7 @@ def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str
 
     if parts == 1:
         with held(size):
-            changes = collapse_staged(work.files, work.primary_key, columns, since=work.since, reset=reset,
-                                      max_bytes=max_bytes, staged_bytes=size)
+            changes, work.folded = work.folded or _fold(work, max_bytes, size=size), None
             if changes is None:
                 return None
             snapshot_id = commit_changes(spark, work.name, changes, work.primary_key, props,
@@ -388,8 +432,7 @@ def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str
                 for files, rows in split:
                     if files:
                         with held(rows * size // total):  # while the part is folded and written
-                            yield collapse_staged(files, work.primary_key, columns, since=work.since, reset=reset,
-                                                  max_bytes=None)
+                            yield _fold(work, None, files)
 
             pending = folded()
             try:

@@ -37,7 +37,7 @@ from ..iceberg_arrow import arrow_schema, conform
 from ..iceberg_contract import MODE_MERGE
 from ..snapshot_fold import SnapshotFold
 from .apply import commit_properties
-from .direct_commit import IcebergJava, WrittenFiles, overwrite_update, writable_table
+from .direct_commit import IcebergJava, WrittenFiles, local_path, overwrite_update, writable_table
 from .table_work import TableWork, run_statements
 
 log = logging.getLogger(__name__)
@@ -58,15 +58,6 @@ def snapshot_candidate(work: TableWork) -> bool:
             and not work.defaults and not work.insert_defaults and not any(work.fields)
             and not work.contract_columns and plan is not None
             and not any(v > 0 for v in plan.valid_from.values()))
-
-
-def _local_path(location: str) -> Optional[str]:
-    """The local path of a data file location, None when it is elsewhere (an object store)."""
-    if location.startswith("file://"):
-        return location[len("file://"):]
-    if location.startswith("file:"):
-        return location[len("file:"):]
-    return location if location.startswith("/") else None
 
 
 class _DataFiles:
@@ -129,7 +120,7 @@ class _DataFiles:
         if self._open is None:
             location = self.table.locationProvider().newDataLocation(f"binlog-snapshot-{uuid.uuid4().hex}.parquet")
             self.written.append(location)
-            local = _local_path(location)
+            local = local_path(location)
             temp = None
             if local is None:
                 fd, temp = tempfile.mkstemp(suffix=".parquet")

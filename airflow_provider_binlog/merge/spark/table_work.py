@@ -34,6 +34,7 @@ from ..iceberg_contract import (
 )
 from ..sql import literal as _lit
 from ..sql import quote as _q
+from ..direct_changes import DirectChanges
 from ..staged_facts import StagedFacts, staged_facts
 from .catalog import AppliedState, applied_state, committed_batch, stored_properties, table_exists
 from .collapse import read_staged, staged_schema
@@ -84,6 +85,8 @@ class TableWork:
     contract_columns: list[tuple[str, T.DataType]] = dataclasses.field(default_factory=list)
     #: the statements only create the table: what they say, for Iceberg's Java API
     creation: Optional[TableCreation] = None
+    #: the changes folded before the batch's commits (``direct_commit.fold_ahead``), until committed
+    folded: Optional[DirectChanges] = None
 
     @property
     def source(self) -> str:

@@ -322,7 +322,7 @@ def test_merge_direct_max_bytes_and_parallel_tables_reach_both_merges():
         merge = dag.get_task("merge")
         assert (merge.direct_max_bytes, merge.parallel_tables) == (0, 3)
     default, _ = make()
-    assert default.get_task("merge").direct_max_bytes is None  # the job's default (16 MiB)
+    assert default.get_task("merge").direct_max_bytes is None  # the job's default (32 MiB)
 
 
 def test_event_driven_schedule_watches_the_binlog_and_the_sensor_takes_what_is_there():

@@ -3,7 +3,8 @@ for the direct commit; written by the real staging writer, no Spark."""
 from decimal import Decimal
 
 from airflow_provider_binlog.codec.events import ABSENT
-from airflow_provider_binlog.merge.direct_changes import collapse_staged, key_ranges
+from airflow_provider_binlog.merge.direct_changes import key_ranges
+from airflow_provider_binlog.merge.staged_fold import collapse_staged
 from airflow_provider_binlog.merge.key_range_split import split_by_key_range
 from tests.unit.merge.test_staged_facts import COLUMNS, staged
 
@@ -94,3 +95,59 @@ def test_a_fold_without_a_byte_limit_reads_files_of_any_size(tmp_path):
     assert collapse_staged(files, ["id"], COLUMNS, max_bytes=1) is None
     rows, keys = state(collapse_staged(files, ["id"], COLUMNS, max_bytes=None))
     assert sorted(rows) == [1, 2, 3, 4] and keys == [1, 2, 3, 4]
+
+
+def _random_changes(seed, keys=40, changes=600):
+    """Random inserts, updates and deletes of a two-column key in binlog order, each key's
+    sequence valid (an insert when absent, an update or delete when present)."""
+    import random
+
+    rng = random.Random(seed)
+    live, out = {}, []
+    for i in range(changes):
+        key = (rng.randrange(keys // 4), rng.choice(["a", "b", "c", "d"]))
+        before = live.get(key)
+        if before is None:
+            op, after = "insert", {"k1": key[0], "k2": key[1], "v": rng.randrange(1000), "s": f"s{i}"}
+        elif rng.random() < 0.3:
+            op, after = "delete", None
+        else:
+            op, after = "update", {**before, "v": rng.randrange(1000), "s": None if rng.random() < 0.2 else f"u{i}"}
+        out.append({"_op": op, "_binlog_seq": 1 + i // 50, "_binlog_pos": 4 + 10 * (i % 50), "_row": i % 3,
+                    "_before": before, "_after": after, "_after_absent": []})
+        if after is None:
+            live.pop(key)
+        else:
+            live[key] = after
+    return out, live
+
+
+def test_the_fold_reading_narrow_columns_first_equals_the_fold_of_the_whole_images(tmp_path):
+    import random
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_provider_binlog.merge.direct_changes import fold_changes
+
+    image = pa.struct([("k1", pa.int64()), ("k2", pa.string()), ("v", pa.int64()), ("s", pa.string())])
+    schema = pa.schema([("_op", pa.string()), ("_binlog_seq", pa.int64()), ("_binlog_pos", pa.int64()),
+                        ("_row", pa.int32()), ("_before", image), ("_after", image),
+                        ("_after_absent", pa.list_(pa.string()))])
+    for seed in range(5):
+        changes, live = _random_changes(seed)
+        table = pa.Table.from_pylist(changes, schema)
+        shuffled = table.take(pa.array(random.Random(seed).sample(range(len(changes)), len(changes))))
+        files = []  # rows out of binlog order, as two staging workers may leave them
+        for i, (at, n) in enumerate([(0, 150), (150, 300), (450, 150)]):
+            files.append(str(tmp_path / f"{seed}-{i}.parquet"))
+            pq.write_table(shuffled.slice(at, n), files[-1], row_group_size=64)
+        folded = collapse_staged(files, ["k1", "k2"], ["k1", "k2", "v", "s"], max_bytes=None)
+        whole = fold_changes(table, ["k1", "k2"], ["k1", "k2", "v", "s"])
+        assert folded.rows.to_pylist() == whole.rows.to_pylist()
+        assert folded.keys.to_pylist() == whole.keys.to_pylist()
+        assert {(r["k1"], r["k2"]): r for r in folded.rows.to_pylist()} == live  # the source's final rows
+        since = (5, 4)  # changes from the fifth transaction group on
+        part = table.filter(pa.compute.greater_equal(table.column("_binlog_seq"), 5))
+        assert (collapse_staged(files, ["k1", "k2"], ["k1", "k2", "v", "s"], since=since, max_bytes=None).rows
+                .to_pylist() == fold_changes(part, ["k1", "k2"], ["k1", "k2", "v", "s"]).rows.to_pylist())

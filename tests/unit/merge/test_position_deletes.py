@@ -104,3 +104,25 @@ def test_the_way_of_deleting_is_checked_and_the_error_names_both():
         check_direct_deletes("positional")
     with pytest.raises(ValueError):
         check_direct_deletes(None)
+
+
+def test_a_file_in_key_order_is_searched_without_a_hash_lookup_and_finds_the_same_rows(tmp_path, monkeypatch):
+    import random
+
+    import pyarrow.compute as pc
+
+    rng = random.Random(7)
+    ordered = sorted(rng.sample(range(10_000), 3_000))
+    shuffled = rng.sample(ordered, len(ordered))
+    wanted = keys(*rng.sample(range(10_000), 800))
+    by_hash = locate([DataFileScan(data_file(tmp_path / "s.parquet", shuffled, row_group_size=500), 3_000)],
+                     wanted, [1], str)
+    expected = sorted(shuffled.index(k) for k in wanted.column("id").to_pylist() if k in set(shuffled))
+    assert by_hash.column("pos").to_pylist() == expected
+
+    sorted_file = data_file(tmp_path / "o.parquet", ordered, row_group_size=500)
+    monkeypatch.setattr(pc, "is_in", lambda *a, **k: pytest.fail("a hash lookup of a file in key order"))
+    found = locate([DataFileScan(sorted_file, 3_000)], wanted, [1], str)
+    assert found.column("pos").to_pylist() == sorted(ordered.index(k) for k in wanted.column("id").to_pylist()
+                                                     if k in set(ordered))
+    assert len(found) > 100

@@ -315,6 +315,12 @@ def private_environment(workdir: pathlib.Path) -> Optional[tuple[pathlib.Path, .
     except SparkRuntimeError as exc:
         print(f"the local Spark runtime is not ready: {exc}", file=sys.stderr)
         return None
+    # the package's byte code, as pip writes it when it installs the package: a task's own
+    # processes (the merge job) import the package on every run, which PYTHONDONTWRITEBYTECODE
+    # would otherwise make them compile each time
+    import compileall
+
+    compileall.compile_dir(str(ROOT / "airflow_provider_binlog"), quiet=1)
     return home, staging, warehouse, checkpoints
 
 

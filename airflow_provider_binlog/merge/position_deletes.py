@@ -46,10 +46,15 @@ class DataFileScan:
 
 
 def position_delete_schema() -> Any:
+    """The columns of a position delete file, as :func:`locate` gives them: ``file_path`` as a
+    dictionary of the few data files' paths (a path repeated per row took a hundred bytes a
+    row), which Parquet stores as its plain string column when the Arrow schema is not stored
+    with the file."""
     import pyarrow as pa
 
     return pa.schema([
-        pa.field("file_path", pa.string(), nullable=False, metadata={FIELD_ID: str(FILE_PATH_ID).encode()}),
+        pa.field("file_path", pa.dictionary(pa.int32(), pa.string()), nullable=False,
+                 metadata={FIELD_ID: str(FILE_PATH_ID).encode()}),
         pa.field("pos", pa.int64(), nullable=False, metadata={FIELD_ID: str(POS_ID).encode()}),
     ])
 
@@ -222,13 +227,17 @@ def locate(files: Sequence[DataFileScan], keys: Any, field_ids: Sequence[int],
     # Arrow's reads and lookups release the GIL: the files are searched at once
     with ThreadPoolExecutor(max_workers=max(1, min(len(ordered), _THREADS))) as pool:
         found = list(pool.map(positions_in, ordered))
-    paths, positions = [], []
+    import numpy as np
+
+    named, counts, positions = [], [], []
     for scan, hits in zip(ordered, found):
         if len(hits):
-            paths.append(pa.repeat(pa.scalar(scan.path, pa.string()), len(hits)))
+            named.append(scan.path)
+            counts.append(len(hits))
             positions.append(hits)
     schema = position_delete_schema()
-    if not paths:
+    if not named:
         return schema.empty_table()
-    return pa.Table.from_arrays([pa.chunked_array(paths, pa.string()), pa.chunked_array(positions, pa.int64())],
-                                schema=schema)
+    which = pa.array(np.repeat(np.arange(len(named), dtype=np.int32), counts))
+    paths = pa.DictionaryArray.from_arrays(which, pa.array(named, pa.string()))
+    return pa.Table.from_arrays([paths, pa.chunked_array(positions, pa.int64())], schema=schema)

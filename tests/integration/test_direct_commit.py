@@ -234,6 +234,14 @@ def test_a_few_changes_become_one_position_delete_file_and_one_data_file_read_on
     assert s["added-position-deletes"] == "3"        # the rows of keys 3, 40 and 50 (61 is new)
     assert s["added-records"] == "3"                 # the new rows of 3, 40 and 61
     assert s.get("deleted-data-files", "0") == "0" and "added-equality-deletes" not in s
+    import glob
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    written = glob.glob(f"{spark_warehouse}/dc_pos/s__mor/data/binlog-pos-deletes-*.parquet")
+    assert len(written) == 1  # its paths a plain string column, as the spec has it (no Arrow dictionary)
+    assert pq.read_schema(written[0]).field("file_path").type == pa.string()
     rows = {**expected_after_few_changes(), **{i: (10 * i, f"r{i}") for i in range(100, 131)}}
     assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
     assert {r["id"]: (r["a"], r["b"]) for r in reader.rows("dc_pos", "s__mor")} == rows

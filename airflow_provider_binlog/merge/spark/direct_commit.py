@@ -115,11 +115,12 @@ def local_path(location: str) -> Optional[str]:
 
 
 def _write(spark: SparkSession, table: Any, data: Any, kind: str, written: list,
-           metrics_config: Any = None) -> tuple[str, int, Any]:
+           metrics_config: Any = None, store_schema: bool = True) -> tuple[str, int, Any]:
     """Write ``data`` as a Parquet file in ``table``'s data location: straight to the file for a
     local warehouse, else through the table's FileIO (any storage the catalog reaches, the bytes
     crossing into the JVM); its path, size and Iceberg metrics (of the table's metrics
-    configuration unless ``metrics_config`` is given)."""
+    configuration unless ``metrics_config`` is given); ``store_schema``: whether the file also
+    stores the Arrow schema (its dictionary columns are read back as such)."""
     import pyarrow.parquet as pq
 
     java = IcebergJava.of(spark)
@@ -128,11 +129,11 @@ def _write(spark: SparkSession, table: Any, data: Any, kind: str, written: list,
     local = local_path(path)
     if local is not None:
         os.makedirs(os.path.dirname(local), exist_ok=True)
-        pq.write_table(data, local, compression="zstd")
+        pq.write_table(data, local, compression="zstd", store_schema=store_schema)
         size = os.path.getsize(local)
     else:
         buffer = io.BytesIO()
-        pq.write_table(data, buffer, compression="zstd")
+        pq.write_table(data, buffer, compression="zstd", store_schema=store_schema)
         payload = buffer.getvalue()
         size = len(payload)
         out = table.io().newOutputFile(path).create()
@@ -168,7 +169,7 @@ def _position_delete_file(spark: SparkSession, table: Any, spec: Any, deletes: A
     java = IcebergJava.of(spark)
     # full bounds of file_path: readers match a delete file to the data files it names by them
     path, size, metrics = _write(spark, table, deletes, "pos-deletes", written,
-                                 java.position_delete_metrics(table))
+                                 java.position_delete_metrics(table), store_schema=False)
     return (java.file_metadata.deleteFileBuilder(spec).ofPositionDeletes().withPath(path)
             .withFormat(java.parquet).withFileSizeInBytes(size).withMetrics(metrics).build())
 

@@ -169,6 +169,37 @@ def test_partitioned_and_otherwise_sorted_tables_go_through_spark_after_their_cr
     assert pair_state(spark, "lake.dsnap_layout.s__pair") == {(a, b): v for (a, b), v in pairs.items()}
 
 
+def test_through_spark_only_the_rows_of_keys_a_change_touches_are_collapsed_the_rest_go_out_as_read(
+        spark, tmp_path, monkeypatch):
+    from airflow_provider_binlog.merge.spark import collapse
+
+    collapsed, real = [], collapse.collapse_with_chains
+    monkeypatch.setattr(collapse, "collapse_with_chains",
+                        lambda s, flat, *a, **k: collapsed.append(flat.count()) or real(s, flat, *a, **k))
+    layouts = TableLayouts.parse('{"tables": {"s.wide": {"partition_by": ["bucket(4, id)"]}}}')
+    manifest, wide, pairs = snapshot_with_changes(tmp_path, random.Random(4), keys=300)
+    result = apply_manifests(spark, [manifest], MergeOptions(namespace="dsnap_alone", table_layout=layouts))
+    tables = {t["source"]: t for t in result["batches"][0]["tables"]}
+    assert not tables["s.wide"].get("direct") and tables["s.pair"].get("direct")
+    # 300 rows read and 60 changes: the collapse sees the changes and the reads of their keys only
+    assert len(collapsed) == 1 and 0 < collapsed[0] <= 2 * 60
+    assert wide_state(spark, "lake.dsnap_alone.s__wide") == expected_wide(wide)
+    assert spark.sql("SELECT count(*) FROM lake.dsnap_alone.s__wide").collect()[0][0] == len(wide)
+
+
+def test_a_snapshot_that_gave_a_key_twice_is_collapsed_whole_through_spark(spark, tmp_path):
+    log = Snapshot(tmp_path).begin()
+    rng = random.Random(8)
+    first = {k: wide_row(rng, k) for k in range(1, 21)}
+    again = {5: wide_row(rng, 5)}  # read twice, no change touches it: the later read wins
+    log.chunk(WIDE, [first[k] for k in range(1, 21)])
+    log.chunk(WIDE, [again[5]])
+    result = apply_manifests(spark, [log.publish()], MergeOptions(namespace="dsnap_twice"))
+    assert not result["batches"][0]["tables"][0].get("direct")
+    assert wide_state(spark, "lake.dsnap_twice.s__wide") == expected_wide({**first, **again})
+    assert spark.sql("SELECT count(*) FROM lake.dsnap_twice.s__wide").collect()[0][0] == 20  # key 5 once
+
+
 def test_large_snapshots_roll_data_files_at_the_tables_target_size(spark, tmp_path, monkeypatch):
     monkeypatch.setattr(direct_snapshot, "ROW_GROUP_ROWS", 100)
     log = Snapshot(tmp_path).begin()

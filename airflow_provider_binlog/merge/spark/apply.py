@@ -27,7 +27,8 @@ from ..iceberg_contract import (
 )
 from ..sql import literal as _lit
 from ..sql import quote as _q
-from .collapse import collapse_with_chains, flat_changes, last_changes, order_at_or_after, order_struct
+from .collapse import (collapse_snapshot, collapse_with_chains, flat_changes, last_changes, order_at_or_after,
+                       order_struct)
 from .column_types import sql_type
 from .schema import CHANGELOG_ENVELOPE, SchemaPlan
 from .table_work import TableWork
@@ -55,10 +56,13 @@ def backfill_defaults(spark: SparkSession, work: "TableWork", batch: Batch, stre
 
 
 def merge_table(spark: SparkSession, work: TableWork, *,
-                max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS) -> tuple[Optional[DataFrame], bool]:
+                max_key_change_rows: int = DEFAULT_MAX_KEY_CHANGE_ROWS,
+                snapshot: bool = False) -> tuple[Optional[DataFrame], bool]:
     """The collapsed changes of one table (see :func:`collapse_changes`), the source of its
     MERGE (or of the overwrite after a TRUNCATE), and whether some rows take unchanged columns
-    from another target row (``ok<j>``). ``(None, False)`` when no rows are staged."""
+    from another target row (``ok<j>``). ``(None, False)`` when no rows are staged. Of a
+    ``snapshot``'s rows only those of keys a staged change touches are collapsed
+    (:func:`collapse_snapshot`)."""
     plan = work.plan
     names = [n for n, _ in plan.columns]
     n_keys, n_cols = len(work.primary_key), len(names)
@@ -66,14 +70,16 @@ def merge_table(spark: SparkSession, work: TableWork, *,
     reset = work.resets[-1]["_position"] if work.resets else None
     if work.files:
         meta = bool(work.contract_columns)
+        reads = snapshot and not meta and work.reads_distinct
         flat = flat_changes(spark, work.frames(spark), work.layouts, plan, work.primary_key, work.defaults,
-                            work.fields, work.insert_defaults, change_meta=meta)
+                            work.fields, work.insert_defaults, change_meta=meta, snapshot_reads=reads)
         if work.since is not None:
             flat = flat.filter(order_at_or_after(work.since))
         if reset is not None:
             flat = flat.filter(order_at_or_after(reset, strict=True))
-        source, chained = collapse_with_chains(spark, flat, n_keys, n_cols, key_columns, max_key_change_rows,
-                                               None if work.facts is None else work.facts.key_changes)
+        collapse = collapse_snapshot if reads else collapse_with_chains
+        source, chained = collapse(spark, flat, n_keys, n_cols, key_columns, max_key_change_rows,
+                                   None if work.facts is None else work.facts.key_changes)
         if meta:  # each key's last change, for the change columns and soft deletes
             source = source.join(last_changes(flat, n_keys), [f"k{j}" for j in range(n_keys)], "left")
         return source, chained
@@ -208,7 +214,8 @@ def _with_origin_values(spark: SparkSession, work: TableWork, source: DataFrame)
 
 def apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, stream: str,
                        max_key_change_rows: int, max_filter_keys: int = DEFAULT_MAX_FILTER_KEYS) -> dict:
-    source, chained = merge_table(spark, work, max_key_change_rows=max_key_change_rows)
+    source, chained = merge_table(spark, work, max_key_change_rows=max_key_change_rows,
+                                  snapshot=batch.manifest.is_snapshot)
     props = commit_properties(batch, stream, work.source)
     view = f"_binlog_src_{hashlib.sha1(work.name.encode()).hexdigest()[:12]}"
     keyset = set(work.primary_key)

@@ -15,6 +15,7 @@ from ..errors import MergeJobError
 from ..iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS
 from ..key_chains import fold_key_chains
 from ..key_chains import hashable as _hashable
+from ..snapshot_fold import SNAPSHOT_TXN_PREFIX
 from .schema import SchemaPlan
 from ...staging.storage import ObjectLocation, StorageOptions, is_object_store, read_parquet_schema
 
@@ -135,7 +136,7 @@ def flat_changes(spark: SparkSession, staged: Sequence[DataFrame], layouts: Sequ
                  defaults: Optional[Mapping[str, str]] = None,
                  fields: Optional[Sequence[Mapping[str, str]]] = None,
                  insert_defaults: Optional[Mapping[str, str]] = None,
-                 change_meta: bool = False) -> DataFrame:
+                 change_meta: bool = False, snapshot_reads: bool = False) -> DataFrame:
     """The staged changes of one table (``staged``: its files, read by :func:`read_staged`) as
     one frame, values cast to the target types.
     ``defaults`` (column -> SQL literal text) fills the columns added in the batch with a
@@ -148,7 +149,8 @@ def flat_changes(spark: SparkSession, staged: Sequence[DataFrame], layouts: Sequ
     gives, per file, the staged field name of a column renamed after the file's rows.
     ``insert_defaults`` (column -> literal text) is what an INSERT that left the column out gave
     it (MINIMAL row images log only the columns the statement set). ``change_meta`` adds each
-    change's ``_commit_ts``, ``_binlog_file`` and ``_gtid`` (see :func:`last_changes`)."""
+    change's ``_commit_ts``, ``_binlog_file`` and ``_gtid`` (see :func:`last_changes`);
+    ``snapshot_reads`` adds ``_read``: the row is one a snapshot read (not a change)."""
     names = [n for n, _ in schema.columns]
     frames = []
     for part, (df, layout) in enumerate(zip(staged, layouts)):
@@ -159,6 +161,8 @@ def flat_changes(spark: SparkSession, staged: Sequence[DataFrame], layouts: Sequ
         select = [order_struct().alias("_o"), F.col("_op")]
         if change_meta:
             select += [F.col("_commit_ts"), F.col("_binlog_file"), F.col("_gtid")]
+        if snapshot_reads:
+            select.append(F.col("_txn").startswith(SNAPSHOT_TXN_PREFIX).alias("_read"))
         for i, (name, typ) in enumerate(schema.columns):
             if name in present and part >= schema.valid_from.get(name, 0):
                 value = F.col("_after").getField(field(name)).cast(typ)
@@ -317,6 +321,29 @@ def _collapse_chains(spark: SparkSession, flat: DataFrame, events: DataFrame, n_
         *[F.col(f"ok{j}") for j in range(n_keys)],
         *[c for i in range(n_cols) for c in (
             F.col(f"v{i}"), F.col("_src")[i].isNotNull().alias(f"h{i}"))])
+
+
+def collapse_snapshot(spark: SparkSession, flat: DataFrame, n_keys: int, n_cols: int,
+                      key_columns: Sequence[int], max_key_change_rows: int,
+                      key_changes: Optional[bool] = None) -> tuple[DataFrame, bool]:
+    """:func:`collapse_with_chains` of a snapshot's staged rows (``flat`` with ``_read``, see
+    :func:`flat_changes`): only the keys some staged change touches are collapsed; the rows
+    read of every other key are each key's only row (the source's primary key), so they go
+    out as read, without the shuffle of the collapse. The changes' keys are few next to the
+    rows read: the join that leaves them out is broadcast when they are small enough."""
+    keys = [f"k{j}" for j in range(n_keys)]
+    changes = flat.filter(~F.col("_read"))
+    changed = changes.select(*[F.col(f"kb{j}").alias(f"k{j}") for j in range(n_keys)]).union(
+        changes.select(*[F.col(f"ka{j}").alias(f"k{j}") for j in range(n_keys)])).dropna().distinct()
+    reads = flat.filter(F.col("_read")).select("*", *[F.col(f"ka{j}").alias(f"k{j}") for j in range(n_keys)])
+    touched = reads.join(changed, keys, "left_semi").drop(*keys).unionByName(changes)
+    source, chained = collapse_with_chains(spark, touched.drop("_read"), n_keys, n_cols, key_columns,
+                                           max_key_change_rows, key_changes)
+    alone = reads.join(changed, keys, "left_anti").select(
+        *keys, F.lit("upsert").alias("_op"), F.lit(True).alias("_fresh"), F.lit(False).alias("_self"),
+        *[F.lit(None).cast(source.schema[f"k{j}"].dataType).alias(f"ok{j}") for j in range(n_keys)],
+        *[c for i in range(n_cols) for c in (F.col(f"v{i}"), F.col(f"h{i}"))])
+    return source.unionByName(alone), chained
 
 
 def collapse_changes(spark: SparkSession, flat: DataFrame, n_keys: int, n_cols: int,

@@ -259,6 +259,7 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
             try:
                 _write(data_files, fold.rows(), schema)
                 if not fold.unique:
+                    work.reads_distinct = False
                     raise _Unwritable("the snapshot gave a key more than once")
                 files = data_files.close()
             except BaseException:

@@ -87,6 +87,9 @@ class TableWork:
     creation: Optional[TableCreation] = None
     #: the changes folded before the batch's commits (``direct_commit.fold_ahead``), until committed
     folded: Optional[DirectChanges] = None
+    #: a snapshot's rows read hold each key once (the source's primary key), unless its direct
+    #: commit found one twice: then Spark collapses every row, not only the changed keys'
+    reads_distinct: bool = True
 
     @property
     def source(self) -> str:

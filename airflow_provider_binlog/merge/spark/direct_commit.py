@@ -105,13 +105,21 @@ def _unknown_state(exc: BaseException) -> bool:
     return "CommitStateUnknownException" in str(exc)
 
 
-def local_path(location: str) -> Optional[str]:
-    """The local path of a data file location, None when it is elsewhere (an object store)."""
+def local_path(location: str, table: Any) -> Optional[str]:
+    """The local path of a data file location of ``table``, None when it is elsewhere (an
+    object store, or HDFS: a path without a scheme is on the default file system of the
+    table's Hadoop configuration, which may not be the local one)."""
     if location.startswith("file://"):
         return location[len("file://"):]
     if location.startswith("file:"):
         return location[len("file:"):]
-    return location if location.startswith("/") else None
+    if not location.startswith("/"):
+        return None
+    try:
+        default = str(table.io().conf().get("fs.defaultFS") or "file:///")
+    except Exception:  # noqa: BLE001 - a FileIO without a Hadoop configuration: not a local path
+        return None
+    return location if default.startswith("file:") else None
 
 
 def _write(spark: SparkSession, table: Any, data: Any, kind: str, written: list,
@@ -126,7 +134,7 @@ def _write(spark: SparkSession, table: Any, data: Any, kind: str, written: list,
     java = IcebergJava.of(spark)
     path = table.locationProvider().newDataLocation(f"binlog-{kind}-{uuid.uuid4().hex}.parquet")
     written.append(path)
-    local = local_path(path)
+    local = local_path(path, table)
     if local is not None:
         os.makedirs(os.path.dirname(local), exist_ok=True)
         pq.write_table(data, local, compression="zstd", store_schema=store_schema)

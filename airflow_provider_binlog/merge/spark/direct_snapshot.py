@@ -120,7 +120,7 @@ class _DataFiles:
         if self._open is None:
             location = self.table.locationProvider().newDataLocation(f"binlog-snapshot-{uuid.uuid4().hex}.parquet")
             self.written.append(location)
-            local = local_path(location)
+            local = local_path(location, self.table)
             temp = None
             if local is None:
                 fd, temp = tempfile.mkstemp(suffix=".parquet")

@@ -66,9 +66,8 @@ def class_path(conf: Mapping[str, str], spark_jars_dirs: Sequence[str],
         raise SparkNeeded("spark.jars.packages: the catalog's jars are resolved by spark-submit")
     if not spark_jars_dirs:
         raise SparkNeeded("no Spark jars on this host")
-    entries = [environ["SPARK_CONF_DIR"]] if environ.get("SPARK_CONF_DIR") else []
-    if not entries and environ.get("SPARK_HOME"):
-        entries.append(os.path.join(environ["SPARK_HOME"], "conf"))
+    conf_dir = spark_conf_dir(environ)
+    entries = [conf_dir] if conf_dir else []
     entries += _local_jars(str(conf.get("spark.jars", "")))
     entries += [p for p in str(conf.get("spark.driver.extraClassPath", "")).split(os.pathsep) if p]
     entries += [os.path.join(d, "*") for d in spark_jars_dirs[:1]]
@@ -191,10 +190,7 @@ class IcebergJvm:
             self.namespace(namespace), table)
 
     def namespace(self, parts: Sequence[str]) -> Any:
-        names = self.gateway.new_array(self.jvm.java.lang.String, len(parts))
-        for i, part in enumerate(parts):
-            names[i] = part
-        return self.jvm.org.apache.iceberg.catalog.Namespace.of(names)
+        return self.jvm.org.apache.iceberg.catalog.Namespace.of(java_array(self, self.jvm.java.lang.String, parts))
 
     def load_table(self, name: str) -> Optional[Any]:
         """The ``org.apache.iceberg.Table`` ``name``, freshly loaded; None when there is none."""
@@ -299,3 +295,20 @@ def jvm_of(session: Any) -> Any:
 
 def gateway_of(session: Any) -> Any:
     return session.gateway if isinstance(session, IcebergJvm) else session.sparkContext._gateway
+
+
+def java_array(session: Any, java_type: Any, values: Sequence[Any]) -> Any:
+    """``values`` as a Java array of ``java_type`` in the JVM of ``session`` (a SparkSession or
+    an :class:`IcebergJvm`): py4j turns no Python list into one."""
+    array = gateway_of(session).new_array(java_type, len(values))
+    for i, value in enumerate(values):
+        array[i] = value
+    return array
+
+
+def spark_conf_dir(environ: Mapping[str, str]) -> Optional[str]:
+    """Spark's configuration directory, as its launcher finds it: ``$SPARK_CONF_DIR``, else
+    ``$SPARK_HOME/conf``; None when neither is set."""
+    if environ.get("SPARK_CONF_DIR"):
+        return environ["SPARK_CONF_DIR"]
+    return os.path.join(environ["SPARK_HOME"], "conf") if environ.get("SPARK_HOME") else None

@@ -10,7 +10,7 @@ from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
 from ...checkpoints import Checkpoint
-from ...spark.iceberg_jvm import IcebergJvm, gateway_of, jvm_of
+from ...spark.iceberg_jvm import IcebergJvm, java_array, jvm_of
 from ..errors import MergeJobError
 from ..iceberg_contract import SUMMARY_BATCH, SUMMARY_CHECKPOINT, SUMMARY_STREAM
 
@@ -85,11 +85,7 @@ def _main_branch(spark: SparkSession, table: str) -> Iterator[_Snapshot]:
 
 
 def _java_strings(spark: SparkSession, parts: list[str]) -> Any:
-    jvm = jvm_of(spark)
-    names = gateway_of(spark).new_array(jvm.java.lang.String, len(parts))
-    for i, part in enumerate(parts):
-        names[i] = part
-    return names
+    return java_array(spark, jvm_of(spark).java.lang.String, parts)
 
 
 def _spark_catalog(spark: SparkSession, catalog: str) -> Any:

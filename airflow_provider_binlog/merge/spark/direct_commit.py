@@ -30,7 +30,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 from pyspark.sql import SparkSession
 
 from ...spark import runtime
-from ...spark.iceberg_jvm import gateway_of, jvm_of
+from ...spark.iceberg_jvm import java_array, jvm_of
 from ..batches import Batch
 from ..byte_budget import ByteBudget
 from ..direct_changes import DELETES_EQUALITY, DELETES_POSITION, MAX_DIRECT_PARTS, DirectChanges, key_ranges
@@ -166,9 +166,7 @@ def _equality_delete_file(spark: SparkSession, table: Any, spec: Any, keys: Any,
                           written: list) -> Any:
     java = IcebergJava.of(spark)
     path, size, metrics = _write(spark, table, keys, "eq-deletes", written)
-    ids = gateway_of(spark).new_array(jvm_of(spark).int, len(field_ids))
-    for i, field_id in enumerate(field_ids):
-        ids[i] = field_id
+    ids = java_array(spark, jvm_of(spark).int, field_ids)
     return (java.file_metadata.deleteFileBuilder(spec).ofEqualityDeletes(ids).withPath(path)
             .withFormat(java.parquet).withFileSizeInBytes(size).withMetrics(metrics).build())
 

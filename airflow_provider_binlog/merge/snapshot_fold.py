@@ -20,7 +20,8 @@ import bisect
 import dataclasses
 from typing import Any, Iterator, Optional, Sequence
 
-from ..staging.storage import read_parquet
+from ..staging.row_files import StagedRowsFile
+from ..staging.storage import open_parquet, read_parquet
 from .direct_changes import CHANGE_COLUMNS, fold_changes
 
 #: The ``_txn`` of the rows a snapshot read (the rest of a snapshot batch are binlog changes).
@@ -36,19 +37,6 @@ def _is_snapshot(txn: Any) -> Any:
     if pa.types.is_dictionary(txn.type):
         txn = txn.cast(pa.string())
     return pc.fill_null(pc.starts_with(txn, SNAPSHOT_TXN_PREFIX), False)
-
-
-def _open(location: str) -> Any:
-    """A staged file as a ``pyarrow.parquet.ParquetFile`` (local path or object store URI)."""
-    import pyarrow.parquet as pq
-
-    from ..staging.location import is_object_store
-    from ..staging.storage import filesystem, local_path
-
-    if not is_object_store(location):
-        return pq.ParquetFile(local_path(location))
-    fs, path = filesystem(location)
-    return pq.ParquetFile(fs.open_input_file(path))
 
 
 def _may_hold_changes(metadata: Any) -> bool:
@@ -84,6 +72,9 @@ class SnapshotFold:
     streamed: int = 0
     folded: int = 0
     unique: Optional[bool] = None
+    #: row files taken as they are (:meth:`adopt`), with their rows
+    adopted: dict[str, int] = dataclasses.field(default_factory=dict)
+    _sent: Optional["UniqueKeys"] = None
 
     @classmethod
     def plan(cls, files: Sequence[str], primary_key: Sequence[str], columns: Sequence[str], *,
@@ -98,15 +89,15 @@ class SnapshotFold:
             return None
         footers = {}
         for location in files:  # each file's footer, read once
-            parquet = _open(location)
+            parquet = open_parquet(location)
             image = parquet.schema_arrow.field("_after").type
             if not set(columns) <= {image.field(i).name for i in range(image.num_fields)}:
                 return None
-            footers[location] = parquet.metadata
+            footers[location] = parquet
         parts, with_changes, size = [], set(), 0
         for location in files:
-            if not _may_hold_changes(footers[location]):
-                continue
+            if isinstance(footers[location], StagedRowsFile) or not _may_hold_changes(footers[location].metadata):
+                continue  # a row file holds a snapshot's rows only
             changed = pc.invert(_is_snapshot(read_parquet(location, columns=["_txn"]).column("_txn")))
             if not pc.any(changed).as_py():
                 continue
@@ -143,20 +134,45 @@ class SnapshotFold:
         hit = indexed.join(self.changed_keys, self.primary_key, join_type="left semi").column("_i")
         return pc.is_in(pa.array(range(rows.num_rows), pa.int64()), value_set=hit)
 
+    def _keys_sent(self) -> "UniqueKeys":
+        if self._sent is None:
+            self._sent = UniqueKeys(self.primary_key)
+        return self._sent
+
+    def adopt(self, location: str) -> bool:
+        """Take row file ``location`` (``staging/row_files.py``) as it is, when the changes touch
+        none of its keys: its keys join those checked distinct, and :meth:`rows` skips it. False
+        (nothing taken) when a change touches one of them, or it is not a row file."""
+        import pyarrow.compute as pc
+
+        source = open_parquet(location)
+        if not isinstance(source, StagedRowsFile):
+            return False
+        keys = source.file.read(columns=self.primary_key)
+        touched = self._touched(keys)
+        if touched is not None and pc.any(touched).as_py():
+            return False
+        self._keys_sent().add(keys)
+        self.adopted[location] = keys.num_rows
+        return True
+
     def rows(self) -> Iterator[Any]:
         """Each key's final row, in chunks (pyarrow tables of the target ``columns`` in their
-        staged types): the snapshot's rows of untouched keys as they are read, then the keys the
-        changes touch, folded. Sets :attr:`streamed`, :attr:`folded` and :attr:`unique`."""
+        staged types): the snapshot's rows of untouched keys as they are read (but for the files
+        taken by :meth:`adopt`), then the keys the changes touch, folded. Sets :attr:`streamed`,
+        :attr:`folded` and :attr:`unique` (which counts the adopted files' keys too)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         held: list[Any] = []
-        sent = UniqueKeys(self.primary_key)
+        sent = self._keys_sent()
         read = ["_txn", "_op", "_binlog_seq", "_binlog_pos", "_row", "_after"]
         self.streamed = self.folded = 0
         self.unique = None
         for location in self.files:
-            parquet = _open(location)
+            if location in self.adopted:
+                continue
+            parquet = open_parquet(location)
             columns = read if self.changes is not None else ["_after"]  # no change: the rows alone
             for batch in parquet.iter_batches(batch_size=CHUNK_ROWS, columns=columns):
                 if location in self.files_with_changes:
@@ -267,9 +283,10 @@ class UniqueKeys:
             keys = rows.select(self.primary_key)
             self.kept.append(keys.take(pa.array(range(keys.num_rows))))  # a copy: not the chunk's buffers
             return
-        keys = pc.sort_indices(rows.column(self.primary_key[0]))
-        column = rows.column(self.primary_key[0]).take(keys)
+        column = rows.column(self.primary_key[0])
         n = len(column)
+        if n > 1 and not pc.all(pc.greater(column.slice(1), column.slice(0, n - 1))).as_py():
+            column = column.take(pc.sort_indices(column))  # not in key order as read: sorted first
         if n > 1 and not pc.all(pc.greater(column.slice(1), column.slice(0, n - 1))).as_py():
             self.overlap = True  # a key twice in the chunk itself
             return

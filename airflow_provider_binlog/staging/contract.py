@@ -27,6 +27,10 @@ column              Arrow type                 meaning
 
 Ordering key of a change: ``(_binlog_seq, _binlog_pos, _row)`` — never a timestamp.
 
+The rows a snapshot reads into Arrow are staged in row files instead (``rows-*.parquet``,
+``staging/row_files.py``): the table's columns alone, each chunk's envelope in the footer;
+``staging.storage.read_parquet`` and ``open_parquet`` read them as the columns above.
+
 The manifest lists each file with its ``path``, ``rows``, ``bytes``, layout ``fingerprint`` and
 ``sha256`` (of the whole file; the merge job refuses a file that does not match it).
 
@@ -63,7 +67,10 @@ from ..codec.events import Column
 from ..codec.mariadb_text import TEXT_FORMS
 
 MANIFEST_FORMAT = "airflow-provider-binlog/staging"
-MANIFEST_VERSION = 1
+#: the newest manifest version this release reads: 2 when a batch holds row files (an older
+#: release, which reads version 1 only, would not know them), else 1
+MANIFEST_VERSION = 2
+ROW_FILES_VERSION = 2
 MANIFEST_NAME = "manifest.json"
 
 ENVELOPE_COLUMNS = ("_op", "_binlog_file", "_binlog_seq", "_binlog_pos", "_row", "_gtid",

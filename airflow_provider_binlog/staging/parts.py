@@ -20,6 +20,7 @@ from .contract import schema_fingerprint, staging_schema
 from .convert import ColumnStager, Counters
 from .manifest import file_sha256
 from .masking import EXCLUDE, HASH, Masking, MaskingError, masked_image_type
+from .row_files import ROWS_KEY, flat_schema, footer_value, segment
 
 if TYPE_CHECKING:
     from ..codec.rows import DeferredRows
@@ -140,11 +141,13 @@ class PartFile:
         self._absent_names: dict[int, tuple[int, ...]] = {}
         # dictionaries and statistics for the envelope (few distinct values; positions are
         # what readers filter on), not for the row images, where they cost more than they give
-        self.writer = pq.ParquetWriter(str(path), self.schema, compression="zstd",
-                                       use_dictionary=_ENVELOPE_DICTIONARY,
-                                       write_statistics=_ENVELOPE_STATISTICS)
+        self.writer = self._open_writer()
         os.chmod(path, 0o600)
         self._reset()
+
+    def _open_writer(self) -> pq.ParquetWriter:
+        return pq.ParquetWriter(str(self.path), self.schema, compression="zstd",
+                                use_dictionary=_ENVELOPE_DICTIONARY, write_statistics=_ENVELOPE_STATISTICS)
 
     def _reset(self) -> None:
         self.buffered_bytes = 0  # binlog bytes of the rows buffered (see StagingWriter)
@@ -374,6 +377,57 @@ class PartFile:
                 "fingerprint": self.fingerprint, "sha256": file_sha256(self.path)}
 
 
+#: rows of a row file: the next chunk starts another file (the unit a merge commits as it is,
+#: or rewrites when a change of the binlog touches one of its keys)
+ROWS_FILE_ROWS = 1 << 20
+
+
+class RowsPartFile(PartFile):
+    """A row file (:mod:`.row_files`): the rows a snapshot read into Arrow, as the table's
+    columns alone; each chunk's envelope is kept in the footer, written when the file closes."""
+
+    def _open_writer(self) -> pq.ParquetWriter:
+        self.flat = flat_schema(self.schema.field("_after").type)
+        self.segments: list[list[Any]] = []
+        return pq.ParquetWriter(str(self.path), self.flat, compression="zstd", write_statistics=True)
+
+    def append_rows(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(f"{self.relpath}: a row file holds rows read by a snapshot only")
+
+    append_event = append_rows
+
+    def append_arrow_inserts(self, file: str, seq: int, pos: int, gtid: Optional[str], commit_ts: dt.datetime,
+                             txn: str, columns: Sequence[pa.Array], first_index: int) -> int:
+        n = len(columns[0]) if columns else 0
+        if not n:
+            return 0
+        if len(columns) != len(self.columns):
+            raise ValueError(f"{self.relpath}: {len(columns)} arrays for the {len(self.columns)} columns "
+                             f"of the table map")
+        children = []
+        for name, array in zip(self.names, columns):
+            rule = self.rules.get(name)
+            if rule is None:
+                children.append(array)
+            elif rule.action != EXCLUDE:
+                children.append(cast(Masking, self.masking).mask_array(rule, array))
+        self.segments.append(segment(self.rows, n, file, seq, pos, gtid, commit_ts, txn, first_index))
+        self.arrow_pending.append(pa.Table.from_arrays(children, schema=self.flat))
+        self.arrow_rows += n
+        self.rows += n
+        if self.arrow_rows >= self.row_group_rows:
+            self._flush_arrow()
+        return n
+
+    def close(self) -> _FileDesc:
+        self._flush_arrow()
+        self.background.drain()
+        self.writer.add_key_value_metadata({ROWS_KEY: footer_value(self.schema, self.segments)})
+        self.writer.close()
+        return {"path": self.relpath, "rows": self.rows, "bytes": self.path.stat().st_size,
+                "fingerprint": self.fingerprint, "sha256": file_sha256(self.path)}
+
+
 class Stager:
     """The part files of the tables one process stages, and its memory budget.
 
@@ -393,27 +447,50 @@ class Stager:
         self.suffix = suffix
         self.background = BackgroundWriter()
         self.open: dict[_Key, PartFile] = {}
+        self.open_rows: dict[_Key, PartFile] = {}  # row files (RowsPartFile)
+        self.rolled: dict[_Key, int] = {}  # row files a table filled (ROWS_FILE_ROWS) since the last seal
         self.closed: dict[_Key, list[tuple[int, _FileDesc]]] = {}  # (generation, file) per table
         self.counts: dict[_Key, dict[str, int]] = {}
         self.buffered_bytes = 0
         self.sealed = 0  # part files closed by seal(): later ones of a generation get another name
 
     def part(self, table_map: TableMap, generation: int) -> PartFile:
+        """The table's part file of ``generation`` (a new one when its generation changes)."""
+        return self._part(self.open, PartFile, "part", table_map, generation)
+
+    def rows_part(self, table_map: TableMap, generation: int) -> PartFile:
+        """The table's row file of ``generation`` (:mod:`.row_files`), for rows a snapshot read
+        into Arrow."""
         key = (table_map.schema, table_map.table)
-        part = self.open.get(key)
+        part = self.open_rows.get(key)
+        if part is not None and part.generation == generation and part.rows >= ROWS_FILE_ROWS:
+            self.closed.setdefault(key, []).append((part.generation, part.close()))
+            del self.open_rows[key]  # a full row file: the next rows start another
+            self.rolled[key] = self.rolled.get(key, 0) + 1
+        return self._part(self.open_rows, RowsPartFile, "rows", table_map, generation)
+
+    def _part(self, opened: dict[_Key, PartFile], kind: type[PartFile], prefix: str, table_map: TableMap,
+              generation: int) -> PartFile:
+        key = (table_map.schema, table_map.table)
+        part = opened.get(key)
         if part is not None and part.generation == generation:
             part.columns = table_map.columns  # same layout (maybe a new table id or flags)
             return part
-        if part is not None:
-            self.closed.setdefault(key, []).append((part.generation, part.close()))
+        for files in (self.open, self.open_rows):  # a new generation: the table's files of the old one end
+            old = files.get(key)
+            if old is not None and old.generation != generation:
+                self.closed.setdefault(key, []).append((old.generation, old.close()))
+                del files[key]
         folder = self.work_dir / "tables" / f"{safe_name(table_map.schema)}.{safe_name(table_map.table)}"
         folder.parent.mkdir(exist_ok=True, mode=0o700)
         folder.mkdir(exist_ok=True, mode=0o700)
-        name = f"part-{generation:05d}{self.suffix}" + (f"-s{self.sealed:05d}" if self.sealed else "") + ".parquet"
-        part = PartFile(folder / name, f"tables/{folder.name}/{name}", table_map, self.counters,
-                         self.row_group_rows, self.background, self.masking)
+        rolled = self.rolled.get(key, 0) if kind is RowsPartFile else 0
+        name = (f"{prefix}-{generation:05d}{self.suffix}" + (f"-s{self.sealed:05d}" if self.sealed else "")
+                + (f"-r{rolled:05d}" if rolled else "") + ".parquet")
+        part = kind(folder / name, f"tables/{folder.name}/{name}", table_map, self.counters,
+                    self.row_group_rows, self.background, self.masking)
         part.generation = generation
-        self.open[key] = part
+        opened[key] = part
         return part
 
     def add(self, table_map: TableMap, generation: int, kind: str, size: int, envelope: _Envelope,
@@ -456,31 +533,34 @@ class Stager:
     def seal(self) -> dict[_Key, list[tuple[int, _FileDesc]]]:
         """Close every open part file, so that all rows staged so far are in complete files
         (the next rows of a table go to a new file); returns the closed files of each table."""
-        for key, part in self.open.items():
-            self.closed.setdefault(key, []).append((part.generation, part.close()))
-        self.open = {}
+        self._close_open()
         self.buffered_bytes = 0
         self.sealed += 1
+        self.rolled = {}
         return self.closed
 
     def close(self) -> dict[_Key, list[tuple[int, _FileDesc]]]:
         """Close every part file; returns the (generation, file) of each table."""
         try:
-            for key, part in self.open.items():
-                self.closed.setdefault(key, []).append((part.generation, part.close()))
-            self.open = {}
+            self._close_open()
         finally:
             self.background.stop()
         return self.closed
 
     def abort(self) -> None:
         self.background.stop(discard=True)
-        for part in self.open.values():
+        for part in [*self.open.values(), *self.open_rows.values()]:
             try:
                 part.writer.close()
             except Exception:
                 pass
-        self.open = {}
+        self.open, self.open_rows = {}, {}
+
+    def _close_open(self) -> None:
+        for files in (self.open_rows, self.open):
+            for key, part in files.items():
+                self.closed.setdefault(key, []).append((part.generation, part.close()))
+        self.open, self.open_rows = {}, {}
 
 
-__all__ = ["BackgroundWriter", "PartFile", "Stager", "safe_name"]
+__all__ = ["BackgroundWriter", "PartFile", "RowsPartFile", "Stager", "safe_name"]

@@ -116,35 +116,56 @@ def total_size(locations: Sequence[str], known: Optional[int] = None) -> int:
 
 def read_parquet(location: str, columns: Optional[list[str]] = None,
                  options: Optional[StorageOptions] = None) -> Any:
-    """A staged Parquet file (a local path or an object store URI) as a pyarrow table."""
+    """A staged Parquet file (a local path or an object store URI) as a pyarrow table of the
+    staging contract's columns (a row file's too: see :mod:`.row_files`)."""
     import pyarrow.parquet as pq
 
+    from .row_files import StagedRowsFile, staged_view
+
+    location = os.fspath(location)
     if not is_object_store(location):
+        source = open_parquet(location)
+        if isinstance(source, StagedRowsFile):
+            return source.read(columns=columns)
         return pq.read_table(local_path(location), columns=columns)
     fs, path = filesystem(location, options)
+    with fs.open_input_file(path) as fh:
+        source = staged_view(pq.ParquetFile(fh), location)
+        if isinstance(source, StagedRowsFile):
+            return source.read(columns=columns)
     return pq.read_table(path, columns=columns, filesystem=fs)
 
 
 def open_parquet(location: str, options: Optional[StorageOptions] = None) -> Any:
     """A staged Parquet file (a local path or an object store URI) as a ``pyarrow.parquet.
-    ParquetFile``, to read in batches."""
+    ParquetFile`` to read in batches, a row file as the contract's columns
+    (:func:`.row_files.staged_view`)."""
     import pyarrow.parquet as pq
 
+    from .row_files import staged_view
+
+    location = os.fspath(location)
     if not is_object_store(location):
-        return pq.ParquetFile(local_path(location))
+        return staged_view(pq.ParquetFile(local_path(location)), location)
     fs, path = filesystem(location, options)
-    return pq.ParquetFile(fs.open_input_file(path))
+    return staged_view(pq.ParquetFile(fs.open_input_file(path)), location)
 
 
 def read_parquet_schema(location: str) -> Any:
-    """The Arrow schema of a staged Parquet file, from its footer."""
+    """The Arrow schema of a staged Parquet file, from its footer (a row file's: the contract's)."""
     import pyarrow.parquet as pq
 
+    from .row_files import rows_layout
+
     if not is_object_store(location):
-        return pq.read_schema(local_path(location))
-    fs, path = filesystem(location)
-    with fs.open_input_file(path) as fh:
-        return pq.read_schema(fh)
+        parquet = pq.ParquetFile(local_path(location))
+        layout = rows_layout(parquet, location)
+    else:
+        fs, path = filesystem(location)
+        with fs.open_input_file(path) as fh:
+            parquet = pq.ParquetFile(fh)
+            layout = rows_layout(parquet, location)
+    return parquet.schema_arrow if layout is None else layout.schema
 
 
 def write_bytes(location: str, data: bytes, options: Optional[StorageOptions] = None) -> None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, cast
 
 from ..codec.events import ABSENT, RowsEvent, TableMap
 from ..codec.positions import binlog_sequence
-from .contract import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, column_descriptions, schema_fingerprint
+from .contract import MANIFEST_FORMAT, MANIFEST_NAME, ROW_FILES_VERSION, column_descriptions, schema_fingerprint
 from .convert import Counters
 from .manifest import Manifest, ManifestError, load_manifest, write_json_atomically
 from .masking import Masking, mask_ddl_record, masked_entry
@@ -186,11 +186,12 @@ class StagingWriter:
     def add_snapshot_arrays(self, table_map: TableMap, columns: Sequence[Any], *, binlog_file: str, position: int,
                             gtid: Optional[str], taken_at: dt.datetime, first_index: int) -> int:
         """Like :meth:`add_snapshot_rows`, for rows given as Arrow arrays (one per column, in its
-        staging type: see :func:`.contract.arrow_type_for`)."""
+        staging type: see :func:`.contract.arrow_type_for`), staged in the table's row file
+        (:mod:`.row_files`)."""
         if self._pool is not None:
             raise RuntimeError("snapshots are staged by a writer without workers")
         stage = self._stage_for(table_map)
-        part = self._local.part(table_map, stage.generation)
+        part = self._local.rows_part(table_map, stage.generation)
         n = part.append_arrow_inserts(binlog_file, binlog_sequence(binlog_file), position, gtid, taken_at,
                                       f"snapshot:{binlog_file}:{position}", columns, first_index)
         stage.counts["insert"] += n
@@ -411,7 +412,9 @@ class StagingWriter:
                 entry.update(masked_entry(self.masking, stage.schema, stage.table, cols, history))
             tables.append(entry)
         manifest: dict[str, Any] = {
-            "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "dump_id": dump_id,
+            "format": MANIFEST_FORMAT, "dump_id": dump_id,
+            "version": ROW_FILES_VERSION if any(f["path"].rsplit("/", 1)[-1].startswith("rows-")
+                                                for t in tables for f in t["files"]) else 1,
             "created_at": dt.datetime.now(UTC).isoformat(), "server": server,
             "start": start, "end": end, "tables": tables, "ddl": self.ddl,
             "invalid_temporals": self.counters.invalid_temporals,

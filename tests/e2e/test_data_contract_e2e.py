@@ -10,7 +10,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-import pyarrow.parquet as pq
+from airflow_provider_binlog.staging.storage import read_parquet
 import pytest
 
 pytest.importorskip("airflow")
@@ -36,7 +36,7 @@ def digest(text: str) -> str:
 
 
 def values_in_parquet(paths) -> str:
-    return repr([pq.read_table(p).to_pylist() for p in paths])
+    return repr([read_parquet(p).to_pylist() for p in paths])
 
 
 def test_change_columns_soft_deletes_change_log_and_masking_from_the_factory(

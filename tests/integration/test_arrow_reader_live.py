@@ -4,7 +4,7 @@ as the pymysql reader, for every column type it reads, with masking; what it can
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+from airflow_provider_binlog.staging.storage import read_parquet
 import pytest
 
 from airflow_provider_binlog.capture.arrow_reader import ArrowChunkReader
@@ -48,7 +48,7 @@ def snapshot(server, path, table: str, reader: str, **kwargs):
 
 def staged(manifest) -> pa.Table:
     (entry,) = manifest.tables
-    table = pa.concat_tables([pq.read_table(p) for p in manifest.files(entry)])
+    table = pa.concat_tables([read_parquet(p) for p in manifest.files(entry)])
     return table.sort_by([("_row", "ascending")])
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-import pyarrow.parquet as pq
+from airflow_provider_binlog.staging.storage import read_parquet
 import pytest
 
 pytest.importorskip("airflow")
@@ -126,7 +126,7 @@ def test_dump_with_minimal_row_metadata_reads_information_schema(mariadb_factory
     result = hook.dump(staging_dir=tmp_path, start=start, tables=["hookdb.minimal"])
     manifest = load_manifest(result["manifest"])
     (entry,) = manifest.tables
-    (row,) = pq.read_table(manifest.files(entry)[0]).to_pylist()
+    (row,) = read_parquet(manifest.files(entry)[0]).to_pylist()
     assert row["_after"]["id"] == 1 and row["_after"]["color"] == "green"
 
 
@@ -144,7 +144,7 @@ def test_snapshot_is_staged_like_a_dump_at_the_servers_position(mariadb, table, 
     manifest = load_manifest(result["manifest"])
     assert manifest.dump_id == result["dump_id"] and manifest.is_snapshot
     (entry,) = manifest.tables
-    rows = pq.read_table(manifest.files(entry)[0]).to_pylist()
+    rows = read_parquet(manifest.files(entry)[0]).to_pylist()
     assert sorted(r["_after"]["name"] for r in rows) == ["a", "b", "c"]
     # the snapshot does not move the stored checkpoint; a dump from its end finds nothing
     with pytest.raises(BinlogConnectionError, match="no checkpoint"):

@@ -258,3 +258,94 @@ def test_a_snapshot_staged_on_s3_is_committed_directly_and_read_back_by_pyiceber
     assert {(t["source"], t.get("direct")) for t in tables} == {("s.wide", True), ("s.pair", True)}
     assert pyiceberg_wide(PyIcebergReader(warehouse=spark_warehouse), "dsnap_s3") == expected_wide(wide)
     assert pair_state(spark, "lake.dsnap_s3.s__pair") == {(a, b): v for (a, b), v in pairs.items()}
+
+
+class ArrowSnapshot(Snapshot):
+    """A snapshot whose chunks were read into Arrow: staged in row files."""
+
+    def chunk(self, tm, rows: list) -> None:
+        import pyarrow as pa
+
+        from airflow_provider_binlog.staging.contract import arrow_type_for
+
+        self.index = getattr(self, "index", {})
+        first = self.index.get(tm.table, 0)
+        columns = [pa.array([r[c.index] for r in rows], arrow_type_for(c)) for c in tm.columns]
+        self.index[tm.table] = first + self.writer.add_snapshot_arrays(
+            tm, columns, binlog_file=self.file, position=self.pos, gtid=None,
+            taken_at=dt.datetime(2026, 1, 1, tzinfo=UTC), first_index=first)
+        self.pos += 100
+
+
+def staged_row_files(manifest) -> list[Path]:
+    entry = next(e for e in manifest.tables if e["table"] == "wide")
+    return [Path(p) for p in manifest.files(entry) if Path(p).name.startswith("rows-")]
+
+
+def sha256(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def test_row_files_are_committed_as_they_are_and_stay_readable_after_the_staging_is_deleted(
+        spark, spark_warehouse, tmp_path):
+    import shutil
+
+    log = ArrowSnapshot(tmp_path).begin()
+    rng = random.Random(11)
+    wide = {k: wide_row(rng, k) for k in range(1, 301)}
+    for at in range(1, 301, 50):
+        log.chunk(WIDE, [wide[k] for k in range(at, at + 50)])
+    manifest = log.publish()
+    (staged,) = staged_row_files(manifest)
+    result = apply_manifests(spark, [manifest], MergeOptions(namespace="dsnap_rows"))
+    (table,) = result["batches"][0]["tables"]
+    assert table["direct"] is True and table["rows_adopted"] == 300 and table["rows_written"] == 300
+    (data_file,) = [r[0] for r in spark.sql("SELECT file_path FROM lake.dsnap_rows.s__wide.files").collect()]
+    assert sha256(data_file.removeprefix("file:")) == sha256(staged)  # the staged bytes, not rows written again
+    shutil.rmtree(tmp_path / "staging")  # the staging's retention: the table does not refer to it
+    assert wide_state(spark, "lake.dsnap_rows.s__wide") == expected_wide(wide)
+    assert pyiceberg_wide(PyIcebergReader(warehouse=spark_warehouse), "dsnap_rows") == expected_wide(wide)
+    bounds = spark.sql("SELECT record_count, lower_bounds, upper_bounds FROM lake.dsnap_rows.s__wide.files").collect()
+    assert bounds[0][0] == 300 and bounds[0][1] and bounds[0][2]  # metrics from the footer
+
+
+def test_a_row_file_a_change_touches_is_rewritten_the_others_are_taken_as_they_are_and_spark_agrees(
+        spark, spark_warehouse, tmp_path, monkeypatch):
+    from airflow_provider_binlog.staging import parts
+
+    monkeypatch.setattr(parts, "ROWS_FILE_ROWS", 150)
+    log = ArrowSnapshot(tmp_path).begin()
+    rng = random.Random(12)
+    wide = {k: wide_row(rng, k) for k in range(1, 301)}
+    for at in range(1, 301, 50):
+        log.chunk(WIDE, [wide[k] for k in range(at, at + 50)])
+    for key in (3, 77, 140):  # changes to rows of the first file, after it was read
+        new = wide_row(rng, key)
+        log.rows(WIDE, "update", [(wide[key], new)])
+        wide[key] = new
+    log.rows(WIDE, "delete", [wide.pop(9)])
+    manifest = log.publish()
+    assert len(staged_row_files(manifest)) == 2
+    direct = apply_manifests(spark, [manifest], MergeOptions(namespace="dsnap_rows_touched"))
+    (table,) = direct["batches"][0]["tables"]
+    assert table["direct"] is True and table["rows_adopted"] == 150 and table["rows_written"] == 299
+    by_spark = apply_manifests(spark, [manifest], MergeOptions(namespace="dsnap_rows_spark", direct_max_bytes=0))
+    assert not by_spark["batches"][0]["tables"][0].get("direct")  # Spark reads the row files through pyarrow
+    assert wide_state(spark, "lake.dsnap_rows_touched.s__wide") == expected_wide(wide) \
+        == wide_state(spark, "lake.dsnap_rows_spark.s__wide")
+    assert pyiceberg_wide(PyIcebergReader(warehouse=spark_warehouse), "dsnap_rows_touched") == expected_wide(wide)
+
+
+def test_row_files_staged_on_s3_are_copied_into_the_table_and_read_back_by_pyiceberg(
+        spark, spark_warehouse, tmp_path, s3_env):  # noqa: F811
+    log = ArrowSnapshot(tmp_path, staging=f"s3://{s3_env}/stage-rows").begin()
+    rng = random.Random(13)
+    wide = {k: wide_row(rng, k) for k in range(1, 121)}
+    for at in range(1, 121, 40):
+        log.chunk(WIDE, [wide[k] for k in range(at, at + 40)])
+    manifest = log.publish()
+    (table,) = apply_manifests(spark, [manifest.ref], MergeOptions(namespace="dsnap_rows_s3"))["batches"][0]["tables"]
+    assert table["direct"] is True and table["rows_adopted"] == 120
+    assert pyiceberg_wide(PyIcebergReader(warehouse=spark_warehouse), "dsnap_rows_s3") == expected_wide(wide)

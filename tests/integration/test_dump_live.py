@@ -11,7 +11,7 @@ import sys
 import textwrap
 from decimal import Decimal
 
-import pyarrow.parquet as pq
+from airflow_provider_binlog.staging.storage import read_parquet
 import pytest
 
 from airflow_provider_binlog.checkpoints import Checkpoint
@@ -38,7 +38,7 @@ def replay(manifests, table, model=None):
             if entry["table"] != table:
                 continue
             for path in manifest.files(entry):
-                rows = pq.read_table(path).to_pylist()
+                rows = read_parquet(path).to_pylist()
                 rows.sort(key=lambda r: (r["_binlog_seq"], r["_binlog_pos"], r["_row"]))
                 for r in rows:
                     if r["_op"] in ("update", "delete"):
@@ -126,7 +126,7 @@ def test_two_consecutive_dumps_cover_every_change_exactly_once(mariadb, table, t
     for m in (first.manifest, second.manifest):
         for entry in m.tables:
             for path in m.files(entry):
-                t = pq.read_table(path, columns=["_binlog_seq", "_binlog_pos", "_row"]).to_pylist()
+                t = read_parquet(path, columns=["_binlog_seq", "_binlog_pos", "_row"]).to_pylist()
                 positions += [(r["_binlog_seq"], r["_binlog_pos"], r["_row"]) for r in t]
     assert len(positions) == len(set(positions))
 
@@ -221,7 +221,7 @@ def test_connection_cut_mid_event_resumes_without_loss_or_duplicates(mariadb, ta
     positions = []
     for entry in result.manifest.tables:
         for path in result.manifest.files(entry):
-            t = pq.read_table(path, columns=["_binlog_seq", "_binlog_pos", "_row"]).to_pylist()
+            t = read_parquet(path, columns=["_binlog_seq", "_binlog_pos", "_row"]).to_pylist()
             positions += [(r["_binlog_seq"], r["_binlog_pos"], r["_row"]) for r in t]
     assert len(positions) == len(set(positions))
 
@@ -245,6 +245,6 @@ def test_ddl_on_captured_tables_is_recorded_with_positions(mariadb, table, tmp_p
     assert ddl[0]["pos"] < ddl[1]["pos"] < ddl[2]["pos"]
     (entry,) = result.manifest.tables
     # the insert after TRUNCATE lies between the truncate and the rename
-    rows = pq.read_table(result.manifest.files(entry)[-1]).to_pylist()
+    rows = read_parquet(result.manifest.files(entry)[-1]).to_pylist()
     assert ddl[1]["pos"] < rows[-1]["_binlog_pos"] < ddl[2]["pos"]
     assert len({f["fingerprint"] for f in entry["files"]}) == 2  # ADD COLUMN: a new file layout

@@ -2,6 +2,7 @@
 schemas from information_schema for binlogs without column names."""
 from __future__ import annotations
 
+from airflow_provider_binlog.staging.storage import read_parquet
 import pytest
 
 from airflow_provider_binlog.checkpoints import Checkpoint
@@ -60,8 +61,7 @@ def test_minimal_metadata_is_flagged_and_schemas_come_from_information_schema(ma
     (entry,) = result.manifest.tables
     assert [c["name"] for c in entry["columns"]] == ["id", "color", "at"]
     assert entry["primary_key"] == ["id"]
-    import pyarrow.parquet as pq
-    rows = pq.read_table(result.manifest.files(entry)[0]).to_pylist()
+    rows = read_parquet(result.manifest.files(entry)[0]).to_pylist()
     assert rows[0]["_after"]["id"] == 4000000000 and rows[0]["_after"]["color"] == "green"
     assert rows[1]["_op"] == "update" and rows[1]["_after"]["color"] == "red"
     assert set(rows[1]["_after_absent"]) == {"id", "at"}   # MINIMAL image: only the changed column

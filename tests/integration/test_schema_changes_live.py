@@ -9,6 +9,7 @@ writer keeps writing.
 """
 from __future__ import annotations
 
+from airflow_provider_binlog.staging.storage import read_parquet
 import itertools
 import os
 import shutil
@@ -322,7 +323,6 @@ def test_a_schema_change_missing_from_the_binlog_is_a_divergence_with_both_colum
 
 
 def test_mariadb_uuid_and_inet6_are_staged_as_text_with_full_row_metadata(mariadb_factory, monkeypatch, tmp_path):
-    import pyarrow.parquet as pq
 
     server = mariadb_factory(binlog_row_metadata="FULL")
     db = _db(server)
@@ -333,7 +333,7 @@ def test_mariadb_uuid_and_inet6_are_staged_as_text_with_full_row_metadata(mariad
     result = hook.dump(staging_dir=tmp_path, start=start, tables=[f"{db}.t"])
     manifest = load_manifest(result["manifest"])
     (entry,) = manifest.tables
-    (row,) = pq.read_table(manifest.files(entry)[0]).to_pylist()
+    (row,) = read_parquet(manifest.files(entry)[0]).to_pylist()
     assert (row["_after"]["u"], row["_after"]["ip"]) == ("123e4567-e89b-12d3-a456-426655440000", "::ffff:1.2.3.4")
 
 

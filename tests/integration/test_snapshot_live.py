@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import threading
 
-import pyarrow.parquet as pq
+from airflow_provider_binlog.staging.storage import read_parquet
 
 from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.capture.snapshot import take_snapshot
@@ -35,7 +35,7 @@ def test_snapshot_then_dump_reproduces_the_table_exactly(mariadb, table, tmp_pat
     workload(mariadb, table, rng, 100)
     assert snap.is_snapshot and snap.start == snap.end
     (entry,) = snap.tables
-    staged = [r for p in snap.files(entry) for r in pq.read_table(p).to_pylist()]
+    staged = [r for p in snap.files(entry) for r in read_parquet(p).to_pylist()]
     assert {r["_op"] for r in staged} == {"insert"}
     assert len({r["_row"] for r in staged}) == len(staged)
     rc = replica(mariadb)

@@ -8,7 +8,7 @@ import datetime as dt
 import json
 from decimal import Decimal
 
-import pyarrow.parquet as pq
+from airflow_provider_binlog.staging.storage import read_parquet
 import pytest
 
 from airflow_provider_binlog.codec import constants as C
@@ -262,7 +262,7 @@ def test_mariadb_uuid_and_inet_are_staged_as_the_server_prints_them(mariadb_fact
         out = {}
         for entry in manifest.tables:
             for path in manifest.files(entry):
-                for row in pq.read_table(path).column("_after").to_pylist():
+                for row in read_parquet(path).column("_after").to_pylist():
                     out[row["id"]] = (row["u"], row["i6"], row["i4"], row["bt"], row["d"], row["dtm"])
         return out
 

@@ -10,7 +10,7 @@ import random
 import threading
 import time
 
-import pyarrow.parquet as pq
+from airflow_provider_binlog.staging.storage import read_parquet
 import pymysql
 import pytest
 
@@ -105,7 +105,7 @@ def replay(manifests, table: str, key, columns) -> dict:
         for entry in manifest.tables:
             if entry["table"] == table:
                 for path in manifest.files(entry):
-                    rows += pq.read_table(path).to_pylist()
+                    rows += read_parquet(path).to_pylist()
         rows.sort(key=lambda r: (r["_binlog_seq"], r["_binlog_pos"], r["_row"]))
         for r in rows:
             if r["_op"] in ("update", "delete"):
@@ -235,7 +235,7 @@ def test_a_table_without_a_usable_key_is_read_consistently_and_its_later_changes
     assert "read in one consistent transaction" in caplog.text
     entry = next(e for e in snap.tables if e["table"] == "z_loose")
     assert entry["primary_key"] == []
-    staged = sorted((r for path in snap.files(entry) for r in pq.read_table(path).to_pylist()),
+    staged = sorted((r for path in snap.files(entry) for r in read_parquet(path).to_pylist()),
                     key=lambda r: (r["_binlog_seq"], r["_binlog_pos"], r["_row"]))
     model: collections.Counter = collections.Counter()
     for r in staged:  # replayed as a multiset: a keyless table may hold a row twice

@@ -16,7 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-import pyarrow.parquet as pq
+from airflow_provider_binlog.staging.storage import read_parquet
 
 from airflow_provider_binlog.checkpoints import Checkpoint
 from airflow_provider_binlog.replica import ReplicaConnection
@@ -168,7 +168,7 @@ def staged_changes(manifests) -> dict:
     for manifest in manifests:
         for entry in manifest.tables:
             for path in manifest.files(entry):
-                out[(entry["schema"], entry["table"])] += pq.read_table(path).to_pylist()
+                out[(entry["schema"], entry["table"])] += read_parquet(path).to_pylist()
     for table, rows in out.items():
         keys = [(r["_binlog_seq"], r["_binlog_pos"], r["_row"]) for r in rows]
         assert len(keys) == len(set(keys)), f"{table}: a change is staged twice"

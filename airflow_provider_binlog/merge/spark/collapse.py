@@ -36,6 +36,9 @@ def read_staged(spark: SparkSession, path: str) -> DataFrame:
     as the types Spark 3.5 infers for it (without a Spark job for the inference); a file with
     a type outside the staging contract is left to Spark's inference."""
     schema = staged_schema(path)
+    row_groups = row_file_groups(path)
+    if row_groups is not None:
+        return read_row_file(spark, path, schema, row_groups)
     if is_object_store(path):
         how = spark.conf.get(STAGING_READER_CONF, "pyarrow") or "pyarrow"
         if how == "spark":
@@ -80,6 +83,37 @@ def read_staged_object(spark: SparkSession, uri: str, schema: Optional[T.StructT
             yield from read_parquet(uri, options=options).to_batches()
 
     return spark.range(1, numPartitions=1).mapInArrow(read, schema)
+
+
+def row_file_groups(path: str) -> Optional[int]:
+    """The row groups of a row file (``staging/row_files.py``); None for a part file."""
+    from ...staging.row_files import StagedRowsFile
+    from ...staging.storage import open_parquet
+
+    source = open_parquet(path)
+    return source.num_row_groups if isinstance(source, StagedRowsFile) else None
+
+
+def read_row_file(spark: SparkSession, uri: str, schema: Optional[T.StructType], row_groups: int) -> DataFrame:
+    """A row file read as the staging contract's columns by executors with pyarrow
+    (``mapInArrow``), its row groups spread over the tasks: Spark's Parquet reader would give
+    the table's columns alone, without each chunk's envelope."""
+    if schema is None:
+        raise MergeJobError(f"{uri}: a row file must hold the staging contract's types",
+                            hint="dump the range again with this release")
+    options = StorageOptions.from_env().for_store(ObjectLocation.parse(uri).store) if is_object_store(uri) else None
+    tasks = max(1, min(row_groups, spark.sparkContext.defaultParallelism))
+
+    def read(batches: Any) -> Any:
+        from airflow_provider_binlog.staging.storage import open_parquet
+
+        view = open_parquet(uri, options)
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                for group in range(task, row_groups, tasks):
+                    yield from view.read_row_group(group).to_batches()
+
+    return spark.range(0, tasks, numPartitions=tasks).mapInArrow(read, schema)
 
 
 def staged_schema(path: str) -> Optional[T.StructType]:

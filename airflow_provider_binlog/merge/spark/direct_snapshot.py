@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import tempfile
 import time
 import uuid
@@ -146,22 +147,56 @@ class _DataFiles:
                 self._upload(temp, location)
             finally:
                 os.unlink(temp)
+        self._add_data_file(location, size)
+
+    def _add_data_file(self, location: str, size: int) -> None:
+        """The data file at ``location``, with the metrics of its footer."""
         java = IcebergJava.of(self.spark)
         metrics = java.file_metrics(self.table.io().newInputFile(location), java.metrics_config.forTable(self.table))
         self.files.append(java.data_files.builder(self.spec).withPath(location).withFormat(java.parquet)
                           .withFileSizeInBytes(size).withMetrics(metrics).build())
 
     def _upload(self, temp: str, location: str) -> None:
+        with open(temp, "rb") as fh:
+            self._stream_to(fh, location)
+
+    def _stream_to(self, source: Any, location: str) -> None:
         out = self.table.io().newOutputFile(location).create()
         try:
-            with open(temp, "rb") as fh:
-                while True:
-                    block = fh.read(_COPY_CHUNK)
-                    if not block:
-                        break
-                    out.write(block)
+            while True:
+                block = source.read(_COPY_CHUNK)
+                if not block:
+                    break
+                out.write(bytes(block))
         finally:
             out.close()
+
+    def copy(self, staged: str) -> None:
+        """A staged row file (``staging/row_files.py``) copied as it is into the table's data
+        location and added as a data file: its rows are not read nor written again, and the
+        staging's retention cannot delete a file the table refers to."""
+        from ...staging.location import is_object_store
+        from ...staging.storage import filesystem
+        from ...staging.storage import local_path as staged_path
+
+        location = self.table.locationProvider().newDataLocation(f"binlog-snapshot-{uuid.uuid4().hex}.parquet")
+        self.written.append(location)
+        local = local_path(location, self.table)
+        if local is not None and not is_object_store(staged):
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            shutil.copyfile(staged_path(staged), local)
+            size = os.path.getsize(local)
+        else:
+            fs, path = filesystem(staged)
+            with fs.open_input_stream(path) as source:
+                if local is not None:
+                    os.makedirs(os.path.dirname(local), exist_ok=True)
+                    with open(local, "wb") as out:
+                        shutil.copyfileobj(source, out, _COPY_CHUNK)
+                else:
+                    self._stream_to(source, location)
+            size = int(self.table.io().newInputFile(location).getLength())
+        self._add_data_file(location, size)
 
     def close(self) -> list[Any]:
         try:
@@ -208,6 +243,38 @@ def _sorted_otherwise(table: Any, fields: list[dict], primary_key: list[str]) ->
         return got != [(i, "ASC", True) for i in wanted]
     except Exception:  # noqa: BLE001 - not a BaseTable
         return True
+
+
+def adoptable(flat: Any, schema: Any) -> bool:
+    """Whether a row file's own schema ``flat`` is the table's Arrow ``schema`` as Iceberg reads
+    it: the same columns, each of the same primitive type and field id (the ids Iceberg gave
+    the columns of a table it created from them), none required by the table."""
+    import pyarrow as pa
+
+    from ..iceberg_arrow import FIELD_ID
+
+    if sorted(flat.names) != sorted(schema.names) or len(set(flat.names)) != len(flat.names):
+        return False
+    for field in schema:
+        staged = flat.field(field.name)
+        if (not field.nullable or staged.type != field.type or pa.types.is_nested(field.type)
+                or (staged.metadata or {}).get(FIELD_ID) != (field.metadata or {}).get(FIELD_ID)):
+            return False
+    return True
+
+
+def _adopt(fold: SnapshotFold, files: Iterable[str], schema: Any) -> list[str]:
+    """The row files of ``files`` committed as they are: those in the table's layout
+    (:func:`adoptable`) whose keys no staged change touches."""
+    from ...staging.row_files import StagedRowsFile
+    from ...staging.storage import open_parquet
+
+    taken = []
+    for location in files:
+        source = open_parquet(location)
+        if isinstance(source, StagedRowsFile) and adoptable(source.flat_schema, schema) and fold.adopt(location):
+            taken.append(location)
+    return taken
 
 
 def _write(data_files: _DataFiles, chunks: Iterable[Any], schema: Any) -> None:
@@ -257,6 +324,8 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
         with WrittenFiles(table) as written:
             data_files = _DataFiles(spark, table, spec, schema, written)
             try:
+                for location in _adopt(fold, work.files, schema):
+                    data_files.copy(location)
                 _write(data_files, fold.rows(), schema)
                 if not fold.unique:
                     work.reads_distinct = False
@@ -270,9 +339,11 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
     except _Unwritable as why:
         return _through_spark(work, str(why))
     snapshot = table.currentSnapshot()
-    log.info("%s: snapshot committed directly: %d rows as read, %d folded with the binlog's changes, "
-             "%d data files, %.2f s", work.name, fold.streamed, fold.folded, len(files), time.monotonic() - began)
+    adopted = sum(fold.adopted.values())
+    log.info("%s: snapshot committed directly: %d rows in %d staged files taken as they are, %d rows as read, "
+             "%d folded with the binlog's changes, %d data files, %.2f s", work.name, adopted, len(fold.adopted),
+             fold.streamed, fold.folded, len(files), time.monotonic() - began)
     return {"truncated": True, "key_change_chains": False, "direct": True, "schema_changes": ran,
             "snapshot_id": None if snapshot is None else int(snapshot.snapshotId()),
-            "rows_written": fold.streamed + fold.folded}
+            "rows_written": fold.streamed + fold.folded + adopted, "rows_adopted": adopted}
 

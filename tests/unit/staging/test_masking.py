@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-import pyarrow.parquet as pq
+from airflow_provider_binlog.staging.storage import read_parquet
 import pytest
 
 from airflow_provider_binlog.codec import constants as C
@@ -43,7 +43,7 @@ def stage(tmp_path, workers: int):
     manifest = writer.publish(dump_id="d", start={}, end={}, server={})
     entry = manifest.tables[0]
     files = list(load_manifest(manifest.directory).files(entry))
-    return entry, [pq.read_table(f).to_pylist() for f in files]
+    return entry, [read_parquet(f).to_pylist() for f in files]
 
 
 @pytest.mark.parametrize("workers", [0, 2])

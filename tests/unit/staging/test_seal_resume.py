@@ -7,7 +7,7 @@ import datetime as dt
 import os
 from decimal import Decimal
 
-import pyarrow.parquet as pq
+from airflow_provider_binlog.staging.storage import read_parquet
 import pytest
 
 from airflow_provider_binlog.codec import constants as C
@@ -52,7 +52,7 @@ def test_a_resumed_writer_keeps_the_sealed_rows_and_drops_the_rest(tmp_path):
     manifest = resumed.publish(dump_id="d", start={}, end={}, server={})
     entry = manifest.tables[0]
     assert entry["rows"] == {"insert": 4, "update": 0, "delete": 0}
-    rows = [r for path in load_manifest(manifest.directory).files(entry) for r in pq.read_table(path).to_pylist()]
+    rows = [r for path in load_manifest(manifest.directory).files(entry) for r in read_parquet(path).to_pylist()]
     assert sorted((r["_row"], r["_after"]["v"]) for r in rows) == [(0, 1), (1, 2), (2, 3), (3, 40)]
     assert not (manifest.directory / "progress.json").exists()
     assert not list(tmp_path.glob(".incomplete-*"))

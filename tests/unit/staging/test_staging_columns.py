@@ -4,7 +4,7 @@ tuples give, for every file of the binlog corpus (every column type of MySQL 5.6
 MariaDB, MINIMAL images, partial JSON updates, compressed events)."""
 from __future__ import annotations
 
-import pyarrow.parquet as pq
+from airflow_provider_binlog.staging.storage import read_parquet
 import pytest
 
 from airflow_provider_binlog.codec import TruncatedEventError, read_binlog_file
@@ -54,7 +54,7 @@ def _stage(entry, directory, *, defer: bool) -> dict:
     manifest = writer.publish(dump_id="d", start={}, end={}, server={})
     tables = {}
     for table in manifest.tables:
-        files = [pq.read_table(path) for path in load_manifest(manifest.directory).files(table)]
+        files = [read_parquet(path) for path in load_manifest(manifest.directory).files(table)]
         tables[(table["schema"], table["table"])] = (table["rows"], files)
     return tables, deferred, manifest.data["invalid_temporals"], manifest.data["replaced_text"]
 

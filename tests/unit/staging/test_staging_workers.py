@@ -13,6 +13,7 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from airflow_provider_binlog.staging.storage import read_parquet
 import pytest
 
 from airflow_provider_binlog.codec import CorruptEventError, read_binlog_file
@@ -50,7 +51,7 @@ def stage(directory, events, workers: int, **options):
 def table_contents(manifest) -> dict:
     out = {}
     for table in manifest.tables:
-        data = pa.concat_tables([pq.read_table(p) for p in manifest.files(table)])
+        data = pa.concat_tables([read_parquet(p) for p in manifest.files(table)])
         out[(table["schema"], table["table"])] = (
             table["rows"], table["fingerprint"],
             data.sort_by([("_binlog_pos", "ascending"), ("_row", "ascending")]).to_pylist())

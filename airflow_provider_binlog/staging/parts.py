@@ -380,6 +380,9 @@ class PartFile:
 #: rows of a row file: the next chunk starts another file (the unit a merge commits as it is,
 #: or rewrites when a change of the binlog touches one of its keys)
 ROWS_FILE_ROWS = 1 << 20
+#: a row file's row groups: this many rows, or fewer when their Arrow data reaches
+#: ROWS_GROUP_BYTES (the table's data file it becomes is read by row group)
+ROWS_GROUP_ROWS, ROWS_GROUP_BYTES = 1 << 20, 64 << 20
 
 
 class RowsPartFile(PartFile):
@@ -415,7 +418,7 @@ class RowsPartFile(PartFile):
         self.arrow_pending.append(pa.Table.from_arrays(children, schema=self.flat))
         self.arrow_rows += n
         self.rows += n
-        if self.arrow_rows >= self.row_group_rows:
+        if self.arrow_rows >= ROWS_GROUP_ROWS or sum(t.nbytes for t in self.arrow_pending) >= ROWS_GROUP_BYTES:
             self._flush_arrow()
         return n
 

@@ -23,6 +23,9 @@ def main() -> None:
     from airflow_provider_binlog.staging.writer import StagingWriter
     from airflow_provider_binlog.common.tables import TableFilter
 
+    from airflow_provider_binlog.capture.watermark import snapshot
+
+    snapshot.SEAL_ROWS = 0  # every chunk sealed, as the kill counts them
     log = open(spec["log"], "a", buffering=1)
     real_convert, real_seal = reads._convert_rows, StagingWriter.seal
     seals = [0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
@@ -30,6 +31,10 @@ log = logging.getLogger(__name__)
 UTC = dt.timezone.utc
 #: rows per chunk, by default, of a table read into Arrow, and of one read with pymysql
 ARROW_CHUNK_ROWS, CHUNK_ROWS = 50_000, 10_000
+#: a resumable snapshot seals its staged work (closing every file) once this many rows were
+#: staged since the last seal, or this many seconds passed: a killed run reads at most that again,
+#: and a row file (``staging/row_files.py``) holds that many rows, not one chunk's
+SEAL_ROWS, SEAL_SECONDS = 1 << 20, 30.0
 
 
 # long: the snapshot's protocol read top to bottom (watermarks, follower, the tables' reads,
@@ -136,8 +141,12 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
             saved_end = saved.get("follower_txn_end")
             follower.txn_end = (saved_end[0], int(saved_end[1])) if saved_end else None
 
+        last_seal = [writer.rows_staged, time.monotonic()]
+
         def seal() -> None:
-            if resume_key:
+            if resume_key and (writer.rows_staged - last_seal[0] >= SEAL_ROWS
+                               or time.monotonic() - last_seal[1] >= SEAL_SECONDS):
+                last_seal[:] = [writer.rows_staged, time.monotonic()]
                 writer.seal({
                     "resume_key": resume_key, "start": [start_file, start_pos, start_gtid],
                     "history": history.to_json(), "taken_at": taken_at.isoformat(),

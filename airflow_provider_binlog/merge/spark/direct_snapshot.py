@@ -48,6 +48,7 @@ ROW_GROUP_ROWS = 1 << 20
 _DEFAULT_TARGET_BYTES = 512 * 1024 * 1024
 _CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "uncompressed": "none"}
 _COPY_CHUNK = 4 * 1024 * 1024
+_COPY_THREADS = 4
 
 
 def snapshot_candidate(work: TableWork) -> bool:
@@ -150,11 +151,14 @@ class _DataFiles:
         self._add_data_file(location, size)
 
     def _add_data_file(self, location: str, size: int) -> None:
+        self.files.append(self._data_file(location, size))
+
+    def _data_file(self, location: str, size: int) -> Any:
         """The data file at ``location``, with the metrics of its footer."""
         java = IcebergJava.of(self.spark)
         metrics = java.file_metrics(self.table.io().newInputFile(location), java.metrics_config.forTable(self.table))
-        self.files.append(java.data_files.builder(self.spec).withPath(location).withFormat(java.parquet)
-                          .withFileSizeInBytes(size).withMetrics(metrics).build())
+        return (java.data_files.builder(self.spec).withPath(location).withFormat(java.parquet)
+                .withFileSizeInBytes(size).withMetrics(metrics).build())
 
     def _upload(self, temp: str, location: str) -> None:
         with open(temp, "rb") as fh:
@@ -171,7 +175,18 @@ class _DataFiles:
         finally:
             out.close()
 
-    def copy(self, staged: str) -> None:
+    def copy_all(self, staged: list[str]) -> None:
+        """:meth:`copy` of each of ``staged``, on a few threads (a watermark snapshot seals, and so
+        ends, a row file after each chunk: the cost is per file, the footer's metrics read by
+        Iceberg above all), in order."""
+        if len(staged) < 2:
+            for location in staged:
+                self._add_data_file(*self.copy(location))
+            return
+        with ThreadPoolExecutor(_COPY_THREADS, thread_name_prefix="binlog-snapshot-copy") as pool:
+            self.files += pool.map(lambda location: self._data_file(*self.copy(location)), staged)
+
+    def copy(self, staged: str) -> tuple[str, int]:
         """A staged row file (``staging/row_files.py``) copied as it is into the table's data
         location and added as a data file: its rows are not read nor written again, and the
         staging's retention cannot delete a file the table refers to."""
@@ -196,7 +211,7 @@ class _DataFiles:
                 else:
                     self._stream_to(source, location)
             size = int(self.table.io().newInputFile(location).getLength())
-        self._add_data_file(location, size)
+        return location, size
 
     def close(self) -> list[Any]:
         try:
@@ -324,8 +339,7 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
         with WrittenFiles(table) as written:
             data_files = _DataFiles(spark, table, spec, schema, written)
             try:
-                for location in _adopt(fold, work.files, schema):
-                    data_files.copy(location)
+                data_files.copy_all(_adopt(fold, work.files, schema))
                 _write(data_files, fold.rows(), schema)
                 if not fold.unique:
                     work.reads_distinct = False

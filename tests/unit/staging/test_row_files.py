@@ -35,6 +35,11 @@ def arrays(lo: int, hi: int) -> list:
             pa.array([f"s{i}" for i in range(lo, hi)])]
 
 
+@pytest.fixture(autouse=True)
+def small_row_groups(monkeypatch):
+    monkeypatch.setattr(parts, "ROWS_GROUP_ROWS", 3)
+
+
 def both_layouts(tmp_path: Path, masking=None) -> tuple[Path, Path]:
     """The same chunks staged in a row file and, the way they were staged before, in a part file."""
     stager = Stager(tmp_path, Counters(), row_group_rows=3, row_group_bytes=1 << 20, masking=masking)
@@ -102,6 +107,7 @@ def test_a_snapshots_arrow_chunks_are_published_in_row_files_that_roll_at_their_
     files = list(load_manifest(manifest.directory).files(manifest.tables[0]))
     assert [Path(f).name for f in files] == ["rows-00000.parquet", "rows-00000-r00001.parquet"]
     assert [pq.ParquetFile(f).metadata.num_rows for f in files] == [9, 8]  # a file ends after the chunk that fills it
+    assert [pq.ParquetFile(f).num_row_groups for f in files] == [2, 1]  # a group ends after the chunk that fills it
     staged = [r for f in files for r in read_parquet(f).to_pylist()]
     assert [r["_after"]["id"] for r in staged] == list(range(17)) and {r["_op"] for r in staged} == {"insert"}
 

@@ -349,3 +349,16 @@ def test_row_files_staged_on_s3_are_copied_into_the_table_and_read_back_by_pyice
     (table,) = apply_manifests(spark, [manifest.ref], MergeOptions(namespace="dsnap_rows_s3"))["batches"][0]["tables"]
     assert table["direct"] is True and table["rows_adopted"] == 120
     assert pyiceberg_wide(PyIcebergReader(warehouse=spark_warehouse), "dsnap_rows_s3") == expected_wide(wide)
+
+
+def test_row_files_are_rewritten_for_a_table_with_another_parquet_codec(spark, tmp_path):
+    log = ArrowSnapshot(tmp_path).begin()
+    rng = random.Random(14)
+    wide = {k: wide_row(rng, k) for k in range(1, 101)}
+    log.chunk(WIDE, list(wide.values()))
+    layouts = TableLayouts.parse(
+        '{"tables": {"s.wide": {"properties": {"write.parquet.compression-codec": "snappy"}}}}')
+    result = apply_manifests(spark, [log.publish()], MergeOptions(namespace="dsnap_rows_snappy", table_layout=layouts))
+    (table,) = result["batches"][0]["tables"]
+    assert table["direct"] is True and table["rows_adopted"] == 0 and table["rows_written"] == 100
+    assert wide_state(spark, "lake.dsnap_rows_snappy.s__wide") == expected_wide(wide)

@@ -339,7 +339,8 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
         with WrittenFiles(table) as written:
             data_files = _DataFiles(spark, table, spec, schema, written)
             try:
-                data_files.copy_all(_adopt(fold, work.files, schema))
+                if data_files.codec == "zstd" and data_files.level is None:  # as row files are compressed
+                    data_files.copy_all(_adopt(fold, work.files, schema))
                 _write(data_files, fold.rows(), schema)
                 if not fold.unique:
                     work.reads_distinct = False

@@ -74,6 +74,9 @@ class SnapshotFold:
     unique: Optional[bool] = None
     #: row files taken as they are (:meth:`adopt`), with their rows
     adopted: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: positions (in the file) of the rows of adopted files that the changes replace
+    deleted: dict[str, Any] = dataclasses.field(default_factory=dict)
+    held_adopted: list[Any] = dataclasses.field(default_factory=list)
     _sent: Optional["UniqueKeys"] = None
 
     @classmethod
@@ -139,10 +142,13 @@ class SnapshotFold:
             self._sent = UniqueKeys(self.primary_key)
         return self._sent
 
-    def adopt(self, location: str) -> bool:
-        """Take row file ``location`` (``staging/row_files.py``) as it is, when the changes touch
-        none of its keys: its keys join those checked distinct, and :meth:`rows` skips it. False
-        (nothing taken) when a change touches one of them, or it is not a row file."""
+    def adopt(self, location: str, *, with_deletes: bool = False) -> bool:
+        """Take row file ``location`` (``staging/row_files.py``) as it is: its keys join those
+        checked distinct, and :meth:`rows` skips it. When a change touches some of its keys, it is
+        taken only ``with_deletes``: the rows of those keys are folded with the changes and their
+        positions in the file kept in :attr:`deleted` (to commit as position deletes). False
+        (nothing taken) when it is not a row file, or a change touches it without deletes."""
+        import numpy as np
         import pyarrow.compute as pc
 
         source = open_parquet(location)
@@ -151,10 +157,26 @@ class SnapshotFold:
         keys = source.file.read(columns=self.primary_key)
         touched = self._touched(keys)
         if touched is not None and pc.any(touched).as_py():
-            return False
+            if not with_deletes:
+                return False
+            positions = pc.indices_nonzero(touched)
+            self._hold_rows(source, positions.to_numpy().astype(np.int64))
+            self.deleted[location] = positions
+            keys = keys.filter(pc.invert(touched))
         self._keys_sent().add(keys)
         self.adopted[location] = keys.num_rows
         return True
+
+    def _hold_rows(self, source: StagedRowsFile, positions: Any) -> None:
+        """The rows at ``positions`` of a row file, to fold with the changes (read by row group)."""
+        import numpy as np
+
+        starts = np.cumsum([0] + [source.metadata.row_group(g).num_rows for g in range(source.num_row_groups)])
+        columns = ["_binlog_seq", "_binlog_pos", "_row", "_after"]
+        for group in np.unique(np.searchsorted(starts, positions, side="right") - 1):
+            inside = positions[(positions >= starts[group]) & (positions < starts[group + 1])] - starts[group]
+            rows = source.read_row_group(int(group), columns=columns).take(inside)
+            self.held_adopted.append(self._as_changes(rows))
 
     def rows(self) -> Iterator[Any]:
         """Each key's final row, in chunks (pyarrow tables of the target ``columns`` in their
@@ -192,6 +214,7 @@ class SnapshotFold:
         self.unique = sent.distinct()
         if self.changes is None:
             return
+        held += self.held_adopted
         staged = pa.concat_tables([self.changes, *held]) if held else self.changes
         final = fold_changes(staged, self.primary_key, self.columns)
         if final is None:  # pragma: no cover - the changes alone folded, and snapshot rows are whole inserts

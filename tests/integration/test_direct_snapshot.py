@@ -311,13 +311,9 @@ def test_row_files_are_committed_as_they_are_and_stay_readable_after_the_staging
     assert bounds[0][0] == 300 and bounds[0][1] and bounds[0][2]  # metrics from the footer
 
 
-def test_a_row_file_a_change_touches_is_rewritten_the_others_are_taken_as_they_are_and_spark_agrees(
-        spark, spark_warehouse, tmp_path, monkeypatch):
-    from airflow_provider_binlog.staging import parts
-
-    monkeypatch.setattr(parts, "ROWS_FILE_ROWS", 150)
-    log = ArrowSnapshot(tmp_path).begin()
-    rng = random.Random(12)
+def touched_snapshot(root: Path, rng: random.Random, index: int = 1):
+    """300 rows read in two row files, then changes to rows of the first (3 updates, 1 delete)."""
+    log = ArrowSnapshot(root, index=index).begin()
     wide = {k: wide_row(rng, k) for k in range(1, 301)}
     for at in range(1, 301, 50):
         log.chunk(WIDE, [wide[k] for k in range(at, at + 50)])
@@ -328,14 +324,44 @@ def test_a_row_file_a_change_touches_is_rewritten_the_others_are_taken_as_they_a
     log.rows(WIDE, "delete", [wide.pop(9)])
     manifest = log.publish()
     assert len(staged_row_files(manifest)) == 2
+    return manifest, wide
+
+
+def test_into_a_new_table_a_row_file_a_change_touches_is_taken_with_position_deletes_and_spark_agrees(
+        spark, spark_warehouse, tmp_path, monkeypatch):
+    from airflow_provider_binlog.staging import parts
+
+    monkeypatch.setattr(parts, "ROWS_FILE_ROWS", 150)
+    manifest, wide = touched_snapshot(tmp_path, random.Random(12))
     direct = apply_manifests(spark, [manifest], MergeOptions(namespace="dsnap_rows_touched"))
     (table,) = direct["batches"][0]["tables"]
-    assert table["direct"] is True and table["rows_adopted"] == 150 and table["rows_written"] == 299
+    # 4 rows of the first file replaced: 296 rows taken as they are, 3 updated rows written
+    assert table["direct"] is True and table["rows_adopted"] == 296 and table["rows_written"] == 299
+    deletes = spark.sql("SELECT content, record_count FROM lake.dsnap_rows_touched.s__wide.delete_files").collect()
+    assert [(d[0], d[1]) for d in deletes] == [(1, 4)]  # one position delete file of 4 rows
+    commits = spark.sql("SELECT operation FROM lake.dsnap_rows_touched.s__wide.snapshots").collect()
+    assert [c[0] for c in commits] == ["overwrite"]  # one commit
     by_spark = apply_manifests(spark, [manifest], MergeOptions(namespace="dsnap_rows_spark", direct_max_bytes=0))
     assert not by_spark["batches"][0]["tables"][0].get("direct")  # Spark reads the row files through pyarrow
     assert wide_state(spark, "lake.dsnap_rows_touched.s__wide") == expected_wide(wide) \
         == wide_state(spark, "lake.dsnap_rows_spark.s__wide")
     assert pyiceberg_wide(PyIcebergReader(warehouse=spark_warehouse), "dsnap_rows_touched") == expected_wide(wide)
+
+
+def test_a_reload_rewrites_a_row_file_a_change_touches_and_takes_the_others_as_they_are(
+        spark, spark_warehouse, tmp_path, monkeypatch):
+    from airflow_provider_binlog.staging import parts
+
+    monkeypatch.setattr(parts, "ROWS_FILE_ROWS", 150)
+    first, _ = touched_snapshot(tmp_path / "a", random.Random(15))
+    apply_manifests(spark, [first], MergeOptions(namespace="dsnap_rows_reload"))
+    reload, wide = touched_snapshot(tmp_path / "b", random.Random(16), index=2)
+    (table,) = apply_manifests(spark, [reload], MergeOptions(namespace="dsnap_rows_reload"))["batches"][0]["tables"]
+    assert table["direct"] is True and table["rows_adopted"] == 150 and table["rows_written"] == 299
+    current = spark.sql("SELECT count(*) FROM lake.dsnap_rows_reload.s__wide.delete_files").collect()[0][0]
+    assert current == 0  # the overwrite replaced the first load's files and deletes
+    assert wide_state(spark, "lake.dsnap_rows_reload.s__wide") == expected_wide(wide)
+    assert pyiceberg_wide(PyIcebergReader(warehouse=spark_warehouse), "dsnap_rows_reload") == expected_wide(wide)
 
 
 def test_row_files_staged_on_s3_are_copied_into_the_table_and_read_back_by_pyiceberg(

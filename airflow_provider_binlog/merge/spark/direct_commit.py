@@ -171,7 +171,9 @@ def _equality_delete_file(spark: SparkSession, table: Any, spec: Any, keys: Any,
             .withFormat(java.parquet).withFileSizeInBytes(size).withMetrics(metrics).build())
 
 
-def _position_delete_file(spark: SparkSession, table: Any, spec: Any, deletes: Any, written: list) -> Any:
+def position_delete_file(spark: SparkSession, table: Any, spec: Any, deletes: Any, written: list) -> Any:
+    """A position delete file of ``deletes`` (``position_delete_schema()`` rows, sorted by path
+    and position) written into ``table``."""
     java = IcebergJava.of(spark)
     # full bounds of file_path: readers match a delete file to the data files it names by them
     path, size, metrics = _write(spark, table, deletes, "pos-deletes", written,
@@ -212,6 +214,15 @@ def _writable(table: Any, spec: Any, deletes: bool = False) -> bool:
         return not deletes or (int(table.operations().current().formatVersion()) >= 2
                                and table.properties().get("write.merge.mode") == "merge-on-read")
     except Exception:  # noqa: BLE001 - not a BaseTable: Spark writes it
+        return False
+
+
+def takes_position_deletes(table: Any, spec: Any) -> bool:
+    """Whether ``table`` takes position delete files in a row delta: unpartitioned, merged on
+    read, of format 2 (format 3 takes deletion vectors instead)."""
+    try:
+        return _writable(table, spec, deletes=True) and int(table.operations().current().formatVersion()) == 2
+    except Exception:  # noqa: BLE001 - not a BaseTable
         return False
 
 
@@ -279,7 +290,7 @@ def commit_changes(spark: SparkSession, name: str, changes: Union[DirectChanges,
                     if located is None:
                         raise _NotDirect()
                     if located.num_rows:
-                        delete_files.append(_position_delete_file(spark, table, spec, located, written))
+                        delete_files.append(position_delete_file(spark, table, spec, located, written))
                         searched.update(pc.unique(located.column("file_path")).to_pylist())
                 elif deletes == DELETES_EQUALITY:
                     delete_files.append(_equality_delete_file(
@@ -306,6 +317,12 @@ def overwrite_update(spark: SparkSession, table: Any, data_files: list, planned_
         update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
                   .validateNoConflictingData().validateNoConflictingDeletes())
     return update
+
+
+def row_delta_update(spark: SparkSession, table: Any, data_files: list, delete_files: list) -> Any:
+    """A row delta adding ``data_files`` and ``delete_files`` to ``table`` (a table without a
+    snapshot: nothing to validate against)."""
+    return _update(spark, table, data_files, delete_files, [], planned_head=None, replace=False)
 
 
 def _update(spark: SparkSession, table: Any, data_files: list, delete_files: list, searched: list[str], *,

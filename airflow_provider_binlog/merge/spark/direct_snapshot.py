@@ -38,7 +38,16 @@ from ..iceberg_arrow import arrow_schema, conform
 from ..iceberg_contract import MODE_MERGE
 from ..snapshot_fold import SnapshotFold
 from .apply import commit_properties
-from .direct_commit import IcebergJava, WrittenFiles, local_path, overwrite_update, writable_table
+from .direct_commit import (
+    IcebergJava,
+    WrittenFiles,
+    local_path,
+    overwrite_update,
+    position_delete_file,
+    row_delta_update,
+    takes_position_deletes,
+    writable_table,
+)
 from .table_work import TableWork, run_statements
 
 log = logging.getLogger(__name__)
@@ -175,16 +184,18 @@ class _DataFiles:
         finally:
             out.close()
 
-    def copy_all(self, staged: list[str]) -> None:
-        """:meth:`copy` of each of ``staged``, on a few threads (a watermark snapshot seals, and so
-        ends, a row file after each chunk: the cost is per file, the footer's metrics read by
-        Iceberg above all), in order."""
-        if len(staged) < 2:
-            for location in staged:
-                self._add_data_file(*self.copy(location))
-            return
-        with ThreadPoolExecutor(_COPY_THREADS, thread_name_prefix="binlog-snapshot-copy") as pool:
-            self.files += pool.map(lambda location: self._data_file(*self.copy(location)), staged)
+    def copy_all(self, staged: list[str]) -> dict[str, str]:
+        """:meth:`copy` of each of ``staged``, on a few threads (the cost is per file, the
+        footer's metrics read by Iceberg above all), in order; the table location of each."""
+        def one(location: str) -> tuple[str, Any]:
+            copied, size = self.copy(location)
+            return copied, self._data_file(copied, size)
+
+        with ThreadPoolExecutor(min(_COPY_THREADS, max(1, len(staged))),
+                                thread_name_prefix="binlog-snapshot-copy") as pool:
+            done = list(pool.map(one, staged))
+        self.files += [data_file for _, data_file in done]
+        return {location: copied for location, (copied, _) in zip(staged, done)}
 
     def copy(self, staged: str) -> tuple[str, int]:
         """A staged row file (``staging/row_files.py``) copied as it is into the table's data
@@ -278,18 +289,40 @@ def adoptable(flat: Any, schema: Any) -> bool:
     return True
 
 
-def _adopt(fold: SnapshotFold, files: Iterable[str], schema: Any) -> list[str]:
+def _adopt(fold: SnapshotFold, files: Iterable[str], schema: Any, with_deletes: bool) -> list[str]:
     """The row files of ``files`` committed as they are: those in the table's layout
-    (:func:`adoptable`) whose keys no staged change touches."""
+    (:func:`adoptable`) whose keys no staged change touches, or ``with_deletes`` whatever the
+    changes touch (see :meth:`SnapshotFold.adopt`)."""
     from ...staging.row_files import StagedRowsFile
     from ...staging.storage import open_parquet
 
     taken = []
     for location in files:
         source = open_parquet(location)
-        if isinstance(source, StagedRowsFile) and adoptable(source.flat_schema, schema) and fold.adopt(location):
+        if isinstance(source, StagedRowsFile) and adoptable(source.flat_schema, schema) \
+                and fold.adopt(location, with_deletes=with_deletes):
             taken.append(location)
     return taken
+
+
+def _position_deletes(spark: SparkSession, table: Any, spec: Any, deleted: dict[str, Any],
+                      copied: dict[str, str], written: list) -> list[Any]:
+    """The position delete file of the rows of adopted row files that the changes replace (each
+    named by the path its file was copied to); none when there are none."""
+    import pyarrow as pa
+
+    from ..position_deletes import position_delete_schema
+
+    parts = [(copied[staged], positions) for staged, positions in deleted.items() if len(positions)]
+    if not parts:
+        return []
+    parts.sort(key=lambda p: p[0])  # sorted by path, then position, as Iceberg requires
+    paths = pa.array([path for path, _ in parts], pa.string())
+    indices = pa.array([i for i, (_, positions) in enumerate(parts) for _ in range(len(positions))], pa.int32())
+    schema = position_delete_schema()
+    deletes = pa.table([pa.DictionaryArray.from_arrays(indices, paths),
+                        pa.concat_arrays([positions.cast(pa.int64()) for _, positions in parts])], schema=schema)
+    return [position_delete_file(spark, table, spec, deletes, written)]
 
 
 def _write(data_files: _DataFiles, chunks: Iterable[Any], schema: Any) -> None:
@@ -339,8 +372,11 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
         with WrittenFiles(table) as written:
             data_files = _DataFiles(spark, table, spec, schema, written)
             try:
+                copied: dict[str, str] = {}
                 if data_files.codec == "zstd" and data_files.level is None:  # as row files are compressed
-                    data_files.copy_all(_adopt(fold, work.files, schema))
+                    # into a new table, a row file a change touches is taken too, with position deletes
+                    with_deletes = planned_head is None and takes_position_deletes(table, spec)
+                    copied = data_files.copy_all(_adopt(fold, work.files, schema, with_deletes))
                 _write(data_files, fold.rows(), schema)
                 if not fold.unique:
                     work.reads_distinct = False
@@ -349,14 +385,17 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
             except BaseException:
                 data_files.abort()
                 raise
-            runtime.commit_update(overwrite_update(spark, table, files, planned_head),
-                                  commit_properties(batch, stream, work.source))
+            deletes = _position_deletes(spark, table, spec, fold.deleted, copied, written)
+            update = row_delta_update(spark, table, files, deletes) if deletes else \
+                overwrite_update(spark, table, files, planned_head)
+            runtime.commit_update(update, commit_properties(batch, stream, work.source))
     except _Unwritable as why:
         return _through_spark(work, str(why))
     snapshot = table.currentSnapshot()
     adopted = sum(fold.adopted.values())
-    log.info("%s: snapshot committed directly: %d rows in %d staged files taken as they are, %d rows as read, "
-             "%d folded with the binlog's changes, %d data files, %.2f s", work.name, adopted, len(fold.adopted),
+    log.info("%s: snapshot committed directly: %d rows in %d staged files taken as they are (%d of their rows "
+             "replaced by position deletes), %d rows as read, %d folded with the binlog's changes, %d data files, "
+             "%.2f s", work.name, adopted, len(fold.adopted), sum(len(p) for p in fold.deleted.values()),
              fold.streamed, fold.folded, len(files), time.monotonic() - began)
     return {"truncated": True, "key_change_chains": False, "direct": True, "schema_changes": ran,
             "snapshot_id": None if snapshot is None else int(snapshot.snapshotId()),

@@ -382,7 +382,7 @@ class PartFile:
 ROWS_FILE_ROWS = 1 << 20
 #: a row file's row groups: this many rows, or fewer when their Arrow data reaches
 #: ROWS_GROUP_BYTES (the table's data file it becomes is read by row group)
-ROWS_GROUP_ROWS, ROWS_GROUP_BYTES = 1 << 20, 64 << 20
+ROWS_GROUP_ROWS, ROWS_GROUP_BYTES = 1 << 20, 32 << 20
 
 
 class RowsPartFile(PartFile):
@@ -421,6 +421,14 @@ class RowsPartFile(PartFile):
         if self.arrow_rows >= ROWS_GROUP_ROWS or sum(t.nbytes for t in self.arrow_pending) >= ROWS_GROUP_BYTES:
             self._flush_arrow()
         return n
+
+    def _flush_arrow(self) -> None:
+        """The chunks given so far as one row group, written as they are (no copy into one
+        chunk: the writer reads them in turn)."""
+        if self.arrow_pending:
+            table = pa.concat_tables(self.arrow_pending)
+            self.arrow_pending, self.arrow_rows = [], 0
+            self.background.submit(partial(self.writer.write_table, table, row_group_size=table.num_rows))
 
     def close(self) -> _FileDesc:
         self._flush_arrow()

@@ -388,3 +388,34 @@ def test_row_files_are_rewritten_for_a_table_with_another_parquet_codec(spark, t
     (table,) = result["batches"][0]["tables"]
     assert table["direct"] is True and table["rows_adopted"] == 0 and table["rows_written"] == 100
     assert wide_state(spark, "lake.dsnap_rows_snappy.s__wide") == expected_wide(wide)
+
+
+def test_a_failed_commit_of_row_files_leaves_no_copy_or_delete_file_then_a_rerun_applies_once(
+        spark, tmp_path, monkeypatch):
+    from airflow_provider_binlog.staging import parts
+
+    monkeypatch.setattr(parts, "ROWS_FILE_ROWS", 150)
+    store = FileCheckpointStore(tmp_path / "store")
+    manifest, wide = touched_snapshot(tmp_path, random.Random(17))
+    options = MergeOptions(namespace="dsnap_rows_crash", checkpoint_store=store.root, checkpoint_key="rows")
+    copied = []
+    real_copy, real_commit = direct_snapshot._DataFiles.copy, direct_snapshot.runtime.commit_update
+    monkeypatch.setattr(direct_snapshot._DataFiles, "copy",
+                        lambda self, staged: copied.append(real_copy(self, staged)) or copied[-1])
+
+    def crash(update, props):
+        raise RuntimeError("killed at the commit")
+
+    with monkeypatch.context() as m:
+        m.setattr(direct_snapshot.runtime, "commit_update", crash)
+        with pytest.raises(RuntimeError, match="killed at the commit"):
+            apply_manifests(spark, [manifest], options)
+    location = iceberg_table(spark, "lake.dsnap_rows_crash.s__wide").location().removeprefix("file:")
+    assert len(copied) == 2 and list(Path(location).rglob("*.parquet")) == []  # copies and deletes removed
+    assert store.load("rows") is None and direct_snapshot.runtime.commit_update is real_commit
+    result = apply_manifests(spark, [manifest], options)
+    assert result["batches"][0]["tables"][0]["rows_adopted"] == 296
+    assert wide_state(spark, "lake.dsnap_rows_crash.s__wide") == expected_wide(wide)
+    again = apply_manifests(spark, [manifest], options)
+    assert again["batches"][0]["status"] == "already-applied"
+    assert wide_state(spark, "lake.dsnap_rows_crash.s__wide") == expected_wide(wide)

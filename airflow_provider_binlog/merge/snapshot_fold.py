@@ -12,7 +12,8 @@ of :func:`..direct_changes.fold_changes` (each key's last change wins). Memory h
 changes, the held-back rows, one chunk and what shows that the snapshot gave each key once
 (:class:`UniqueKeys`: the key ranges of the chunks for an integer key, else a copy of the key
 columns); a snapshot that did not, or where that cannot be shown, is left to Spark, which folds
-it whole.
+it whole. Row files the direct commit takes as they are (:meth:`SnapshotFold.adopt`) are not
+streamed: their keys are read, to check them and to find the rows the changes touch.
 """
 from __future__ import annotations
 

@@ -13,6 +13,13 @@ them and carries the batch's summary properties, validated from the snapshot the
 planned on, as every commit of a batch does. A failed write or commit deletes the files it
 wrote (unless Iceberg cannot tell whether the commit went through).
 
+Row files (``staging/row_files.py``) in the table's layout (:func:`adoptable`) are not read nor
+written again: each is copied as it is into the table's data location and added with its
+footer's metrics. The rows of keys a staged change touches are folded with the changes; into
+a table without a snapshot, their row file is taken all the same, those rows dropped by a
+position delete file, in one row delta instead of the overwrite (a reload rewrites such a
+file).
+
 Tables this does not write go through Spark: partitioned layouts, a sort order other than the
 primary key's, a type without an exact Arrow form, a value that does not convert exactly,
 data-contract columns, columns renamed or added inside the batch, a TRUNCATE inside it,

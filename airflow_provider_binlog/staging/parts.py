@@ -261,16 +261,7 @@ class PartFile:
         n = len(columns[0]) if columns else 0
         if not n:
             return 0
-        if len(columns) != len(self.columns):
-            raise ValueError(f"{self.relpath}: {len(columns)} arrays for the {len(self.columns)} columns "
-                             f"of the table map")
-        children = []
-        for name, array in zip(self.names, columns):
-            rule = self.rules.get(name)
-            if rule is None:
-                children.append(array)
-            elif rule.action != EXCLUDE:
-                children.append(cast(Masking, self.masking).mask_array(rule, array))
+        children = self._staged_arrays(columns)
         envelope = dict(zip(_EVENT_COLUMNS, ("insert", file, seq, pos, gtid, commit_ts, txn)))
         arrays = []
         for field in self.schema:
@@ -289,6 +280,20 @@ class PartFile:
         if self.arrow_rows >= self.row_group_rows:
             self._flush_arrow()
         return n
+
+    def _staged_arrays(self, columns: Sequence[pa.Array]) -> list[pa.Array]:
+        """Arrow arrays given for the table's columns, as staged: masked, excluded ones left out."""
+        if len(columns) != len(self.columns):
+            raise ValueError(f"{self.relpath}: {len(columns)} arrays for the {len(self.columns)} columns "
+                             f"of the table map")
+        staged = []
+        for name, array in zip(self.names, columns):
+            rule = self.rules.get(name)
+            if rule is None:
+                staged.append(array)
+            elif rule.action != EXCLUDE:
+                staged.append(cast(Masking, self.masking).mask_array(rule, array))
+        return staged
 
     def _flush_arrow(self) -> None:
         if self.arrow_pending:
@@ -404,16 +409,7 @@ class RowsPartFile(PartFile):
         n = len(columns[0]) if columns else 0
         if not n:
             return 0
-        if len(columns) != len(self.columns):
-            raise ValueError(f"{self.relpath}: {len(columns)} arrays for the {len(self.columns)} columns "
-                             f"of the table map")
-        children = []
-        for name, array in zip(self.names, columns):
-            rule = self.rules.get(name)
-            if rule is None:
-                children.append(array)
-            elif rule.action != EXCLUDE:
-                children.append(cast(Masking, self.masking).mask_array(rule, array))
+        children = self._staged_arrays(columns)
         self.segments.append(segment(self.rows, n, file, seq, pos, gtid, commit_ts, txn, first_index))
         self.arrow_pending.append(pa.Table.from_arrays(children, schema=self.flat))
         self.arrow_rows += n
@@ -475,7 +471,7 @@ class Stager:
         key = (table_map.schema, table_map.table)
         part = self.open_rows.get(key)
         if part is not None and part.generation == generation and part.rows >= ROWS_FILE_ROWS:
-            self.closed.setdefault(key, []).append((part.generation, part.close()))
+            self._close(key, part)
             del self.open_rows[key]  # a full row file: the next rows start another
             self.rolled[key] = self.rolled.get(key, 0) + 1
         return self._part(self.open_rows, RowsPartFile, "rows", table_map, generation)
@@ -490,7 +486,7 @@ class Stager:
         for files in (self.open, self.open_rows):  # a new generation: the table's files of the old one end
             old = files.get(key)
             if old is not None and old.generation != generation:
-                self.closed.setdefault(key, []).append((old.generation, old.close()))
+                self._close(key, old)
                 del files[key]
         folder = self.work_dir / "tables" / f"{safe_name(table_map.schema)}.{safe_name(table_map.table)}"
         folder.parent.mkdir(exist_ok=True, mode=0o700)
@@ -567,10 +563,13 @@ class Stager:
                 pass
         self.open, self.open_rows = {}, {}
 
+    def _close(self, key: _Key, part: PartFile) -> None:
+        self.closed.setdefault(key, []).append((part.generation, part.close()))
+
     def _close_open(self) -> None:
         for files in (self.open_rows, self.open):
             for key, part in files.items():
-                self.closed.setdefault(key, []).append((part.generation, part.close()))
+                self._close(key, part)
         self.open, self.open_rows = {}, {}
 
 

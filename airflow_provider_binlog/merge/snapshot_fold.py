@@ -143,18 +143,15 @@ class SnapshotFold:
             self._sent = UniqueKeys(self.primary_key)
         return self._sent
 
-    def adopt(self, location: str, *, with_deletes: bool = False) -> bool:
-        """Take row file ``location`` (``staging/row_files.py``) as it is: its keys join those
-        checked distinct, and :meth:`rows` skips it. When a change touches some of its keys, it is
-        taken only ``with_deletes``: the rows of those keys are folded with the changes and their
-        positions in the file kept in :attr:`deleted` (to commit as position deletes). False
-        (nothing taken) when it is not a row file, or a change touches it without deletes."""
+    def adopt(self, location: str, source: StagedRowsFile, *, with_deletes: bool = False) -> bool:
+        """Take row file ``location`` (``staging/row_files.py``, opened as ``source``) as it is:
+        its keys join those checked distinct, and :meth:`rows` skips it. When a change touches
+        some of its keys, it is taken only ``with_deletes``: the rows of those keys are folded with
+        the changes and their positions in the file kept in :attr:`deleted` (to commit as
+        position deletes). False (nothing taken) when a change touches it without deletes."""
         import numpy as np
         import pyarrow.compute as pc
 
-        source = open_parquet(location)
-        if not isinstance(source, StagedRowsFile):
-            return False
         keys = source.file.read(columns=self.primary_key)
         touched = self._touched(keys)
         if touched is not None and pc.any(touched).as_py():
@@ -172,7 +169,7 @@ class SnapshotFold:
         """The rows at ``positions`` of a row file, to fold with the changes (read by row group)."""
         import numpy as np
 
-        starts = np.cumsum([0] + [source.metadata.row_group(g).num_rows for g in range(source.num_row_groups)])
+        starts = np.asarray(source.group_starts, dtype=np.int64)
         columns = ["_binlog_seq", "_binlog_pos", "_row", "_after"]
         for group in np.unique(np.searchsorted(starts, positions, side="right") - 1):
             inside = positions[(positions >= starts[group]) & (positions < starts[group + 1])] - starts[group]

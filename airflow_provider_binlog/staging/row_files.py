@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
+import itertools
 import json
 from typing import Any, Iterator, Optional, Sequence
 
@@ -164,8 +166,11 @@ class StagedRowsFile:
         #: the file's own schema: the table's columns, with their field ids
         self.flat_schema = parquet.schema_arrow
 
-    def _group_start(self, group: int) -> int:
-        return sum(self.metadata.row_group(g).num_rows for g in range(group))
+    @functools.cached_property
+    def group_starts(self) -> list[int]:
+        """The first row of each row group in the file, and the file's row count last."""
+        return list(itertools.accumulate((self.metadata.row_group(g).num_rows for g in range(self.num_row_groups)),
+                                         initial=0))
 
     def read(self, columns: Optional[Sequence[str]] = None, **_: Any) -> pa.Table:
         flat = self.file.read(columns=self.layout.columns_needed(columns))
@@ -173,7 +178,7 @@ class StagedRowsFile:
 
     def read_row_group(self, group: int, columns: Optional[Sequence[str]] = None, **_: Any) -> pa.Table:
         flat = self.file.read_row_group(group, columns=self.layout.columns_needed(columns))
-        return pa.Table.from_batches([self.layout.envelope(flat, self._group_start(group), columns)])
+        return pa.Table.from_batches([self.layout.envelope(flat, self.group_starts[group], columns)])
 
     def read_row_groups(self, groups: Sequence[int], columns: Optional[Sequence[str]] = None) -> pa.Table:
         return pa.concat_tables([self.read_row_group(g, columns) for g in groups])
@@ -184,7 +189,7 @@ class StagedRowsFile:
         groups = row_groups if row_groups is not None else range(self.num_row_groups)
         if at is None:  # row groups chosen: each read on its own, to know where it starts
             for group in groups:
-                start = self._group_start(group)
+                start = self.group_starts[group]
                 for batch in self.file.iter_batches(batch_size=batch_size, row_groups=[group],
                                                     columns=self.layout.columns_needed(columns)):
                     yield self.layout.envelope(batch, start, columns)

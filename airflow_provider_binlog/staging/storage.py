@@ -120,20 +120,14 @@ def read_parquet(location: str, columns: Optional[list[str]] = None,
     staging contract's columns (a row file's too: see :mod:`.row_files`)."""
     import pyarrow.parquet as pq
 
-    from .row_files import StagedRowsFile, staged_view
+    from .row_files import staged_view
 
     location = os.fspath(location)
     if not is_object_store(location):
-        source = open_parquet(location)
-        if isinstance(source, StagedRowsFile):
-            return source.read(columns=columns)
-        return pq.read_table(local_path(location), columns=columns)
+        return open_parquet(location).read(columns=columns)
     fs, path = filesystem(location, options)
     with fs.open_input_file(path) as fh:
-        source = staged_view(pq.ParquetFile(fh), location)
-        if isinstance(source, StagedRowsFile):
-            return source.read(columns=columns)
-    return pq.read_table(path, columns=columns, filesystem=fs)
+        return staged_view(pq.ParquetFile(fh), location).read(columns=columns)
 
 
 def open_parquet(location: str, options: Optional[StorageOptions] = None) -> Any:
@@ -151,21 +145,27 @@ def open_parquet(location: str, options: Optional[StorageOptions] = None) -> Any
     return staged_view(pq.ParquetFile(fs.open_input_file(path)), location)
 
 
-def read_parquet_schema(location: str) -> Any:
-    """The Arrow schema of a staged Parquet file, from its footer (a row file's: the contract's)."""
+def staged_footer(location: str) -> tuple[Any, Optional[int]]:
+    """What a staged Parquet file's footer says: its Arrow schema (a row file's: the contract's)
+    and, for a row file, its row groups (None for a part file)."""
     import pyarrow.parquet as pq
 
     from .row_files import rows_layout
 
-    if not is_object_store(location):
-        parquet = pq.ParquetFile(local_path(location))
+    def of(parquet: Any) -> tuple[Any, Optional[int]]:
         layout = rows_layout(parquet, location)
-    else:
-        fs, path = filesystem(location)
-        with fs.open_input_file(path) as fh:
-            parquet = pq.ParquetFile(fh)
-            layout = rows_layout(parquet, location)
-    return parquet.schema_arrow if layout is None else layout.schema
+        return (parquet.schema_arrow, None) if layout is None else (layout.schema, parquet.num_row_groups)
+
+    if not is_object_store(location):
+        return of(pq.ParquetFile(local_path(location)))
+    fs, path = filesystem(location)
+    with fs.open_input_file(path) as fh:
+        return of(pq.ParquetFile(fh))
+
+
+def read_parquet_schema(location: str) -> Any:
+    """The Arrow schema of a staged Parquet file, from its footer (a row file's: the contract's)."""
+    return staged_footer(location)[0]
 
 
 def write_bytes(location: str, data: bytes, options: Optional[StorageOptions] = None) -> None:
@@ -200,4 +200,5 @@ def delete_file(location: str, options: Optional[StorageOptions] = None) -> None
 
 __all__ = ["KMS_KEY_ENV", "OBJECT_SCHEMES", "SECRET_ENV", "ObjectLocation", "ObjectStaging", "StagingStorageError",
            "StorageOptions", "check_conditional_writes", "delete_file", "filesystem", "is_object_store", "local_path",
-           "read_bytes", "read_parquet", "read_parquet_schema", "total_size", "write_bytes"]
+           "open_parquet", "read_bytes", "read_parquet", "read_parquet_schema", "staged_footer", "total_size",
+           "write_bytes"]

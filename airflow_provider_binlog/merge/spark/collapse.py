@@ -17,7 +17,7 @@ from ..key_chains import fold_key_chains
 from ..key_chains import hashable as _hashable
 from ..snapshot_fold import SNAPSHOT_TXN_PREFIX
 from .schema import SchemaPlan
-from ...staging.storage import ObjectLocation, StorageOptions, is_object_store, read_parquet_schema
+from ...staging.storage import ObjectLocation, StorageOptions, is_object_store, read_parquet_schema, staged_footer
 
 #: Spark conf choosing how executors read staged objects: ``pyarrow`` (the default: no Hadoop
 #: filesystem for the store needed) or ``spark`` (Spark's own Hadoop filesystem for the scheme,
@@ -35,8 +35,8 @@ def read_staged(spark: SparkSession, path: str) -> DataFrame:
     The file's schema comes from its footer, read here with pyarrow and given to the reader,
     as the types Spark 3.5 infers for it (without a Spark job for the inference); a file with
     a type outside the staging contract is left to Spark's inference."""
-    schema = staged_schema(path)
-    row_groups = row_file_groups(path)
+    footer, row_groups = staged_footer(path)
+    schema = spark_schema(footer)
     if row_groups is not None:
         return read_row_file(spark, path, schema, row_groups)
     if is_object_store(path):
@@ -85,15 +85,6 @@ def read_staged_object(spark: SparkSession, uri: str, schema: Optional[T.StructT
     return spark.range(1, numPartitions=1).mapInArrow(read, schema)
 
 
-def row_file_groups(path: str) -> Optional[int]:
-    """The row groups of a row file (``staging/row_files.py``); None for a part file."""
-    from ...staging.row_files import StagedRowsFile
-    from ...staging.storage import open_parquet
-
-    source = open_parquet(path)
-    return source.num_row_groups if isinstance(source, StagedRowsFile) else None
-
-
 def read_row_file(spark: SparkSession, uri: str, schema: Optional[T.StructType], row_groups: int) -> DataFrame:
     """A row file read as the staging contract's columns by executors with pyarrow
     (``mapInArrow``), its row groups spread over the tasks: Spark's Parquet reader would give
@@ -119,10 +110,14 @@ def read_row_file(spark: SparkSession, uri: str, schema: Optional[T.StructType],
 def staged_schema(path: str) -> Optional[T.StructType]:
     """The Spark schema of a staged file from its Parquet footer; None for a type outside
     the staging contract (``staging/contract.py``)."""
+    return spark_schema(read_parquet_schema(path))
 
+
+def spark_schema(arrow: Any) -> Optional[T.StructType]:
+    """The Spark schema of a staged file's Arrow schema; None for a type outside the contract."""
     try:
-        fields = [T.StructField(f.name, _spark_type(f.type), True) for f in read_parquet_schema(path)]
-    except _Unmapped:  # a store's refusal or a missing file is raised as it is, not taken for this
+        fields = [T.StructField(f.name, _spark_type(f.type), True) for f in arrow]
+    except _Unmapped:
         return None
     return T.StructType(fields)
 

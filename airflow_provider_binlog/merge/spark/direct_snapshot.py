@@ -307,7 +307,7 @@ def _adopt(fold: SnapshotFold, files: Iterable[str], schema: Any, with_deletes: 
     for location in files:
         source = open_parquet(location)
         if isinstance(source, StagedRowsFile) and adoptable(source.flat_schema, schema) \
-                and fold.adopt(location, with_deletes=with_deletes):
+                and fold.adopt(location, source, with_deletes=with_deletes):
             taken.append(location)
     return taken
 

@@ -206,8 +206,8 @@ class _DataFiles:
 
     def copy(self, staged: str) -> tuple[str, int]:
         """A staged row file (``staging/row_files.py``) copied as it is into the table's data
-        location and added as a data file: its rows are not read nor written again, and the
-        staging's retention cannot delete a file the table refers to."""
+        location, and its location there and size: its rows are not read nor written again,
+        and the staging's retention cannot delete a file the table refers to."""
         from ...staging.location import is_object_store
         from ...staging.storage import filesystem
         from ...staging.storage import local_path as staged_path
@@ -218,18 +218,16 @@ class _DataFiles:
         if local is not None and not is_object_store(staged):
             os.makedirs(os.path.dirname(local), exist_ok=True)
             shutil.copyfile(staged_path(staged), local)
-            size = os.path.getsize(local)
-        else:
-            fs, path = filesystem(staged)
-            with fs.open_input_stream(path) as source:
-                if local is not None:
-                    os.makedirs(os.path.dirname(local), exist_ok=True)
-                    with open(local, "wb") as out:
-                        shutil.copyfileobj(source, out, _COPY_CHUNK)
-                else:
-                    self._stream_to(source, location)
-            size = int(self.table.io().newInputFile(location).getLength())
-        return location, size
+            return location, os.path.getsize(local)
+        fs, path = filesystem(staged)
+        with fs.open_input_stream(path) as source:
+            if local is None:
+                self._stream_to(source, location)
+                return location, int(self.table.io().newInputFile(location).getLength())
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            with open(local, "wb") as out:
+                shutil.copyfileobj(source, out, _COPY_CHUNK)
+        return location, os.path.getsize(local)
 
     def close(self) -> list[Any]:
         try:

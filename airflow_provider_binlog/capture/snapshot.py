@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import logging
 from decimal import Decimal
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 import pymysql
 
@@ -42,10 +42,10 @@ def quote_identifier(name: str) -> str:
 
 
 def select_list(tm: TableMap) -> str:
-    """The table's columns for a snapshot's SELECT. FLOAT is read as a DOUBLE (``col + 0e0``):
+    """The table's columns for a snapshot's SELECT. FLOAT is read as a DOUBLE (``col * 1e0``):
     the server prints a FLOAT as text with 6 significant digits, and the binlog has its stored
-    value."""
-    return ", ".join(f"{quote_identifier(c.name)} + 0e0 AS {quote_identifier(c.name)}"
+    value. A product keeps the sign of a zero, where ``col + 0e0`` would turn -0 into +0."""
+    return ", ".join(f"{quote_identifier(c.name)} * 1e0 AS {quote_identifier(c.name)}"
                      if c.type == C.MYSQL_TYPE_FLOAT else quote_identifier(c.name) for c in tm.columns)
 
 
@@ -236,51 +236,42 @@ def take_snapshot(connect, *, staging_dir, tables: TableFilter, flavor: str, ser
 def _copy_table(conn, writer: StagingWriter, tm: TableMap, file: str, pos: int,
                 gtid: Optional[str], taken_at: dt.datetime, chunk_rows: int,
                 progress: Optional[Callable[[str, int, int], None]] = None) -> int:
-    """Stage every row of ``tm``'s table as read on ``conn`` (in key order when it has a primary
-    key) as the snapshot's rows at ``file:pos``; an empty table is staged too, so the merge
-    empties it. Returns the rows staged."""
+    """Stage every row of ``tm``'s table as read in the transaction open on ``conn`` (in key
+    order when it has a primary key) as the snapshot's rows at ``file:pos``; an empty table is
+    staged too, so the merge empties it. Returns the rows staged.
+
+    The rows come from one statement streamed from the server, not from pages of ``WHERE
+    (key) > (last)``: the server orders ENUM and SET keys by their index but compares them with
+    a value as strings, and collations compare keys that differ in case or trailing spaces as
+    equal, so pages would skip or repeat rows. The rows staged are then compared with the
+    table's ``COUNT(*)`` in the same transaction: a difference raises :class:`SnapshotError`
+    with both numbers, before anything is published."""
     name = f"{tm.schema}.{tm.table}"
     written = 0
-
-    def stage(rows: Sequence[tuple]) -> None:
-        nonlocal written
-        n = writer.add_snapshot_rows(tm, _convert_rows(rows, converters), binlog_file=file,
-                                     position=pos, gtid=gtid, taken_at=taken_at, first_index=written)
-        written += n
-        if progress is not None and n:
-            progress(name, n, written)
-
     cols = select_list(tm)
     source = f"{quote_identifier(tm.schema)}.{quote_identifier(tm.table)}"
     converters = [_converter(c) for c in tm.columns]
-    pk = [tm.columns[i] for i in tm.primary_key]
-    if pk:
-        pk_cols = ", ".join(quote_identifier(c.name) for c in pk)
-        pk_idx = [c.index for c in pk]
-        last = None
+    order = ", ".join(quote_identifier(tm.columns[i].name) for i in tm.primary_key)
+    with conn.cursor() as cur:  # a slow stager must not make the server drop the stream
+        cur.execute("SET SESSION net_write_timeout = GREATEST(@@net_write_timeout, 3600)")
+    with conn.cursor(pymysql.cursors.SSCursor) as cur:
+        cur.execute(f"SELECT {cols} FROM {source}" + (f" ORDER BY {order}" if order else ""))
         while True:
-            with conn.cursor() as cur:
-                if last is None:
-                    cur.execute(f"SELECT {cols} FROM {source} ORDER BY {pk_cols} LIMIT %s", (chunk_rows,))
-                else:
-                    marks = ", ".join(["%s"] * len(pk))
-                    cur.execute(f"SELECT {cols} FROM {source} WHERE ({pk_cols}) > ({marks}) "
-                                f"ORDER BY {pk_cols} LIMIT %s", (*last, chunk_rows))
-                rows = cur.fetchall()
+            rows = cur.fetchmany(chunk_rows)
             if not rows:
                 break
-            stage(rows)
-            last = tuple(rows[-1][i] for i in pk_idx)
-            if len(rows) < chunk_rows:
-                break
-    else:
-        with conn.cursor(pymysql.cursors.SSCursor) as cur:
-            cur.execute(f"SELECT {cols} FROM {source}")
-            while True:
-                rows = cur.fetchmany(chunk_rows)
-                if not rows:
-                    break
-                stage(rows)
+            n = writer.add_snapshot_rows(tm, _convert_rows(rows, converters), binlog_file=file,
+                                         position=pos, gtid=gtid, taken_at=taken_at, first_index=written)
+            written += n
+            if progress is not None and n:
+                progress(name, n, written)
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT COUNT(*) FROM {source}")
+        counted = int(cur.fetchone()[0])
+    if counted != written:
+        raise SnapshotError(f"{name}: the snapshot staged {written} rows, but its COUNT(*) is {counted} "
+                            f"in the same transaction; nothing was published: take the snapshot again, "
+                            f"and report the table's definition if it happens again")
     if written == 0:
         writer.add_snapshot_rows(tm, [], binlog_file=file, position=pos, gtid=gtid,
                                  taken_at=taken_at, first_index=0)

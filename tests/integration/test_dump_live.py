@@ -48,8 +48,8 @@ def replay(manifests, table, model=None):
     return model
 
 
-def source_rows(server, table):
-    rows = server.query(f"SELECT {', '.join(COLUMNS)} FROM dumpdb.{table}")
+def source_rows(server, table, database="dumpdb"):
+    rows = server.query(f"SELECT {', '.join(COLUMNS)} FROM {database}.{table}")
     out = {}
     for r in rows:
         r = list(r)
@@ -58,23 +58,23 @@ def source_rows(server, table):
     return out
 
 
-def workload(server, table, rng, n):
+def workload(server, table, rng, n, database="dumpdb"):
     for _ in range(n):
         op = rng.random()
         key = rng.randint(1, 60)
         if op < 0.5:
             server.execute(
-                f"INSERT INTO dumpdb.{table} VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+                f"INSERT INTO {database}.{table} VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
                 "ON DUPLICATE KEY UPDATE name = VALUES(name), qty = qty + 1",
                 (key, f"n{rng.randint(0, 999)}é", Decimal(rng.randint(-99999, 99999)) / 100,
                  rng.randint(0, 2**32 - 1), dt.datetime(2024, 1, 1, 0, 0, 0, rng.randint(0, 999999)),
                  rng.choice(["a", "b", "c"]), '{"k": %d}' % key, rng.randint(0, 2**64 - 1)))
         elif op < 0.8:
-            server.execute(f"UPDATE dumpdb.{table} SET id = id + 100 WHERE id = %s", (key,)) \
+            server.execute(f"UPDATE {database}.{table} SET id = id + 100 WHERE id = %s", (key,)) \
                 if rng.random() < 0.1 else \
-                server.execute(f"UPDATE dumpdb.{table} SET price = price + 1, flag = 'b' WHERE id = %s", (key,))
+                server.execute(f"UPDATE {database}.{table} SET price = price + 1, flag = 'b' WHERE id = %s", (key,))
         else:
-            server.execute(f"DELETE FROM dumpdb.{table} WHERE id = %s", (key,))
+            server.execute(f"DELETE FROM {database}.{table} WHERE id = %s", (key,))
 
 
 @pytest.fixture()

@@ -25,7 +25,7 @@ from ..errors import BatchGapError, ConcurrentRunError, MergeJobError, MergeOpti
 from ..iceberg_contract import LEDGER_TABLE, MODE_MERGE
 from ..options import MergeOptions
 from .apply import apply_changelog_table, apply_merge_table, backfill_defaults, commit_properties
-from .catalog import applied_state, ensure_namespace, head_snapshot, table_exists
+from .catalog import applied_state, committed_batch, ensure_namespace, head_snapshot, table_exists
 from ..byte_budget import ByteBudget
 from .direct_commit import append_rows, apply_direct, direct_candidate, fold_ahead
 from .direct_snapshot import apply_snapshot_direct, snapshot_candidate
@@ -111,7 +111,10 @@ def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
     result: dict[str, Any] = {"batch_id": batch.batch_id, "start": batch.start.to_json(),
                               "end": batch.end.to_json(), "tables": []}
     snapshot = batch.manifest.is_snapshot
-    if snapshot and position is not None and compare_checkpoints(batch.end, position) == 0:
+    if snapshot and position is not None and compare_checkpoints(batch.end, position) == 0 \
+            and committed_batch(spark, ledger, batch.batch_id):
+        # a snapshot at the position the load stands at is a reload (a repair while the source
+        # is idle) unless the ledger holds this very batch
         log.info("snapshot %s is already applied (%s is at %s)", batch.batch_id, source, position)
         result["status"] = "already-applied"
         return result
@@ -243,7 +246,9 @@ def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
         result["moves"] = apply_moves(spark, batch, catalog, namespace, stream, moves, layouts)
 
     # 3. the ledger row, then 4. the checkpoint store
-    if ledger_state.checkpoint is None or compare_checkpoints(batch.end, ledger_state.checkpoint) > 0:
+    at_ledger = None if ledger_state.checkpoint is None else compare_checkpoints(batch.end, ledger_state.checkpoint)
+    if at_ledger is None or at_ledger > 0 or (
+            snapshot and at_ledger == 0 and not committed_batch(spark, ledger, batch.batch_id)):
         values = (batch.batch_id, stream, _checkpoint_text(batch.start), _checkpoint_text(batch.end),
                   committed, sum(w.staged_rows for w in work), dt.datetime.now(dt.timezone.utc))
         props = commit_properties(batch, stream, LEDGER_TABLE)

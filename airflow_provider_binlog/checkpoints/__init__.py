@@ -6,14 +6,15 @@ from .errors import (
     ABSENT,
     CheckpointConflictError,
     CheckpointLockedError,
+    CheckpointLockLostError,
     CheckpointOrderError,
     CheckpointStoreError,
 )
 from .file_store import FileCheckpointStore, key_to_file_stem
 from .opener import SUPPORTED_STORE_SCHEMES, open_checkpoint_store
-from .store import CheckpointStore, SavedCheckpoint
+from .store import CheckpointStore, RunLock, SavedCheckpoint
 
-__all__ = ["ABSENT", "ACCEPTED_FORMS", "Checkpoint", "CheckpointConflictError", "CheckpointLockedError",
-           "CheckpointOrderError", "CheckpointStore", "CheckpointStoreError", "FLAVORS", "FLAVOR_MARIADB",
-           "FLAVOR_MYSQL", "FileCheckpointStore", "MIN_POSITION", "SUPPORTED_STORE_SCHEMES", "SavedCheckpoint",
-           "key_to_file_stem", "open_checkpoint_store"]
+__all__ = ["ABSENT", "ACCEPTED_FORMS", "Checkpoint", "CheckpointConflictError", "CheckpointLockLostError",
+           "CheckpointLockedError", "CheckpointOrderError", "CheckpointStore", "CheckpointStoreError", "FLAVORS",
+           "FLAVOR_MARIADB", "FLAVOR_MYSQL", "FileCheckpointStore", "MIN_POSITION", "RunLock",
+           "SUPPORTED_STORE_SCHEMES", "SavedCheckpoint", "key_to_file_stem", "open_checkpoint_store"]

@@ -46,3 +46,8 @@ class CheckpointConflictError(CheckpointStoreError):
 
 class CheckpointLockedError(CheckpointStoreError):
     """Another process runs a load of the same key (it holds the key's run lock)."""
+
+
+class CheckpointLockLostError(CheckpointLockedError):
+    """The run lock this run held was taken by another run (its lease ran out while this run
+    did not renew it): this run must commit nothing more."""

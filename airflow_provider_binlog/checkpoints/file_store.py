@@ -15,7 +15,7 @@ from airflow_provider_binlog.common.atomic_file import write_atomically
 
 from .checkpoint import Checkpoint
 from .errors import ABSENT, CheckpointConflictError, CheckpointLockedError, CheckpointStoreError
-from .store import CheckpointStore, SavedCheckpoint
+from .store import CheckpointStore, RunLock, SavedCheckpoint
 
 _SAFE_KEY_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 _FORMAT_VERSION = 1
@@ -70,7 +70,7 @@ class FileCheckpointStore(CheckpointStore):
             os.close(fd)  # closing releases the lock
 
     @contextlib.contextmanager
-    def exclusive(self, key: str) -> Iterator[None]:
+    def exclusive(self, key: str) -> Iterator[RunLock]:
         """An exclusive ``flock`` on ``<key>.run.lock`` (released when the holder exits or
         dies, SIGKILL included: never stale); the file holds the holder's pid."""
         self._ensure_root()
@@ -87,7 +87,7 @@ class FileCheckpointStore(CheckpointStore):
                     f"it to fail") from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-            yield
+            yield RunLock(key)
         finally:
             os.close(fd)  # releases the lock
 

@@ -13,8 +13,8 @@ Two tables, created when missing (``<prefix>`` is ``table_prefix``, empty by def
     <prefix>binlog_checkpoint_history  id, key, checkpoint, saved_at
 
 ``checkpoint`` holds the checkpoint's JSON with sorted keys, so that compare-and-set is one
-conditional ``UPDATE ... WHERE key = :key AND checkpoint = :expected``.  On SQLite a third
-table, ``<prefix>binlog_checkpoint_locks``, holds the run locks of :meth:`exclusive`.
+conditional ``UPDATE ... WHERE key = :key AND checkpoint = :expected``.  A third table,
+``<prefix>binlog_run_leases``, holds the run locks of :meth:`exclusive`.
 
 The URL's password never appears in a message of this module: errors name the database by
 its URL with the password masked.
@@ -25,8 +25,6 @@ import contextlib
 import datetime as dt
 import json
 import os
-import socket
-import uuid
 from typing import Any, Callable, Iterator
 
 from sqlalchemy import (
@@ -42,16 +40,16 @@ from sqlalchemy import (
     event,
     insert,
     select,
-    text,
     update,
 )
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Engine, create_engine, make_url
 
 from .checkpoint import Checkpoint
-from .errors import ABSENT, CheckpointConflictError, CheckpointLockedError, CheckpointStoreError
+from .errors import ABSENT, CheckpointConflictError, CheckpointStoreError
 from .file_store import key_to_file_stem
-from .store import CheckpointStore, SavedCheckpoint
+from .sql_lease import DEFAULT_LEASE_SECONDS, SqlLease, lease_table
+from .store import CheckpointStore, RunLock, SavedCheckpoint
 
 #: URL schemes (SQLAlchemy dialects, with or without ``+driver``) this store accepts.
 SQL_STORE_DIALECTS = ("postgresql", "sqlite")
@@ -86,14 +84,13 @@ class SqlCheckpointStore(CheckpointStore):
     transaction starts with ``BEGIN IMMEDIATE``, so writers queue (``timeout`` seconds)
     instead of failing.
 
-    ``exclusive(key)``: on PostgreSQL a session advisory lock, ``pg_try_advisory_lock(
-    hashtext(key))``, held on a dedicated connection while the block runs; the server
-    releases it when that connection ends, so a run that dies never leaves it behind.  Two
-    keys with the same 32-bit hash share a lock (a run is then refused while the other key
-    runs: safe, and rare).  On SQLite a best effort: a row in the locks table, inserted
-    (a duplicate key: refused) and deleted at exit.  A process killed before the delete
-    leaves its row behind; the next run on the same host takes it over when that process
-    is gone, and a row left by another host has to be deleted by hand.
+    ``exclusive(key)``: a lease in a table, by the database's clock, renewed from a thread
+    while the block runs and verified before each commit phase (:mod:`.sql_lease`); it holds
+    behind a transaction pooler such as PgBouncer and when the server ends a session. A run
+    killed before it releases the lease leaves it to the next run once it ends
+    (``lease_seconds``, default 120, or the URL's ``checkpoint_lease_seconds``), or at once
+    on the same host when that process is gone. psycopg's server-side prepared statements
+    are off (``prepare_threshold=None``), which a transaction pooler cannot keep.
 
     Each process opens its own connections: a store used after ``fork`` starts a new pool.
     """
@@ -101,7 +98,8 @@ class SqlCheckpointStore(CheckpointStore):
     def __init__(self, url: str | URL, *, history_limit: int = 100, schema: str | None = None,
                  table_prefix: str = "", timeout: float = 30.0,
                  clock: Callable[[], dt.datetime] | None = None,
-                 engine_options: dict[str, Any] | None = None) -> None:
+                 engine_options: dict[str, Any] | None = None,
+                 lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
         if history_limit < 1:
             raise ValueError("history_limit must be at least 1")
         try:
@@ -118,10 +116,15 @@ class SqlCheckpointStore(CheckpointStore):
         query = dict(parsed.query)
         schema = _single(query.pop("checkpoint_schema", None)) or schema
         table_prefix = _single(query.pop("checkpoint_table_prefix", None)) or table_prefix
+        lease_text = _single(query.pop("checkpoint_lease_seconds", None))
+        lease_seconds = float(lease_text) if lease_text else lease_seconds
+        if lease_seconds <= 0:
+            raise ValueError("the run lock's lease_seconds must be positive")
         parsed = parsed.set(query=query)
         self.url = parsed
         self.dialect = backend
         self.history_limit = history_limit
+        self.lease_seconds = lease_seconds
         self.timeout = timeout
         self._clock = clock or (lambda: dt.datetime.now(dt.timezone.utc))
         self._engine_options = dict(engine_options or {})
@@ -144,14 +147,7 @@ class SqlCheckpointStore(CheckpointStore):
             Column("saved_at", String(64), nullable=False),
             Index(f"{table_prefix}binlog_checkpoint_history_key", "key", "id"),
         )
-        self.locks = None
-        if backend == "sqlite":
-            self.locks = Table(
-                f"{table_prefix}binlog_checkpoint_locks", md,
-                Column("key", String(_KEY_LENGTH), primary_key=True),
-                Column("holder", String(300), nullable=False),
-                Column("acquired_at", String(64), nullable=False),
-            )
+        self.leases = lease_table(md, table_prefix, _KEY_LENGTH)
         self.metadata = md
 
     def __repr__(self) -> str:
@@ -179,7 +175,10 @@ class SqlCheckpointStore(CheckpointStore):
             if self.dialect == "sqlite":
                 options.setdefault("connect_args", {}).setdefault("timeout", self.timeout)
             else:
-                options.setdefault("connect_args", {}).setdefault("connect_timeout", max(1, int(self.timeout)))
+                args = options.setdefault("connect_args", {})
+                args.setdefault("connect_timeout", max(1, int(self.timeout)))
+                args.setdefault("prepare_threshold", None)  # no prepared statements: a transaction pooler keeps none
+                options.setdefault("pool_pre_ping", True)  # a session the server ended is not handed out
             engine = create_engine(self.url, **options)
             if self.dialect == "sqlite":
                 _begin_immediate(engine)
@@ -330,64 +329,17 @@ class SqlCheckpointStore(CheckpointStore):
 
     # -- run lock ----------------------------------------------------------
 
-    def exclusive(self, key: str) -> contextlib.AbstractContextManager:
+    @contextlib.contextmanager
+    def exclusive(self, key: str) -> Iterator[RunLock]:
+        """A lease in the table ``<prefix>binlog_run_leases``, renewed while the block runs
+        (:mod:`.sql_lease`); the block gets it, to verify before each commit phase."""
         _check_key(key)
-        if self.dialect == "postgresql":
-            return self._advisory_lock(key)
-        return self._lock_row(key)
-
-    @contextlib.contextmanager
-    def _advisory_lock(self, key: str) -> Iterator[None]:
         self._ensure_tables()
+        lease = SqlLease(self, key, self.lease_seconds).acquire()
         try:
-            conn = self._get_engine().connect().execution_options(isolation_level="AUTOCOMMIT")
-        except sa_exc.SQLAlchemyError as exc:
-            raise self._error("take the run lock", exc) from None
-        try:
-            try:
-                got = conn.execute(text("SELECT pg_try_advisory_lock(hashtext(:k))"), {"k": key}).scalar()
-            except sa_exc.SQLAlchemyError as exc:
-                raise self._error("take the run lock", exc) from None
-            if not got:
-                raise CheckpointLockedError(
-                    f"another run of {key!r} is in progress (a session of {self._describe_db()} holds "
-                    f"its advisory lock, pg_try_advisory_lock(hashtext({key!r}))); two runs of the same "
-                    f"load must not overlap: let it finish, or wait for it to fail")
-            try:
-                yield
-            finally:
-                with contextlib.suppress(sa_exc.SQLAlchemyError):
-                    conn.execute(text("SELECT pg_advisory_unlock(hashtext(:k))"), {"k": key})
+            yield lease
         finally:
-            # never back to the pool: the session ends, and with it any lock it still holds
-            with contextlib.suppress(sa_exc.SQLAlchemyError):
-                conn.invalidate()
-            conn.close()
-
-    @contextlib.contextmanager
-    def _lock_row(self, key: str) -> Iterator[None]:
-        assert self.locks is not None
-        holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
-        lk = self.locks.c
-        for attempt in range(2):
-            with self._transaction("take the run lock") as conn:
-                row = conn.execute(select(lk.holder).where(lk.key == key)).first()
-                if row is None:
-                    conn.execute(insert(self.locks).values(key=key, holder=holder,
-                                                           acquired_at=self._clock().isoformat()))
-                    break
-                if attempt == 0 and _holder_is_gone(row.holder):
-                    conn.execute(delete(self.locks).where(and_(lk.key == key, lk.holder == row.holder)))
-                    continue
-            raise CheckpointLockedError(
-                f"another run of {key!r} is in progress (holder {row.holder} in {self._describe_db()}); "
-                f"two runs of the same load must not overlap: let it finish, or wait for it to fail "
-                f"(a run killed on another host leaves its lock row behind: delete it by hand)")
-        try:
-            yield
-        finally:
-            with self._transaction("release the run lock") as conn:
-                conn.execute(delete(self.locks).where(and_(lk.key == key, lk.holder == holder)))
+            lease.release()
 
 
 def _begin_immediate(engine: Engine) -> None:
@@ -416,18 +368,3 @@ def _check_key(key: str) -> None:
     key_to_file_stem(key)  # a non-empty string
     if len(key) > _KEY_LENGTH:
         raise ValueError(f"checkpoint key longer than {_KEY_LENGTH} characters")
-
-
-def _holder_is_gone(holder: str) -> bool:
-    """A lock row's holder is a process of this host that no longer runs."""
-    host, _, rest = holder.partition(":")
-    pid_text = rest.split(":", 1)[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False

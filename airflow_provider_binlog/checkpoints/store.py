@@ -43,8 +43,24 @@ class CheckpointStore(abc.ABC):
     def history(self, key: str, limit: int | None = None) -> list[SavedCheckpoint]:
         """The last saves, newest first (at most ``limit``)."""
 
-    def exclusive(self, key: str) -> contextlib.AbstractContextManager:
+    def exclusive(self, key: str) -> contextlib.AbstractContextManager["RunLock"]:
         """Held by a run that advances ``key`` (the merge job), so that two runs of the same
         load cannot both commit; raises :class:`CheckpointLockedError` at once when another
-        holds it. The base class does not lock (compare-and-set alone guards the store)."""
-        return contextlib.nullcontext()
+        holds it. The block gets the :class:`RunLock`, to verify before each commit. The base
+        class does not lock (compare-and-set alone guards the store)."""
+        return contextlib.nullcontext(RunLock(key))
+
+
+class RunLock:
+    """A held run lock (what :meth:`CheckpointStore.exclusive` gives its block). A run checks
+    it with :meth:`verify` before each commit phase; a lock that cannot be lost while its
+    process lives (a file lock) has nothing to check."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def verify(self) -> None:
+        """Raise :class:`CheckpointLockLostError` when this run no longer holds the lock."""
+
+    def pause_renewal(self) -> None:
+        """Stop renewing a lease (what a stuck process does); nothing for other locks."""

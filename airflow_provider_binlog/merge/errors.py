@@ -20,8 +20,14 @@ class ConcurrentRunError(MergeJobError):
     """Another merge of the same checkpoint key is running."""
 
 
+class ConcurrentCommitError(ConcurrentRunError):
+    """Another merge committed to a table since this run planned its batch: this run's commit
+    of that table was refused, so nothing of the batch lands twice."""
+
+
 class SchemaEvolutionError(MergeJobError):
     """A staged schema change the Iceberg table cannot follow."""
 
 
-__all__ = ["BatchGapError", "ConcurrentRunError", "MergeJobError", "MergeOptionError", "SchemaEvolutionError"]
+__all__ = ["BatchGapError", "ConcurrentCommitError", "ConcurrentRunError", "MergeJobError", "MergeOptionError",
+           "SchemaEvolutionError"]

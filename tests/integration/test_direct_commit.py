@@ -342,7 +342,7 @@ def test_a_commit_by_another_writer_after_planning_fails_the_direct_commit_and_a
 
     with monkeypatch.context() as m:
         m.setattr(direct_commit, "collapse_staged", with_a_concurrent_commit)
-        with pytest.raises(Exception, match="[Ff]ound conflicting files"):
+        with pytest.raises(Exception, match="another merge committed to lake.dc_race"):
             apply_manifests(spark, [changes], MergeOptions(namespace="dc_race", checkpoint_store=store.root,
                                                            checkpoint_key="race"))
     assert store.load("race") is None

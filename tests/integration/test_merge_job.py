@@ -559,10 +559,11 @@ def test_maintenance_folds_the_delete_files_into_the_data_files(spark, tmp_path,
     done = {m["table"]: m for m in result["maintenance"]}[name]
     assert done["rewrite"]["rewritten_data_files_count"] == 3
     assert done["rewrite"]["added_data_files_count"] == 1
-    # the two loads' snapshots are expired; the merge's (the newest with a checkpoint) is kept,
-    # and with it every data file: none can go yet
+    # the loads' snapshots are expired (the two loads, and the empty one the first was staged
+    # on); the merge's (the newest with a checkpoint) is kept, and with it every data file:
+    # none can go yet
     assert not loads & snapshot_ids(spark, name)
-    assert done["expire"]["deleted_manifest_lists_count"] == len(loads) == 2
+    assert done["expire"]["deleted_manifest_lists_count"] == len(loads) == 3
     assert done["expire"]["deleted_data_files_count"] == 0
     assert done["expire"]["deleted_position_delete_files_count"] == 0
     # the applied position survives, and the next batch merges (and reruns) as before

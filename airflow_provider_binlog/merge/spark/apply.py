@@ -42,13 +42,15 @@ def commit_properties(batch: Batch, stream: str, source: str) -> dict[str, str]:
             "binlog.source": source}
 
 
-def backfill_defaults(spark: SparkSession, work: "TableWork", batch: Batch, stream: str) -> str:
+def backfill_defaults(spark: SparkSession, work: "TableWork", batch: Batch, stream: str,
+                      target: Optional[str] = None) -> str:
     """Give the rows the table held before the batch the default of the columns added in the
-    batch (the source did so without row events). Idempotent: until the batch's own commit,
-    no change after the ALTER is in the table."""
+    batch (the source did so without row events), in ``target`` (the table, or the branch its
+    commit is staged on). Idempotent: until the batch's own commit, no change after the ALTER
+    is in the table."""
     sets = ", ".join(f"{_q(n)} = CAST({_lit(v)} AS {sql_type(work.plan.type_of(n))})"
                      for n, v in sorted(work.defaults.items()))
-    sql = f"UPDATE {work.name} SET {sets}"
+    sql = f"UPDATE {target or work.name} SET {sets}"
     log.info("%s", sql)
     runtime.run_with_commit_properties(spark, {"binlog.backfill": batch.batch_id, SUMMARY_STREAM: stream,
                                        "binlog.source": work.source}, lambda: spark.sql(sql))
@@ -194,12 +196,12 @@ def key_filter(source: DataFrame, work: TableWork, max_keys: int) -> Optional[st
     return f"t.{_q(key)} IN ({', '.join(sql_literal(v, data_type) for v in sorted(values))})"
 
 
-def _with_origin_values(spark: SparkSession, work: TableWork, source: DataFrame) -> DataFrame:
+def _with_origin_values(spark: SparkSession, work: TableWork, source: DataFrame, target_name: str) -> DataFrame:
     """Add ``o<i>``: the values of the target row whose key is ``ok<j>`` (before the merge)."""
     names = [n for n, _ in work.plan.columns]
     n_keys = len(work.primary_key)
     if work.exists:
-        target = spark.table(work.name).select(
+        target = spark.table(target_name).select(
             *[F.col(_q(k)).alias(f"tk{j}") for j, k in enumerate(work.primary_key)],
             *[F.col(_q(n)).alias(f"o{i}") for i, n in enumerate(names)])
         # only the origin rows (few) go into the join, picked as the target is read
@@ -213,7 +215,11 @@ def _with_origin_values(spark: SparkSession, work: TableWork, source: DataFrame)
 
 
 def apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, stream: str,
-                       max_key_change_rows: int, max_filter_keys: int = DEFAULT_MAX_FILTER_KEYS) -> dict:
+                      max_key_change_rows: int, max_filter_keys: int = DEFAULT_MAX_FILTER_KEYS,
+                      target: Optional[str] = None) -> dict:
+    """The table's MERGE (or its overwrite, or its first rows) into ``target``: the table, or
+    the branch its commit is staged on (:func:`.conflicts.staged_branch`)."""
+    target = target or work.name
     source, chained = merge_table(spark, work, max_key_change_rows=max_key_change_rows,
                                   snapshot=batch.manifest.is_snapshot)
     props = commit_properties(batch, stream, work.source)
@@ -236,15 +242,15 @@ def apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, stream
                 for i, (n, t) in enumerate(work.plan.columns)],
                 *[F.expr(v.replace("s._m.", "_m.")).cast(types[n]).alias(n) for n, v in upsert.items()])
         if work.resets:
-            write = lambda: rows.writeTo(work.name).overwrite(F.lit(True))  # noqa: E731
+            write = lambda: rows.writeTo(target).overwrite(F.lit(True))  # noqa: E731
         else:
-            write = lambda: rows.writeTo(work.name).append()  # noqa: E731
+            write = lambda: rows.writeTo(target).append()  # noqa: E731
         runtime.run_with_commit_properties(spark, props, write)
         return {"truncated": bool(work.resets), "key_change_chains": chained}
     if source is None:
         return {"truncated": False}
     if chained:  # some rows take the columns their image lacks from another row
-        source = _with_origin_values(spark, work, source)
+        source = _with_origin_values(spark, work, source, target)
     else:
         source = source.select("*", *[F.lit(None).cast(t).alias(f"o{i}")
                                       for i, (_, t) in enumerate(work.plan.columns)])
@@ -254,7 +260,7 @@ def apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, stream
     source.createOrReplaceTempView(view)
     upsert, soft = contract_values(work, batch.batch_id)
     try:
-        sql = merge_statement(work.name, view, work.plan, work.primary_key,
+        sql = merge_statement(target, view, work.plan, work.primary_key,
                                target_values=(work.facts is None or work.facts.partial_updates)
                                and _needs_target_values(source, work),
                                key_filter=key_filter(source, work, max_filter_keys),
@@ -266,7 +272,10 @@ def apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, stream
     return {"truncated": False, "key_change_chains": chained}
 
 
-def apply_changelog_table(spark: SparkSession, work: TableWork, batch: Batch, stream: str) -> dict:
+def apply_changelog_table(spark: SparkSession, work: TableWork, batch: Batch, stream: str,
+                          target: Optional[str] = None) -> dict:
+    """The table's change-log rows appended to ``target`` (the table, or the branch its commit
+    is staged on)."""
     image_cols = work.plan.columns
     frames = []
     for df, layout in zip(work.frames(spark), work.layouts):
@@ -307,5 +316,5 @@ def apply_changelog_table(spark: SparkSession, work: TableWork, batch: Batch, st
     data = functools.reduce(DataFrame.unionByName, frames) if frames else spark.createDataFrame([], schema)
     data = data.orderBy("_binlog_seq", "_binlog_pos", "_row")
     props = commit_properties(batch, stream, work.source)
-    runtime.run_with_commit_properties(spark, props, lambda: data.writeTo(work.name).append())
+    runtime.run_with_commit_properties(spark, props, lambda: data.writeTo(target or work.name).append())
     return {"truncated": bool(work.resets)}

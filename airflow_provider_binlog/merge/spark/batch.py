@@ -10,9 +10,8 @@ from typing import Any, Iterable, Optional
 
 from pyspark.sql import SparkSession
 
-from ...checkpoints import ABSENT, Checkpoint, CheckpointLockedError, CheckpointStore, open_checkpoint_store
+from ...checkpoints import ABSENT, Checkpoint, CheckpointLockedError, CheckpointStore, RunLock, open_checkpoint_store
 from ...schema_history.ops import AlterOp
-from ...spark import runtime
 from ...spark.iceberg_jvm import IcebergJvm, SparkNeeded
 from ...common.tables import iceberg_table_name
 from ..batches import Batch, compare_checkpoints, plan_batches
@@ -25,7 +24,8 @@ from ..errors import BatchGapError, ConcurrentRunError, MergeJobError, MergeOpti
 from ..iceberg_contract import LEDGER_TABLE, MODE_MERGE
 from ..options import MergeOptions
 from .apply import apply_changelog_table, apply_merge_table, backfill_defaults, commit_properties
-from .catalog import applied_state, committed_batch, ensure_namespace, head_snapshot, table_exists
+from .catalog import applied_state, committed_batch, ensure_namespace, head_snapshot, iceberg_table, table_exists
+from .conflicts import conflicts_raised_as, staged_branch
 from ..byte_budget import ByteBudget
 from .direct_commit import append_rows, apply_direct, direct_candidate, fold_ahead
 from .direct_snapshot import apply_snapshot_direct, snapshot_candidate
@@ -96,9 +96,11 @@ def check_direct(work: list[TableWork], snapshot: bool, moves: Any, max_bytes: i
 # long: the exactly-once order of one batch (ledger check, tables, commit, checkpoint) read as one
 # sequence
 def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
-                store: Optional[CheckpointStore] = None) -> dict:
+                store: Optional[CheckpointStore] = None, lock: Optional[RunLock] = None) -> dict:
     """Apply one batch (see :func:`apply_manifests`); ``store`` is the open checkpoint store of
-    ``options``, advanced under ``options.checkpoint_key``."""
+    ``options``, advanced under ``options.checkpoint_key``; ``lock``, the run lock held, is
+    verified before each commit phase (the tables, the ledger row, the store)."""
+    lock = lock or RunLock(options.checkpoint_key or "")
     catalog, namespace, key = options.catalog, options.namespace, options.checkpoint_key
     stream, layouts, contract = options.ledger_stream, options.layouts, options.data_contract
     parallel_tables, direct_max_bytes = options.parallel_tables, options.direct_max_bytes
@@ -196,10 +198,15 @@ def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
     if isinstance(spark, IcebergJvm):
         check_direct(work, snapshot, moves, direct_max_bytes)
 
+    lock.verify()
     # 2. schema changes and one commit per table, each carrying the batch end; the tables
     # at once (each commit is atomic and holds the batch end: a failure or a crash leaves
     # some tables at the batch end and the others before it, which a rerun completes)
     def commit(w: TableWork) -> dict[str, Any]:
+        with conflicts_raised_as(w.name, batch.batch_id):  # another run's commit since the plan
+            return commit_table(w)
+
+    def commit_table(w: TableWork) -> dict[str, Any]:
         info: dict[str, Any] = {"source": w.source, "table": w.name, "mode": w.mode,
                                 "staged_rows": w.staged_rows, "status": w.status}
         if w.status != "ready":
@@ -223,12 +230,17 @@ def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
             spark.sql(sql)
         info["schema_changes"] = w.statements_run + w.statements
         before = head_snapshot(spark, w.name)
-        if w.defaults and w.exists and w.state.head is not None:
-            info["backfill"] = backfill_defaults(spark, w, batch, stream)
-        if w.mode == MODE_MERGE:
-            info.update(apply_merge_table(spark, w, batch, stream, options.max_key_change_rows))
-        else:
-            info.update(apply_changelog_table(spark, w, batch, stream))
+        table = iceberg_table(spark, w.name)
+        if table is None:
+            raise MergeJobError(f"{w.name} is not an Iceberg table whose commits this job can check against "
+                                f"other writers; give the merge an Iceberg catalog (SparkCatalog)")
+        with staged_branch(table, w.name, w.state.head, batch.batch_id) as target:
+            if w.defaults and w.exists and w.state.head is not None:
+                info["backfill"] = backfill_defaults(spark, w, batch, stream, target)
+            if w.mode == MODE_MERGE:
+                info.update(apply_merge_table(spark, w, batch, stream, options.max_key_change_rows, target=target))
+            else:
+                info.update(apply_changelog_table(spark, w, batch, stream, target=target))
         info["snapshot_id"] = head_snapshot(spark, w.name)
         info["status"] = "committed" if info["snapshot_id"] != before else "no-change"
         return info
@@ -246,21 +258,27 @@ def apply_batch(spark: SparkSession, batch: Batch, options: MergeOptions,
         result["moves"] = apply_moves(spark, batch, catalog, namespace, stream, moves, layouts)
 
     # 3. the ledger row, then 4. the checkpoint store
+    lock.verify()
     at_ledger = None if ledger_state.checkpoint is None else compare_checkpoints(batch.end, ledger_state.checkpoint)
     if at_ledger is None or at_ledger > 0 or (
             snapshot and at_ledger == 0 and not committed_batch(spark, ledger, batch.batch_id)):
         values = (batch.batch_id, stream, _checkpoint_text(batch.start), _checkpoint_text(batch.end),
                   committed, sum(w.staged_rows for w in work), dt.datetime.now(dt.timezone.utc))
         props = commit_properties(batch, stream, LEDGER_TABLE)
-        if not (direct_max_bytes > 0 and append_rows(spark, ledger, _ledger_rows(values), props)):
-            if isinstance(spark, IcebergJvm):
-                raise SparkNeeded(f"{ledger} takes no direct append", partial=result)
-            row = spark.createDataFrame([values], LEDGER_SCHEMA).coalesce(1)
-            runtime.run_with_commit_properties(spark, props, lambda: row.writeTo(ledger).append())
+        # validated from the ledger's head when the batch began: another run's row of this
+        # stream since (an overlapping run of the same batch) fails it
+        with conflicts_raised_as(ledger, batch.batch_id):
+            appended = append_rows(spark, ledger, _ledger_rows(values), props, planned_head=ledger_state.head,
+                                   conflicts=("stream", stream))
+        if not appended:
+            raise MergeJobError(f"{ledger} is not an unpartitioned Iceberg table of the ledger's columns, "
+                                f"which the merge appends to with validation; drop it, and the next merge "
+                                f"creates it again (it then applies batches by the tables' own positions)")
         result["ledger"] = "committed"
     else:
         result["ledger"] = "already-applied"
     if store is not None and key is not None:
+        lock.verify()
         _save_checkpoint(store, key, batch, expected=stored if stored is not None else ABSENT)
         result["checkpoint_store"] = "advanced"
     result["status"] = "applied"
@@ -300,13 +318,26 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], options: Merg
             raise SparkNeeded(f"the maintenance of {', '.join(due)} is due")
     ensure_namespace(spark, catalog, namespace)
     results: list[dict] = []
+    out: dict[str, Any] = {"catalog": catalog, "namespace": namespace, "stream": options.ledger_stream,
+                           "batches": results, "checkpoint": batches[-1].end.to_json() if batches else None}
+    # two runs of the same load must not both plan and commit the same batch (each table's
+    # commit is checked against the head it was planned on besides); the store's key is the
+    # lock, held through the maintenance too, whose commits must not pass a batch's
+    held = store.exclusive(key) if store is not None and key is not None else contextlib.nullcontext(RunLock(""))
     try:
-        # two runs of the same load must not both plan and commit the same batch (a fresh
-        # table's first batch is an append: both would land); the store's key is the lock
-        with store.exclusive(key) if store is not None and key is not None else contextlib.nullcontext():
+        with held as lock:
             for batch in batches:
                 log.info("applying batch %s: [%s] .. [%s]", batch.batch_id, batch.start, batch.end)
-                results.append(apply_batch(spark, batch, options, store))
+                results.append(apply_batch(spark, batch, options, store, lock))
+            if options.maintenance:
+                # the tables of every batch given, also of those applied by an earlier run
+                tables = sorted({t for t in {info["table"] for r in results for info in r["tables"]} | targets
+                                 if table_exists(spark, t)})
+                lock.verify()
+                out["maintenance"] = run_maintenance(spark, catalog, namespace, tables,
+                                                     older_than_days=options.expire_older_than_days,
+                                                     retain_last=options.retain_last,
+                                                     every_hours=options.maintenance_every_hours)
     except CheckpointLockedError as exc:
         raise ConcurrentRunError(str(exc)) from None
     except SparkNeeded as exc:
@@ -314,19 +345,4 @@ def apply_manifests(spark: SparkSession, manifests: Iterable[Any], options: Merg
         # tables committed so far)
         exc.applied = results + ([exc.partial] if exc.partial is not None else [])
         raise
-    out: dict[str, Any] = {"catalog": catalog, "namespace": namespace,
-                           "stream": options.ledger_stream, "batches": results,
-                           "checkpoint": batches[-1].end.to_json() if batches else None}
-    if options.maintenance:
-        # the tables of every batch given, also of those applied by an earlier run
-        tables = sorted({t for t in {info["table"] for r in results for info in r["tables"]} | targets
-                         if table_exists(spark, t)})
-        try:
-            out["maintenance"] = run_maintenance(spark, catalog, namespace, tables,
-                                                 older_than_days=options.expire_older_than_days,
-                                                 retain_last=options.retain_last,
-                                                 every_hours=options.maintenance_every_hours)
-        except SparkNeeded as exc:
-            exc.applied = results
-            raise
     return out

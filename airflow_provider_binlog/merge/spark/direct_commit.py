@@ -63,6 +63,7 @@ class IcebergJava:
         self.position_delete_metrics = iceberg.MetricsConfig.forPositionDelete
         self.file_metrics = iceberg.parquet.ParquetUtil.fileMetrics
         self.always_true = iceberg.expressions.Expressions.alwaysTrue()
+        self.equal = iceberg.expressions.Expressions.equal
         self.schema_json = iceberg.SchemaParser.toJson
 
     @classmethod
@@ -307,28 +308,30 @@ def commit_changes(spark: SparkSession, name: str, changes: Union[DirectChanges,
 
 def overwrite_update(spark: SparkSession, table: Any, data_files: list, planned_head: Optional[int]) -> Any:
     """An overwrite making ``data_files`` the whole content of ``table`` (here after a TRUNCATE,
-    and for :mod:`.direct_snapshot`), validated from ``planned_head``: it fails when another
-    writer committed data or deletes since."""
+    and for :mod:`.direct_snapshot`), validated from ``planned_head`` (None: the table had no
+    snapshot when the batch was planned): it fails when another writer committed data or
+    deletes since."""
     always = IcebergJava.of(spark).always_true
     update = table.newOverwrite().overwriteByRowFilter(always)
     for data_file in data_files:
         update = update.addFile(data_file)
     if planned_head is not None:
-        update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
-                  .validateNoConflictingData().validateNoConflictingDeletes())
-    return update
+        update = update.validateFromSnapshot(planned_head)
+    # without a planned head, from the table's first snapshot: a table planned empty that
+    # another merge wrote to since is a conflict too
+    return update.conflictDetectionFilter(always).validateNoConflictingData().validateNoConflictingDeletes()
 
 
 def row_delta_update(spark: SparkSession, table: Any, data_files: list, delete_files: list) -> Any:
-    """A row delta adding ``data_files`` and ``delete_files`` to ``table`` (a table without a
-    snapshot: nothing to validate against)."""
+    """A row delta adding ``data_files`` and ``delete_files`` to ``table``, which had no
+    snapshot when the batch was planned (validated from its first one)."""
     return _update(spark, table, data_files, delete_files, [], planned_head=None, replace=False)
 
 
 def _update(spark: SparkSession, table: Any, data_files: list, delete_files: list, searched: list[str], *,
             planned_head: Optional[int], replace: bool) -> Any:
     """The one commit of a direct commit's files: an overwrite of the whole table (``replace``)
-    or a row delta, validated from ``planned_head``."""
+    or a row delta, validated from ``planned_head`` (None: from the table's first snapshot)."""
     if replace:
         return overwrite_update(spark, table, data_files, planned_head)
     always = IcebergJava.of(spark).always_true
@@ -341,14 +344,17 @@ def _update(spark: SparkSession, table: Any, data_files: list, delete_files: lis
         # the files the positions name must still be there (a compaction would move the rows)
         update = update.validateDataFilesExist(searched).validateDeletedFiles()
     if planned_head is not None:
-        update = (update.validateFromSnapshot(planned_head).conflictDetectionFilter(always)
-                  .validateNoConflictingDataFiles().validateNoConflictingDeleteFiles())
-    return update
+        update = update.validateFromSnapshot(planned_head)
+    return update.conflictDetectionFilter(always).validateNoConflictingDataFiles().validateNoConflictingDeleteFiles()
 
 
-def append_rows(spark: SparkSession, name: str, rows: Any, props: Mapping[str, str]) -> bool:
+def append_rows(spark: SparkSession, name: str, rows: Any, props: Mapping[str, str], *,
+                planned_head: Optional[int], conflicts: Optional[tuple[str, str]] = None) -> bool:
     """Append ``rows`` (a pyarrow table with the table's column names) to Iceberg table
-    ``name`` in one commit; False (nothing written) when this module does not write it."""
+    ``name`` in one commit, validated from ``planned_head`` (None: from the table's first
+    snapshot): rows appended since by another writer whose column ``conflicts[0]`` may hold
+    ``conflicts[1]`` (any rows, without ``conflicts``) fail it. False (nothing written) when
+    this module does not write the table."""
     found = writable_table(spark, name, deletes=False)
     if found is None:
         return False
@@ -359,8 +365,13 @@ def append_rows(spark: SparkSession, name: str, rows: Any, props: Mapping[str, s
     data = conform(rows, schema)
     if data is None:
         return False
+    java = IcebergJava.of(spark)
+    where = java.always_true if conflicts is None else java.equal(conflicts[0], conflicts[1])
     with WrittenFiles(table) as written:
-        runtime.commit_update(table.newAppend().appendFile(_data_file(spark, table, spec, data, written)), props)
+        update = table.newRowDelta().addRows(_data_file(spark, table, spec, data, written))
+        if planned_head is not None:
+            update = update.validateFromSnapshot(planned_head)
+        runtime.commit_update(update.conflictDetectionFilter(where).validateNoConflictingDataFiles(), props)
     return True
 
 

@@ -55,6 +55,7 @@ from .direct_commit import (
     takes_position_deletes,
     writable_table,
 )
+from .conflicts import concurrent_commit
 from .table_work import TableWork, run_statements
 
 log = logging.getLogger(__name__)
@@ -370,9 +371,9 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
         return _through_spark(work, "a column type without an exact Arrow form")
     began = time.monotonic()
     head = table.currentSnapshot()
-    planned_head = None if head is None else int(head.snapshotId())
-    if work.state.head is not None and planned_head != work.state.head:
-        return _through_spark(work, "another commit since the plan")  # whose validation reports it
+    planned_head = work.state.head
+    if (None if head is None else int(head.snapshotId())) != planned_head:
+        raise concurrent_commit(work.name, batch.batch_id)
     try:
         with WrittenFiles(table) as written:
             data_files = _DataFiles(spark, table, spec, schema, written)

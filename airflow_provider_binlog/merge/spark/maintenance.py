@@ -9,8 +9,7 @@ from typing import Iterable, Optional
 from pyspark.sql import SparkSession
 
 from ...spark import runtime
-from ..batches import checkpoint_text as _checkpoint_text
-from ..iceberg_contract import MODE_MERGE, PROP_MAINTAINED_AT, PROP_MODE, SUMMARY_BATCH, SUMMARY_CHECKPOINT
+from ..iceberg_contract import MODE_MERGE, PROP_MAINTAINED_AT, PROP_MODE
 from ..sql import literal as _lit
 from .catalog import applied_state, iceberg_table, read_table_properties, table_exists
 
@@ -49,8 +48,10 @@ def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: I
     - ``expire_snapshots`` expires the snapshots older than ``older_than_days`` (keeping the
       last ``retain_last``) and deletes the files only they reference.
 
-    The newest snapshot holding a binlog checkpoint is never expired, and the compaction
-    commits carry that checkpoint, so the applied position survives maintenance.
+    The newest snapshot holding a binlog checkpoint is never expired, so the applied position
+    survives maintenance: the compaction commits carry none (a checkpoint read before they
+    commit could be older than a batch committed meanwhile), and the walk of
+    :func:`.catalog.applied_state` passes over them. The merge runs it under its run lock.
 
     With ``every_hours``, a table maintained less than that long ago (its property
     ``binlog.maintained-at``) is left for a later run."""
@@ -65,10 +66,7 @@ def run_maintenance(spark: SparkSession, catalog: str, namespace: str, tables: I
             out.append({"table": name, "skipped": f"maintained at {table_props[PROP_MAINTAINED_AT]}"})
             continue
         state = applied_state(spark, name)
-        props = {}
-        if state.checkpoint is not None:
-            props = {SUMMARY_CHECKPOINT: _checkpoint_text(state.checkpoint),
-                     SUMMARY_BATCH: state.batch_id or ""}
+        props = {PROP_MAINTAINED_AT: now.isoformat()}
         sort = "sort" if table_props.get(PROP_MODE) == MODE_MERGE else "binpack"
         # equality deletes (direct commits) go only once no data file is older than them: every
         # data file is rewritten then, not only those whose key range meets a delete

@@ -32,7 +32,7 @@ from .direct_snapshot import apply_snapshot_direct, snapshot_candidate
 from .ledger import LEDGER_SCHEMA, ensure_ledger, ledger_name
 from .maintenance import maintenance_due, run_maintenance
 from .moves import apply_moves
-from .table_work import TableWork, prepare_table
+from .table_work import TableWork, float_key, prepare_table
 from .threads import each_table
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,8 @@ def check_direct(work: list[TableWork], snapshot: bool, moves: Any, max_bytes: i
     for w in work:
         if w.status != "ready":
             continue
+        if float_key(w):
+            raise SparkNeeded(f"{w.name}: a FLOAT or DOUBLE key, whose -0 and +0 Spark's MERGE compares as one")
         if w.statements and not (snapshot and w.creation is not None):
             raise SparkNeeded(f"{w.name}: {w.statements[0].split('(')[0].strip()}")
         if not snapshot and w.staged_bytes <= ahead:

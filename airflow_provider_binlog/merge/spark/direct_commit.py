@@ -42,7 +42,7 @@ from ..staged_fold import collapse_staged
 from ...staging.storage import total_size
 from .apply import commit_properties
 from . import catalog, row_locator
-from .table_work import TableWork
+from .table_work import TableWork, float_key
 
 _WRITE_CHUNK = 4 * 1024 * 1024
 log = logging.getLogger(__name__)
@@ -380,7 +380,7 @@ def _plan_allows_direct(work: TableWork) -> bool:
     schema statement, default backfill, renamed column or data-contract column."""
     return (work.mode == MODE_MERGE and work.exists and bool(work.files) and not work.statements
             and not work.defaults and not work.insert_defaults and not any(work.fields)
-            and not work.contract_columns)
+            and not work.contract_columns and not float_key(work))
 
 
 def direct_candidate(work: TableWork) -> bool:

@@ -56,7 +56,7 @@ from .direct_commit import (
     writable_table,
 )
 from .conflicts import concurrent_commit
-from .table_work import TableWork, run_statements
+from .table_work import TableWork, float_key, run_statements
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def snapshot_candidate(work: TableWork) -> bool:
     plan = work.plan
     return (work.mode == MODE_MERGE and bool(work.files) and work.since is None and len(work.resets) == 1
             and not work.defaults and not work.insert_defaults and not any(work.fields)
-            and not work.contract_columns and plan is not None
+            and not work.contract_columns and plan is not None and not float_key(work)
             and not any(v > 0 for v in plan.valid_from.values()))
 
 
@@ -352,8 +352,8 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
     if max_change_bytes <= 0:
         return None
     if not snapshot_candidate(work):
-        return _through_spark(work, "a change log, data-contract columns, or a rename, column or TRUNCATE "
-                                    "inside the snapshot")
+        return _through_spark(work, "a change log, data-contract columns, a FLOAT or DOUBLE key, or a rename, "
+                                    "column or TRUNCATE inside the snapshot")
     columns = [n for n, _ in work.plan.columns]
     fold = SnapshotFold.plan(work.files, work.primary_key, columns, max_change_bytes=max_change_bytes)
     if fold is None:

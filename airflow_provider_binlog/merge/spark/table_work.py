@@ -119,6 +119,17 @@ class TableWork:
         return sum(int(f["bytes"]) for f in self.entry["files"]) if self.entry else 0
 
 
+def float_key(work: TableWork) -> bool:
+    """Whether a key column of the table is a FLOAT or a DOUBLE: its -0 and +0 are one key in
+    the source but two in Arrow's hashing and sorting, so only Spark (which compares them as
+    equal in joins and groupings) merges such a table."""
+    from pyspark.sql import types as T
+
+    plan = work.plan
+    return plan is not None and any(isinstance(plan.type_of(k), (T.FloatType, T.DoubleType))
+                                    for k in work.primary_key if k in dict(plan.columns))
+
+
 def run_statements(spark: SparkSession, work: TableWork) -> list[str]:
     """Run the table's schema statements (the ones only creating it through Iceberg's Java API
     when there is no Spark); they are then taken off ``work.statements``. Returns them."""

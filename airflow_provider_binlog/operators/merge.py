@@ -11,17 +11,18 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
 
 from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
-from airflow_provider_binlog.staging.storage import SECRET_ENV, delete_file, read_bytes
+from airflow_provider_binlog.staging.storage import SECRET_ENV, delete_file
 from airflow_provider_binlog.operators.links import BinlogCdcViewLink, SparkApplicationLink, spark_application_url
 from airflow_provider_binlog.operators.merge_job import (
     JobWithoutSpark,
+    KillableSparkSubmitHook,
     driver_class_archive,
     merge_application,
     merged_results,
+    read_result,
     summarize,
     without_spark_possible,
 )
@@ -277,8 +278,9 @@ class BinlogMergeOperator(BaseOperator):
         self.maintenance = maintenance
         self.env_vars = env_vars or {}
         self.application = application
-        self._hook: Optional[SparkSubmitHook] = None
+        self._hook: Optional[KillableSparkSubmitHook] = None
         self._job: Optional[JobWithoutSpark] = None
+        self._killed = False
         #: where the Spark application of the last run can be seen (the "Spark application" link)
         self.spark_application_url = ""
         # the merge options that are not templates are checked now (a DAG with a bad one does not
@@ -413,11 +415,12 @@ class BinlogMergeOperator(BaseOperator):
             packages = None if catalog is not None else self.packages
             if without_spark_possible(master, cluster, conf, self.application or packages, options.direct_max_bytes):
                 self._job = JobWithoutSpark(self.log)
+                self._job.killed = self._killed
                 jars = [] if catalog is not None else list(self.jars or ())
                 result, applied = self._job.run(merge_application(), job_args, conf, self.catalog, env,
                                                 str(Path(tmp) / "result-iceberg.json"), jars)
             if result is None:
-                if self._job is not None and self._job.killed:
+                if self._killed:
                     raise AirflowException("the merge task was killed")
                 result = merged_results(self._spark_submit(job_args, output, conf, env, cluster, catalog,
                                                            staging), applied)
@@ -441,12 +444,13 @@ class BinlogMergeOperator(BaseOperator):
                       catalog: Any, staging: Any) -> dict:
         """The merge job through ``spark-submit``; its result."""
         archive = None if cluster else driver_class_archive(conf, env.get("JAVA_HOME"))
-        self._hook = SparkSubmitHook(
+        self._hook = KillableSparkSubmitHook(
             conf=with_archive(conf, archive), conn_id=self.conn_id,
             application_args=[*job_args, "--output-json", output],
             packages=None if catalog is not None else self.packages,
             jars=None if catalog is not None else (",".join(self.jars) if self.jars else None),
             env_vars=env, name=f"binlog-merge-{self.namespace}", deploy_mode=self.deploy_mode)
+        self._hook.killed = self._killed
         try:
             try:
                 self._hook.submit(self.application or merge_application())
@@ -455,13 +459,16 @@ class BinlogMergeOperator(BaseOperator):
             except Exception as exc:
                 if archive is not None:
                     archive.finish(succeeded=False)
-                written = read_bytes(output, staging)
-                detail = json.loads(written).get("error", "") if written else ""
+                if self._killed:
+                    raise AirflowException(f"the merge task was killed ({exc})") from None
+                detail = (read_result(output, staging) or {}).get("error", "")
                 raise AirflowException(f"the merge job failed: {detail or exc}") from None
-            written = read_bytes(output, staging)
+            if self._killed:
+                raise AirflowException("the merge task was killed")
+            written = read_result(output, staging)
             if written is None:
-                raise AirflowException(f"the merge job ended without writing its result {output}")
-            return json.loads(written)
+                raise AirflowException(f"the merge job ended without writing a whole result {output}")
+            return written
         finally:
             if cluster:
                 delete_file(output, staging)
@@ -551,6 +558,7 @@ class BinlogMergeOperator(BaseOperator):
                              extra=asset_extra(uri, summary, catalog, namespace))
 
     def on_kill(self) -> None:
+        self._killed = True  # checked where the merge hands over to a process not started yet
         if self._job is not None:
             self._job.kill()
         if self._hook is not None:

@@ -20,7 +20,10 @@ import subprocess
 import sys
 from typing import Any, Mapping, Optional, Sequence
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
 from airflow_provider_binlog.spark.class_archive import DRIVER_OPTIONS, prepare_archive, with_archive
+from airflow_provider_binlog.staging.storage import read_bytes
 from airflow_provider_binlog.utils.settings import setting
 
 try:  # Airflow 3.x
@@ -150,19 +153,23 @@ class JobWithoutSpark:
         environ[JVM_CONF_ENV] = json.dumps(settings)  # not on the command line: it may hold secrets
         command = [sys.executable, application, "--engine", "iceberg",
                    *[f"--java-option={o}" for o in java_options], *job_args, "--output-json", output]
+        if self.killed:  # killed while the job was being prepared: it is not started
+            return None, []
         self.log.info("merging without Spark first (Iceberg's Java API): %s", application)
         self.process = subprocess.Popen(command, env=environ, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True, errors="replace")
+        if self.killed:  # killed as it started: on_kill found no process yet
+            self.process.terminate()
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.log.info("%s", line.rstrip())
         code = self.process.wait()
         if archive is not None:
             archive.finish(succeeded=code in (0, EXIT_SPARK_NEEDED))
-        written = None
-        if os.path.isfile(output):
-            with open(output, encoding="utf-8") as f:
-                written = json.load(f)
+        written = read_result(output)
+        if self.killed:
+            raise AirflowException(f"the merge task was killed (the merge job without Spark ended with exit "
+                                   f"status {code})")
         if code == EXIT_SPARK_NEEDED and written is not None:
             self.log.info("the merge needs Spark: %s", written.get("spark_needed"))
             return None, list(written.get("applied") or [])
@@ -176,6 +183,37 @@ class JobWithoutSpark:
         self.killed = True
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
+
+
+class KillableSparkSubmitHook(SparkSubmitHook):
+    """A ``SparkSubmitHook`` whose ``on_kill`` also holds when it comes before ``spark-submit``
+    started (a task killed as the merge goes from the engine without Spark to Spark): the
+    process is ended as soon as it exists, instead of being left to run."""
+
+    killed = False
+
+    def on_kill(self) -> None:
+        self.killed = True
+        super().on_kill()
+
+    def _process_spark_submit_log(self, itr: Any) -> None:  # called as soon as spark-submit started
+        process = getattr(self, "_submit_sp", None)
+        if self.killed and process is not None and process.poll() is None:
+            process.terminate()
+        super()._process_spark_submit_log(itr)
+
+
+def read_result(path: str, options: Any = None) -> Optional[dict]:
+    """The merge job's result at ``path`` (a local path or a URI); None when it wrote none, or
+    only a part of one (killed while writing it)."""
+    written = read_bytes(path, options)
+    if written is None:
+        return None
+    try:
+        result = json.loads(written)
+    except ValueError:
+        return None
+    return result if isinstance(result, dict) else None
 
 
 def summarize(result: dict, manifests: Sequence[str], options: Any = None) -> dict:

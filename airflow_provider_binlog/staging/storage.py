@@ -30,6 +30,7 @@ from .location import (
     is_object_store,
     local_path,
 )
+from ..common.atomic_file import write_atomically
 from .stores import open_filesystem, open_store
 
 log = logging.getLogger(__name__)
@@ -169,10 +170,15 @@ def read_parquet_schema(location: str) -> Any:
 
 
 def write_bytes(location: str, data: bytes, options: Optional[StorageOptions] = None) -> None:
-    """Write a small file (a local path or an object store URI), replacing what is there."""
+    """Write a small file (a local path or an object store URI), replacing what is there; a
+    reader sees the old content or the new, never a part (a local file is renamed into place,
+    an object is one PUT)."""
     if is_object_store(location):
         parent, name = location.rsplit("/", 1)
         ObjectStaging(parent, options).put(data, name)
+        return
+    if "://" not in location or location.startswith("file://"):
+        write_atomically(location.removeprefix("file://"), data)
         return
     fs, path = filesystem(location)
     with fs.open_output_stream(path) as out:

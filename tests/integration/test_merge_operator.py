@@ -120,7 +120,79 @@ def test_on_kill_stops_the_merge_without_spark_and_spark_submit_is_not_run(tmp_p
     op.on_kill()
     thread.join(60)
     assert not thread.is_alive() and op._job.process.returncode != 0
-    assert errors and "without Spark failed" in str(errors[0]) and op._hook is None
+    assert errors and "killed" in str(errors[0]) and op._hook is None
+
+
+def _killable(tmp_path, monkeypatch, local_spark_connection):
+    """An operator whose merge application sleeps, and the record of what it started."""
+    from airflow_provider_binlog.operators import merge as merge_module
+
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\ntime.sleep(120)\n")
+    monkeypatch.setattr(merge_module, "merge_application", lambda: str(slow))
+    manifest = tmp_path / "m" / "manifest.json"
+    manifest.parent.mkdir()
+    manifest.write_text("{}")
+    return BinlogMergeOperator(task_id="merge", manifests=str(manifest), namespace="x",
+                               conn_id=local_spark_connection, warehouse=str(tmp_path / "wh"))
+
+
+def test_a_kill_before_the_merge_without_spark_started_its_process_ends_the_task_and_starts_nothing(
+        tmp_path, local_spark_connection, monkeypatch):
+    from airflow_provider_binlog.operators import merge_job
+
+    op = _killable(tmp_path, monkeypatch, local_spark_connection)
+    real = merge_job.driver_class_archive
+
+    def killed_meanwhile(*args, **kwargs):  # the task is killed while the job is being prepared
+        op.on_kill()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(merge_job, "driver_class_archive", killed_meanwhile)
+    started = time.monotonic()
+    with pytest.raises(Exception, match="killed"):
+        op.execute(context={})
+    assert time.monotonic() - started < 30
+    assert op._job.process is None or op._job.process.returncode != 0
+    assert op._hook is None  # no spark-submit
+
+
+def test_a_kill_while_the_merge_goes_from_the_java_engine_to_spark_submit_ends_the_task(
+        tmp_path, local_spark_connection, monkeypatch):
+    from airflow_provider_binlog.operators import merge as merge_module
+    from airflow_provider_binlog.operators.merge_job import JobWithoutSpark
+
+    op = _killable(tmp_path, monkeypatch, local_spark_connection)
+    monkeypatch.setattr(JobWithoutSpark, "run", lambda self, *a, **k: (None, []))  # "Spark is needed"
+    real = merge_module.driver_class_archive
+
+    def killed_meanwhile(*args, **kwargs):  # the task is killed as spark-submit is being prepared
+        op.on_kill()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(merge_module, "driver_class_archive", killed_meanwhile)
+    started = time.monotonic()
+    with pytest.raises(Exception, match="killed"):
+        op.execute(context={})
+    assert time.monotonic() - started < 30  # the sleeping application was not left to run
+
+
+def test_a_job_killed_while_writing_its_result_is_reported_by_its_exit_status(
+        tmp_path, local_spark_connection, monkeypatch):
+    from airflow_provider_binlog.operators import merge as merge_module
+
+    torn = tmp_path / "torn.py"
+    torn.write_text("import sys\nout = sys.argv[sys.argv.index('--output-json') + 1]\n"
+                    "open(out, 'w').write('{\"batches\": [{\"batch_id\": \"a')\nsys.exit(137)\n")
+    monkeypatch.setattr(merge_module, "merge_application", lambda: str(torn))
+    manifest = tmp_path / "m" / "manifest.json"
+    manifest.parent.mkdir()
+    manifest.write_text("{}")
+    op = BinlogMergeOperator(task_id="merge", manifests=str(manifest), namespace="x",
+                             conn_id=local_spark_connection, warehouse=str(tmp_path / "wh"))
+    with pytest.raises(Exception, match="exit status 137") as info:
+        op.execute(context={})
+    assert "JSON" not in type(info.value).__name__
 
 
 def _plain_changes(server, table, rng, n):

@@ -39,6 +39,7 @@ from .remote import (
     published_attempt,
     tidy_location,
 )
+from .publish_local import publish_directory, same_manifest
 from .storage import ObjectStaging, StagingStorageError, StorageOptions, is_object_store, local_path
 
 if TYPE_CHECKING:
@@ -424,28 +425,14 @@ class StagingWriter:
         if self.remote is not None:
             return self._publish_remote(self.remote, dump_id, manifest)
         write_json_atomically(self.work_dir / MANIFEST_NAME, manifest)
-        final = self.staging_dir / safe_name(dump_id)
         (self.work_dir / _LOCK_NAME).unlink()
-        # publishers of one staging directory take turns (two runs of the same range at once)
-        publish_lock = os.open(self.staging_dir / ".publish.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(publish_lock, fcntl.LOCK_EX)
-            if _same_batch(final, manifest):
-                # a complete copy of this very range is there already (an earlier run that died
-                # after publishing, or a concurrent one): keep it, readers may be using it
-                shutil.rmtree(self.work_dir, ignore_errors=True)
-            else:
-                if final.exists():  # a rerun of the same range replaces the earlier copy
-                    trash = self.staging_dir / f".replaced-{uuid.uuid4().hex}"
-                    os.replace(final, trash)
-                    os.replace(self.work_dir, final)
-                    shutil.rmtree(trash, ignore_errors=True)
-                else:
-                    os.replace(self.work_dir, final)
-            self._release()
-            self.published = load_manifest(final)
-        finally:
-            os.close(publish_lock)
+            final = publish_directory(self.work_dir, self.staging_dir / safe_name(dump_id), dump_id, manifest)
+        except StagingStorageError:
+            self.abort()
+            raise
+        self._release()
+        self.published = load_manifest(final)
         return self.published
 
     def _publish_remote(self, remote: ObjectStaging, dump_id: str, manifest: dict[str, Any]) -> Manifest:
@@ -488,7 +475,7 @@ class StagingWriter:
                 if winner != UNKNOWN:
                     delete_quietly(remote, uploaded)
                 existing = load_manifest(uri, options=remote.options)
-                if not _same_manifest(existing.data, manifest):
+                if not same_manifest(existing.data, manifest):
                     self.abort()
                     raise StagingStorageError(
                         f"{uri}: another batch is published for {dump_id} (another range or table selection)",
@@ -542,20 +529,6 @@ _LOCK_NAME = ".lock"
 _PROGRESS_NAME = "progress.json"
 #: a sealed work directory no writer resumed is removed after this many seconds
 RESUMABLE_SECONDS = 7 * 24 * 3600
-
-
-def _same_batch(directory: Path, manifest: dict[str, Any]) -> bool:
-    """``directory`` holds a complete, intact dump of the same range and tables."""
-    try:
-        existing = load_manifest(directory, verify=True).data
-    except ManifestError:
-        return False
-    return _same_manifest(existing, manifest)
-
-
-def _same_manifest(existing: dict[str, Any], manifest: dict[str, Any]) -> bool:
-    keys = ("dump_id", "start", "end", "tables_filter", "mode", "format", "version")
-    return all(existing.get(k) == json.loads(json.dumps(manifest.get(k), default=str)) for k in keys)
 
 
 def _hold_lock(directory: Path) -> int:

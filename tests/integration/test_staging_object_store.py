@@ -83,6 +83,18 @@ def test_a_different_batch_under_the_same_id_is_refused_and_the_published_one_ke
     assert load_manifest(published.ref).data == published.data
 
 
+def test_a_different_batch_under_the_same_id_is_refused_in_a_local_directory_too(tmp_path):
+    staging = tmp_path / "local"
+    published = stage(Binlog(tmp_path / "a", staging=staging), 1).publish()
+    before = {p: p.read_bytes() for p in sorted(published.path.parent.rglob("*")) if p.is_file()}
+    other = stage(Binlog(tmp_path / "b", staging=staging), 1)
+    with pytest.raises(StagingStorageError, match="another batch is published") as caught:
+        other.writer.publish(dump_id=published.dump_id, start=published.data["start"],
+                             end={**published.data["end"], "pos": published.data["end"]["pos"] + 1}, server={})
+    assert "a merge may be reading it" in caught.value.hint
+    assert {p: p.read_bytes() for p in sorted(published.path.parent.rglob("*")) if p.is_file()} == before
+
+
 def test_a_dump_killed_before_its_manifest_publishes_nothing_and_its_uploads_go_later(
         s3_server, s3_env, tmp_path, monkeypatch):  # noqa: F811
     staging = f"s3://{s3_env}/killed"

@@ -92,7 +92,8 @@ def assert_polars_reads_as_pyiceberg(reader: PyIcebergReader, namespace: str, na
 
 def assert_every_table_reads_as_in_spark(spark: Any, reader: PyIcebergReader, catalog: str, namespace: str) -> list:
     """Every table of ``catalog.namespace`` reads in PyIceberg, row for row and value for value
-    as Spark reads it, and holds no equality-delete file; the tables' names."""
+    as Spark reads it, and in Polars as in PyIceberg, and holds no equality-delete file; the
+    tables' names."""
     from collections import Counter
 
     names = sorted(r.tableName for r in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect())
@@ -104,5 +105,6 @@ def assert_every_table_reads_as_in_spark(spark: Any, reader: PyIcebergReader, ca
         seen = Counter(tuple(plain(v) for v in r) for r in frame.collect())
         got = Counter(tuple(plain(r[c]) for c in columns) for r in reader.rows(namespace, name))
         assert got == seen, f"PyIceberg reads {namespace}.{name} otherwise than Spark"
+        assert_polars_reads_as_pyiceberg(reader, namespace, name)
         assert reader.equality_delete_files(namespace, name) == 0, f"{namespace}.{name} holds equality deletes"
     return names

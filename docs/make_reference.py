@@ -249,9 +249,9 @@ def render_entry(item: Entry) -> list[str]:
         lines += [item.text, ""]
     positional = [a.name for a in item.arguments if a.kind != "keyword-only"]
     if positional:
-        others = " the others keyword-only" if len(positional) < len(item.arguments) else ""
-        lines += [f"Positional or keyword: {', '.join(f'`{n}`' for n in positional)};{others}.".replace(";.", "."),
-                  ""]
+        names = ", ".join(f"`{n}`" for n in positional)
+        others = "; the others keyword-only" if len(positional) < len(item.arguments) else ""
+        lines += [f"Positional or keyword: {names}{others}.", ""]
     lines += ["| argument | type | default | meaning |", "|---|---|---|---|"]
     for a in item.arguments:
         lines.append(f"| `{a.name}` | {cell(f'`{a.type}`' if a.type else '')} | {cell(a.default)} "

@@ -366,7 +366,7 @@ def make_cdc_dags(
         connections (1).
     :param parallel_tables: tables of a batch the merge job plans and commits at once
         (default 8).
-    :param merge_direct_max_bytes: staged bytes a direct commit folds at once (up to 64 key
+    :param merge_direct_max_bytes: staged bytes a direct commit folds at once (up to 32 key
         ranges of them per table are committed without a Spark job; the merge operator's
         ``direct_max_bytes``; default 32 MiB, 0: off).
     :param merge_direct_deletes: how those commits drop the rows they replace: ``"position"``

@@ -56,6 +56,7 @@ _CONN_FIELDS = {
     },
     "connect_timeout": {
         "label": "Connect timeout (seconds)",
+        "description": "Seconds to wait for the server to accept the connection.",
         "schema": {"type": ["integer", "null"], "minimum": 1, "default": 10},
     },
 }

@@ -1,5 +1,6 @@
 """Iceberg tables read without a JVM, by PyIceberg: an independent reader of what the merge
-commits (it applies position deletes and refuses equality deletes, as Polars and Daft do).
+commits (it applies position deletes and refuses equality deletes), and by Polars, which scans
+the table PyIceberg loaded with its own reader.
 
 A Hadoop-catalog warehouse is read through each table's newest metadata file (``StaticTable``),
 an Iceberg JDBC catalog on PostgreSQL through PyIceberg's SQL catalog (the same tables,
@@ -39,6 +40,18 @@ class PyIcebergReader:
         scan = table.scan(selected_fields=tuple(columns)) if columns else table.scan()
         return scan.to_arrow().to_pylist()
 
+    def polars_rows(self, namespace: str, name: str) -> list[dict]:
+        """Every row of the table's current snapshot as Polars scans it (``pl.scan_iceberg``,
+        deletes applied), as Python values. Polars plans the scan with PyIceberg (it says so in
+        a warning, silenced here) and reads the data and delete files with its own reader."""
+        import warnings
+
+        import polars as pl
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Iceberg scan planning with the polars_iceberg plugin")
+            return pl.scan_iceberg(self.table(namespace, name)).collect().to_dicts()
+
     def equality_delete_files(self, namespace: str, name: str) -> int:
         """Equality-delete files live in the table's current snapshot."""
         table = self.table(namespace, name)
@@ -64,9 +77,23 @@ def plain(value: Any) -> Any:
     return value
 
 
+def assert_polars_reads_as_pyiceberg(reader: PyIcebergReader, namespace: str, name: str) -> int:
+    """Polars reads the table row for row and value for value as PyIceberg does; the rows."""
+    from collections import Counter
+
+    def counted(rows: list[dict]) -> Counter:
+        return Counter(tuple(sorted((k, plain(v)) for k, v in row.items())) for row in rows)
+
+    pyiceberg = reader.rows(namespace, name)
+    assert counted(reader.polars_rows(namespace, name)) == counted(pyiceberg), \
+        f"Polars reads {namespace}.{name} otherwise than PyIceberg"
+    return len(pyiceberg)
+
+
 def assert_every_table_reads_as_in_spark(spark: Any, reader: PyIcebergReader, catalog: str, namespace: str) -> list:
     """Every table of ``catalog.namespace`` reads in PyIceberg, row for row and value for value
-    as Spark reads it, and holds no equality-delete file; the tables' names."""
+    as Spark reads it, and in Polars as in PyIceberg, and holds no equality-delete file; the
+    tables' names."""
     from collections import Counter
 
     names = sorted(r.tableName for r in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect())
@@ -78,5 +105,6 @@ def assert_every_table_reads_as_in_spark(spark: Any, reader: PyIcebergReader, ca
         seen = Counter(tuple(plain(v) for v in r) for r in frame.collect())
         got = Counter(tuple(plain(r[c]) for c in columns) for r in reader.rows(namespace, name))
         assert got == seen, f"PyIceberg reads {namespace}.{name} otherwise than Spark"
+        assert_polars_reads_as_pyiceberg(reader, namespace, name)
         assert reader.equality_delete_files(namespace, name) == 0, f"{namespace}.{name} holds equality deletes"
     return names

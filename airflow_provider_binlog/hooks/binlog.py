@@ -161,6 +161,8 @@ class BinlogHook(BaseHook):
     """Reads a MySQL/MariaDB server's binlog like a replica, through an Airflow connection.
 
     :param binlog_conn_id: the Airflow connection (type ``mysql_binlog``).
+    :param connection: the connection object itself, instead of looking ``binlog_conn_id`` up
+        (default: looked up on first use).
     :param checkpoint_store_uri: the checkpoint store (directory path or ``file:///path``);
         default: the connection's extra ``checkpoint_store_uri``.
     """

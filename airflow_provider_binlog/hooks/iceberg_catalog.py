@@ -20,7 +20,10 @@ from ..spark.catalogs import CatalogConfigError, IcebergCatalog, catalog_from_se
 
 
 class IcebergCatalogHook(BaseHook):
-    """The Iceberg catalog of the connection ``catalog_conn_id`` (type ``iceberg_catalog``)."""
+    """The Iceberg catalog of the connection ``catalog_conn_id`` (type ``iceberg_catalog``).
+
+    :param catalog_conn_id: the Airflow connection (type ``iceberg_catalog``).
+    """
 
     conn_name_attr = "catalog_conn_id"
     default_conn_name = "iceberg_catalog_default"

@@ -93,7 +93,7 @@ def staging_storage_options(conn_id: Optional[str]) -> Optional[StorageOptions]:
     else:
         raise StagingStorageError(f"staging connection {conn_id!r} is of type {conn.conn_type!r}",
                                   hint="give a connection of type 'aws' (S3), 'google_cloud_platform' (GCS) or "
-                                       "'wasb' (Azure); see docs/object-storage.md")
+                                       "'wasb' (Azure); see docs/configuration.md#staging-on-an-object-store")
     try:
         from airflow.sdk.log import mask_secret
 

@@ -102,7 +102,22 @@ class BinlogNewDataTrigger(BaseEventTrigger):
     every ``poke_interval`` seconds, and fires ``{"status": "new_data", "target", "start",
     "lag", "reason", "checkpoint_key"}`` as :class:`WakeupGate` decides (the module
     documentation says how). For an :class:`~airflow.sdk.AssetWatcher`; it never ends by
-    itself."""
+    itself.
+
+    :param binlog_conn_id: the connection (type ``mysql_binlog``) of the server watched.
+    :param checkpoint_key: the key of the stored checkpoint (default: the connection id).
+    :param checkpoint_store_uri: the checkpoint store (default: the connection's extra
+        ``checkpoint_store_uri``).
+    :param min_bytes: fire only once at least this many binlog bytes are new (default: any).
+    :param min_transactions: fire only once at least this many transactions are new (default:
+        any).
+    :param max_threshold_wait: once new data has waited this many seconds, any new data is
+        enough (default: never).
+    :param poke_interval: seconds between checks of the binlog (default 5).
+    :param min_interval: seconds at least between two events (default 10).
+    :param refire_after: seconds after an event with the checkpoint not moved (the run failed
+        or was cleared) after which the event is repeated (default 600).
+    """
 
     def __init__(self, binlog_conn_id: str = BinlogHook.default_conn_name, *,
                  checkpoint_key: Optional[str] = None, checkpoint_store_uri: Optional[str] = None,

@@ -25,6 +25,20 @@ class BinlogPositionTrigger(BaseTrigger):
 
     Fires one event: ``{"status": "success", "target": ..., "lag": ..., ...}`` or
     ``{"status": "error", "error_type": ..., "message": ..., "hint": ...}``.
+
+    :param binlog_conn_id: the connection (type ``mysql_binlog``) of the server polled.
+    :param start: the checkpoint to compare with (JSON dict or text); default: the stored one.
+    :param checkpoint_key: the key of the stored checkpoint (default: the connection id).
+    :param min_bytes: fire only once at least this many binlog bytes are new (default: any).
+    :param min_transactions: fire only once at least this many transactions are new (default:
+        any).
+    :param thresholds_deadline: epoch seconds after which any new data is enough (default:
+        never).
+    :param poke_interval: seconds between polls (default 60).
+    :param retention_margin_files: warn when the checkpoint is fewer than this many files after
+        the oldest retained binlog (default 1).
+    :param checkpoint_store_uri: the checkpoint store (default: the connection's extra
+        ``checkpoint_store_uri``).
     """
 
     def __init__(self, binlog_conn_id: str = BinlogHook.default_conn_name, *, start: Any = None,

@@ -35,7 +35,7 @@ from tests.integration.test_merge_job import (  # noqa: E402
     table_rows,
     two_file_table,
 )
-from tests.pyiceberg_reader import PyIcebergReader  # noqa: E402
+from tests.pyiceberg_reader import PyIcebergReader, assert_polars_reads_as_pyiceberg  # noqa: E402
 from tests.object_stores import azure_env, azure_server, gcs_env, gcs_server  # noqa: E402,F401
 from tests.s3_server import s3_env, s3_server  # noqa: E402,F401
 
@@ -137,10 +137,12 @@ def test_random_simple_changes_are_committed_directly_and_equal_the_spark_merge_
             assert [t.get("direct", False) for t in tables] == [len(manifests) > 1 and direct_bytes > 0] * 2
             assert wide_state(spark, f"lake.{namespace}.s__wide") == expected_wide(wide)
             assert pair_state(spark, f"lake.{namespace}.s__pair") == pairs
-            # a reader without a JVM reads the same rows: no equality delete anywhere
+            # readers without a JVM read the same rows: no equality delete anywhere
             assert pyiceberg_wide(reader, namespace) == expected_wide(wide)
             assert {(r["a"], r["b"]): r["v"] for r in reader.rows(namespace, "s__pair")} == pairs
             assert reader.equality_delete_files(namespace, "s__wide") == 0
+            assert assert_polars_reads_as_pyiceberg(reader, namespace, "s__wide") == len(wide)
+            assert assert_polars_reads_as_pyiceberg(reader, namespace, "s__pair") == len(pairs)
     name = "lake.dc_direct.s__wide"
     s = summary(spark, name)
     assert int(s["added-position-delete-files"]) == 1 and int(s["added-data-files"]) == 1
@@ -245,6 +247,7 @@ def test_a_few_changes_become_one_position_delete_file_and_one_data_file_read_on
     rows = {**expected_after_few_changes(), **{i: (10 * i, f"r{i}") for i in range(100, 131)}}
     assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
     assert {r["id"]: (r["a"], r["b"]) for r in reader.rows("dc_pos", "s__mor")} == rows
+    assert {r["id"]: (r["a"], r["b"]) for r in reader.polars_rows("dc_pos", "s__mor")} == rows
     # key 3 again, and 61 (in the last commit's data file): the row deleted before is not
     # deleted twice, the live ones are
     log.begin().rows(LAYOUT_MAP, "update", [((3, 33, "changed"), (3, 34, "again"))])
@@ -256,6 +259,7 @@ def test_a_few_changes_become_one_position_delete_file_and_one_data_file_read_on
     del rows[61]
     assert {k: (r["a"], r["b"]) for k, r in table_rows(spark, name).items()} == rows
     assert {r["id"]: (r["a"], r["b"]) for r in reader.rows("dc_pos", "s__mor")} == rows
+    assert {r["id"]: (r["a"], r["b"]) for r in reader.polars_rows("dc_pos", "s__mor")} == rows
     # a batch that only deletes keys the table does not hold commits nothing
     before = head(spark, name)
     log.begin().rows(LAYOUT_MAP, "delete", [(500, 1, "never there")])

@@ -368,7 +368,7 @@ def test_airflow_image_installs_the_provider(compose):
     (context, dockerfile), = {d for d in _dockerfiles(compose)}
     text = dockerfile.read_text()
     assert re.search(r"apache/airflow:\S*3\.3\.2", text)
-    assert "[spark,postgres,arrow-snapshots]" in text and "constraints.txt" in text
+    assert image_extras(compose) == ["spark", "postgres", "arrow-snapshots"] and "-c constraints.txt" in text
     assert re.search(r"(jre|jdk)\S*17|17\S*(jre|jdk)", text, re.I), "no Java 17"
     for source in re.findall(r"^COPY\s+(?!.*--from)(?:--\S+\s+)*(.+)\s+\S+$", text, re.M):
         for path in source.split():
@@ -380,3 +380,86 @@ def test_mounted_files_exist(compose):
         for m in mounts(service):
             if m["type"] == "bind":
                 assert (ROOT / m["source"]).exists(), f"{name} mounts missing {m['source']}"
+
+
+# --------------------------------------------------------------------------- the stack and the package
+
+
+def image_extras(compose: dict) -> list[str]:
+    """The extras of the project the image's ``pip install`` line installs (``".[a,b]"``)."""
+    (_, dockerfile), = set(_dockerfiles(compose))
+    text = re.sub(r"\\\n", " ", dockerfile.read_text())
+    installs = [line for line in text.splitlines() if re.match(r"\s*RUN\s.*\bpip install\b", line)]
+    assert len(installs) == 1, installs
+    project = re.findall(r"""["']\.\[([^]]*)\]["']""", installs[0])
+    assert len(project) == 1, f"the install line installs no '.[extras]': {installs[0]}"
+    return [extra.strip() for extra in project[0].split(",")]
+
+
+def pyproject() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_the_image_installs_only_extras_the_package_declares(compose):
+    declared = set(pyproject()["project"]["optional-dependencies"])
+    assert set(image_extras(compose)) - declared == set()
+
+
+def test_the_files_about_the_image_name_the_extras_it_installs(compose):
+    """The compose file's comment, the Dockerfile's header and docs/operations.md."""
+    extras = image_extras(compose)
+    assert f"([{','.join(extras)}])" in COMPOSE.read_text()
+    (_, dockerfile), = set(_dockerfiles(compose))
+    header = "\n".join(line for line in dockerfile.read_text().splitlines() if line.startswith("#"))
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    service = operations[operations.index("- `airflow`:"):].split("\n- ", 1)[0]
+    for text in (header, service):
+        prose = " ".join(text.replace("#", " ").split())
+        listed = re.findall(r"((?:`[\w-]+`(?:,\s*|\s+and\s+))+`[\w-]+`)\s+extras", prose)
+        assert len(listed) == 1, text
+        assert sorted(re.findall(r"`([\w-]+)`", listed[0])) == sorted(extras), text
+
+
+def test_the_stack_image_is_tagged_with_the_package_version(compose):
+    from airflow_provider_binlog import __version__
+
+    images = {service["image"] for service in services(compose).values() if service.get("build")}
+    assert images == {f"airflow-provider-binlog-stack:{__version__}"}
+
+
+def test_the_image_holds_the_stock_iceberg_runtime_the_package_names(compose):
+    """Fetched from Maven Central at build time, the coordinates of ICEBERG_PACKAGE; not the
+    jar of the spark extra's wheel, which needs a relocated Jackson beside it."""
+    from airflow_provider_binlog.spark.runtime import ICEBERG_PACKAGE
+
+    (_, dockerfile), = set(_dockerfiles(compose))
+    text = re.sub(r"\\\n", " ", dockerfile.read_text())
+    args = dict(re.findall(r"^ARG\s+(\w+)=(\S+)", text, re.M))
+    added = re.findall(r"^ADD\s+(?:--\S+\s+)*(https://\S+)\s+(\S+)", text, re.M)
+    assert len(added) == 1, added
+    url, target = (re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], part) for part in added[0])
+    match = re.fullmatch(r"https://repo1\.maven\.org/maven2/(.+)/([^/]+)/([^/]+)/\2-\3\.jar", url)
+    assert match, url
+    assert f"{match.group(1).replace('/', '.')}:{match.group(2)}:{match.group(3)}" == ICEBERG_PACKAGE
+    assert str(environment(services(compose)["airflow"])["BINLOG_SPARK_JARS"]).split(",") == [target]
+    assert target in spark_defaults(compose)["spark.jars"].split(",")
+    assert "iceberg_runtime_jar" not in text and "shaded_jackson" not in text
+
+
+def test_the_compose_file_is_valid_against_the_compose_spec_schema():
+    """The schema of the Compose Specification, as the check-jsonschema package ships it."""
+    import jsonschema
+    from importlib import resources
+
+    schema = json.loads(resources.files("check_jsonschema.builtin_schemas.vendor")
+                        .joinpath("compose-spec.json").read_text())
+    assert schema["$id"] == "compose_spec.json"
+    validator_class = jsonschema.validators.validator_for(schema)
+    validator = validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)
+    stack = yaml.safe_load(COMPOSE.read_text())
+    errors = [f"{error.json_path}: {error.message}" for error in validator.iter_errors(stack)]
+    assert errors == []
+    # the schema is strict: an unknown key of a service is an error
+    assert list(validator.iter_errors({"services": {"a": {"image": "x:1", "restart_policy": "always"}}}))

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .contract import MANIFEST_NAME
+from .sealed import RESUMABLE
 from .storage import ObjectStaging, StagingStorageError, check_conditional_writes
 
 log = logging.getLogger(__name__)
 
-#: where sealed work is kept on an object store, per resume key
-RESUMABLE = ".resumable"
 #: sealed work kept on a store that no writer resumed is removed after this many seconds
 RESUMABLE_SECONDS = 7 * 24 * 3600
 #: a location is tidied at most this often (a marker object holds the last time)
@@ -140,9 +139,12 @@ def tidy_location(remote: ObjectStaging, *, every: float = TIDY_SECONDS, now: Op
 _checked: set[str] = set()
 
 
-def check_conditional_writes_once(remote: ObjectStaging) -> None:
-    """:func:`~.storage.check_conditional_writes` once per location in this process."""
+def prepare_location_once(remote: ObjectStaging) -> None:
+    """Before the first write to a location in this process: :func:`~.storage.check_conditional_writes`."""
     where = remote.location.uri()
     if where not in _checked:
         check_conditional_writes(remote)
         _checked.add(where)
+
+
+check_conditional_writes_once = prepare_location_once

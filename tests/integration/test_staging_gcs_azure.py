@@ -297,3 +297,16 @@ def test_a_wasb_service_principal_connection_is_refused_saying_what_staging_take
     with pytest.raises(StagingStorageError, match="service principal") as caught:
         staging_storage_options("stage_sp")
     assert "client-secret" not in str(caught.value) and "managed or workload identity" in caught.value.hint
+
+
+def test_a_document_above_its_bound_is_refused_before_its_body_is_read(location):
+    from airflow_provider_binlog.staging.confine import UntrustedObjectError
+
+    remote = ObjectStaging(f"{location}/bounded")
+    remote.put(b"x" * 100, "doc.json")
+    remote.put(b"", "empty.json")
+    with pytest.raises(UntrustedObjectError, match=r"doc.json: the object is larger than 10 bytes \(100\)"):
+        remote.read("doc.json", limit=10)
+    assert remote.read("doc.json", limit=100) == b"x" * 100
+    assert remote.read("empty.json", limit=10) == b""
+    assert remote.read("absent.json", limit=10) is None

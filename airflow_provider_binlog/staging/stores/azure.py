@@ -6,9 +6,10 @@ identity, workload identity, the Azure CLI)."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional, Sequence
+from typing import IO, Any, Callable, Optional, Sequence
 from urllib.parse import urlsplit
 
+from ..confine import check_size
 from ..location import ObjectLocation, StagingStorageError, StorageOptions
 from . import Body
 
@@ -130,13 +131,23 @@ class AzureStore:
             return False
         return True
 
-    def get(self, key: str) -> Optional[bytes]:
-        from azure.core.exceptions import ResourceNotFoundError
+    def download(self, key: str, out: IO[bytes], *, limit: Optional[int] = None) -> bool:
+        from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
+        ranged = {"offset": 0, "length": limit + 1} if limit is not None else {}
         try:
-            return bytes(self._call(f"reading {self._where(key)}", lambda: self.container.download_blob(key).readall()))
+            stream = self._call(f"reading {self._where(key)}", self.container.download_blob, key, **ranged)
         except ResourceNotFoundError:
-            return None
+            return False
+        except HttpResponseError as exc:
+            if limit is not None and getattr(exc, "error_code", None) == "InvalidRange":
+                return True  # an empty blob has no byte 0
+            raise
+        if limit is not None:  # the blob's size, from the first answer's range ("bytes 0-10/<size>")
+            total = str(stream.properties.content_range or "").rpartition("/")[2]
+            check_size(self._where(key), int(total) if total.isdigit() else int(stream.size), limit)
+        self._call(f"reading {self._where(key)}", stream.readinto, out)
+        return True
 
     def list(self, prefix: str) -> list[dict[str, Any]]:
         blobs = self._call(f"listing {self._where(prefix)}",

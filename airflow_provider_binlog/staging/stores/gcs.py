@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Optional, Sequence
+from typing import IO, Any, Callable, Optional, Sequence
 from urllib.parse import urlsplit
 
+from ..confine import check_size
 from ..location import ObjectLocation, StagingStorageError, StorageOptions
 from . import Body
 
@@ -132,16 +133,20 @@ class GcsStore:
             return False
         return True
 
-    def get(self, key: str) -> Optional[bytes]:
+    def download(self, key: str, out: IO[bytes], *, limit: Optional[int] = None) -> bool:
         from google.api_core.exceptions import NotFound
 
-        try:
-            return bytes(self._call(f"reading {self._where(key)}", self._download, key, reading=True))
+        where = f"reading {self._where(key)}"
+        blob = self._call(where, self.bucket.get_blob, key, reading=True)
+        if blob is None:
+            return False
+        if limit is not None:
+            check_size(self._where(key), int(blob.size or 0), limit)
+        try:  # the generation whose size was checked, not one written since
+            self._call(where, blob.download_to_file, out, if_generation_match=blob.generation, reading=True)
         except NotFound:
-            return None
-
-    def _download(self, key: str) -> bytes:
-        return bytes(self.bucket.blob(key).download_as_bytes())
+            return False
+        return True
 
     def list(self, prefix: str) -> list[dict[str, Any]]:
         blobs = self._call(f"listing {self._where(prefix)}",

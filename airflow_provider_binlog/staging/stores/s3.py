@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import IO, Any, Callable, Optional, Sequence
 from urllib.parse import urlsplit
 
+from ..confine import check_size
 from ..location import ObjectLocation, StagingStorageError, StorageOptions
 from . import Body
 
@@ -103,16 +104,30 @@ class S3Store:
         raise StagingStorageError(f"{self._where(key)}: the store kept answering 409 (a conflicting write of the "
                                   f"same key)", hint="run the dump again")
 
-    def get(self, key: str) -> Optional[bytes]:
+    def download(self, key: str, out: IO[bytes], *, limit: Optional[int] = None) -> bool:
         from botocore.exceptions import ClientError
 
+        ranged = {"Range": f"bytes=0-{limit}"} if limit is not None else {}
         try:
-            got = self._call(f"reading {self._where(key)}", self.client.get_object, Bucket=self.bucket, Key=key)
+            got = self._call(f"reading {self._where(key)}", self.client.get_object, Bucket=self.bucket, Key=key,
+                             **ranged)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                return None
+            code = exc.response.get("Error", {}).get("Code")
+            if code in ("NoSuchKey", "404"):
+                return False
+            if code == "InvalidRange" and limit is not None:
+                return True  # an empty object has no byte 0
             raise
-        return bytes(got["Body"].read())
+        body = got["Body"]
+        try:
+            if limit is not None:  # "bytes 0-9/10": the object's size, known before its body is read
+                total = str(got.get("ContentRange") or "").rpartition("/")[2]
+                check_size(self._where(key), int(total) if total.isdigit() else int(got["ContentLength"]), limit)
+            for chunk in body.iter_chunks(1 << 20):
+                out.write(chunk)
+        finally:
+            body.close()
+        return True
 
     def list(self, prefix: str) -> list[dict[str, Any]]:
         paginator = self.client.get_paginator("list_objects_v2")

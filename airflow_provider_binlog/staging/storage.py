@@ -57,8 +57,8 @@ class ObjectStaging:
         self.store = open_store(self.location, self.options)
 
     def upload(self, local: str, *parts: str) -> None:
-        with open(local, "rb") as fh:
-            self.store.put(self.location.key(*parts), fh)
+        """Upload the local file ``local`` to ``parts`` (a staged file: in parts when large)."""
+        self.store.upload_file(self.location.key(*parts), local)
 
     def put(self, data: bytes, *parts: str) -> None:
         """Write ``data`` at ``parts``, replacing what is there."""

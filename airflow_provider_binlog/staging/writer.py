@@ -29,7 +29,7 @@ from .contract import MANIFEST_FORMAT, MANIFEST_NAME, ROW_FILES_VERSION, column_
 from .convert import Counters
 from .manifest import Manifest, ManifestError, load_manifest, write_json_atomically
 from .masking import Masking, mask_ddl_record, masked_entry
-from .parts import Stager, safe_name
+from .parts import PART_FILE_BYTES, Stager, safe_name
 from .remote import (
     UNKNOWN,
     delete_quietly,
@@ -75,11 +75,13 @@ class StagingWriter:
     Rows are staged in this process, or with ``workers`` > 0 by that many worker processes
     (rows events decoded in parallel, see :mod:`.parallel`). ``row_group_rows`` (see
     :class:`Stager`) applies to each process; the ``row_group_bytes`` budget is shared
-    between the workers."""
+    between the workers. A part file ends at about ``part_file_bytes`` (1 GiB) and the next
+    rows of its table start another."""
 
     def __init__(self, staging_dir: str | os.PathLike[str], *, row_group_rows: int = 50_000,
                  row_group_bytes: int = 2 << 20, workers: int = 0,
-                 masking: Optional[Masking] = None, storage_options: Optional[StorageOptions] = None) -> None:
+                 masking: Optional[Masking] = None, storage_options: Optional[StorageOptions] = None,
+                 part_file_bytes: int = PART_FILE_BYTES) -> None:
         #: the object store batches are published to (None: ``staging_dir`` is local)
         self.remote: Optional[ObjectStaging] = None
         #: on an object store: sealed files already kept there (local path -> where), and the
@@ -109,7 +111,8 @@ class StagingWriter:
         #: column exclusion and masking applied to every staged value (see .masking)
         self.masking = masking or Masking()
         self._local = Stager(self.work_dir, self.counters, row_group_rows=row_group_rows,
-                              row_group_bytes=row_group_bytes, masking=self.masking or None)
+                              row_group_bytes=row_group_bytes, masking=self.masking or None,
+                              part_file_bytes=part_file_bytes)
         if workers and multiprocessing.current_process().daemon:
             # a daemonic process (some executors' workers) may not start processes
             log.warning("staging in the dump's own process: this process is a daemon and "
@@ -120,7 +123,8 @@ class StagingWriter:
             # the memory budget is shared: the workers together buffer what one process would
             self._pool = WorkerPool(self.work_dir, workers, row_group_rows=row_group_rows,
                                     row_group_bytes=max(row_group_bytes // workers, 1 << 20),
-                                    inherited_fds=(self._lock_fd,), masking=self.masking or None)
+                                    inherited_fds=(self._lock_fd,), masking=self.masking or None,
+                                    part_file_bytes=part_file_bytes)
 
     @property
     def rows_staged(self) -> int:

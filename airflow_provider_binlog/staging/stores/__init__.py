@@ -20,6 +20,10 @@ class ObjectStore(Protocol):
         """Write ``body`` at ``key``. With ``if_absent``, only if no object is there: False
         when one was (the store refused the conditional write)."""
 
+    def upload_file(self, key: str, local: str) -> None:
+        """Write the local file ``local`` at ``key``, replacing what is there, in parts when the
+        store needs them for its size."""
+
     def download(self, key: str, out: IO[bytes], *, limit: Optional[int] = None) -> bool:
         """Write the object's bytes to ``out``; False when there is none. With ``limit``, an
         object larger than that is refused (:class:`~..confine.UntrustedObjectError`) before

@@ -149,6 +149,11 @@ class AzureStore:
         self._call(f"reading {self._where(key)}", stream.readinto, out)
         return True
 
+    def upload_file(self, key: str, local: str) -> None:
+        """Upload the file ``local``, streamed (the client splits a large one)."""
+        with open(local, "rb") as fh:
+            self.put(key, fh)
+
     def list(self, prefix: str) -> list[dict[str, Any]]:
         blobs = self._call(f"listing {self._where(prefix)}",
                            lambda: list(self.container.list_blobs(name_starts_with=prefix or None)))

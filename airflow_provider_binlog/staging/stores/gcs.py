@@ -148,6 +148,11 @@ class GcsStore:
             return False
         return True
 
+    def upload_file(self, key: str, local: str) -> None:
+        """Upload the file ``local``, streamed (the client splits a large one)."""
+        with open(local, "rb") as fh:
+            self.put(key, fh)
+
     def list(self, prefix: str) -> list[dict[str, Any]]:
         blobs = self._call(f"listing {self._where(prefix)}",
                            lambda: list(self.bucket.client.list_blobs(self.bucket_name, prefix=prefix)))

@@ -1,5 +1,7 @@
 """Staging on S3 (and S3-compatible stores with conditional writes) through boto3, which sends
-``If-None-Match: *`` and SSE-KMS; reads through pyarrow's ``S3FileSystem``."""
+``If-None-Match: *`` and SSE-KMS; reads through pyarrow's ``S3FileSystem``. Staged files go
+through boto3's managed transfer: above :data:`PART_BYTES`, a multipart upload in parts of that
+size (aborted when a part fails), with the same encryption."""
 from __future__ import annotations
 
 import time
@@ -11,6 +13,9 @@ from ..location import ObjectLocation, StagingStorageError, StorageOptions
 from . import Body
 
 _DENIED = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken")
+#: a staged file above this size is uploaded in parts of this size: S3 takes one PUT up to
+#: 5 GiB and 10,000 parts, so up to 640 GiB at this size (part files end at 1 GiB)
+PART_BYTES = 64 << 20
 
 
 def s3_filesystem(options: StorageOptions) -> Any:
@@ -51,22 +56,46 @@ class S3Store:
         return self._client
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        from boto3.exceptions import S3UploadFailedError
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             return fn(*args, **kwargs)
         except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code == "NoSuchBucket":
-                raise StagingStorageError(f"{what}: bucket {self.bucket!r} does not exist",
-                                          hint="create it, or fix staging_dir") from None
-            if code in _DENIED:
-                raise StagingStorageError(f"{what}: the store denied access ({code})",
-                                          hint="check the staging connection's credentials and the bucket policy") \
-                    from None
+            self._refuse(what, exc)
             raise
+        except S3UploadFailedError as exc:  # the managed transfer's wrapper of a ClientError
+            if isinstance(exc.__context__, ClientError):
+                self._refuse(what, exc.__context__)
+            raise StagingStorageError(f"{what}: {exc}", hint="the dump can be run again") from None
         except BotoCoreError as exc:
             raise StagingStorageError(f"{what}: {exc}") from None
+
+    def _refuse(self, what: str, exc: Any) -> None:
+        """A typed error for the answers a user can act on (no bucket, access denied)."""
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code == "NoSuchBucket":
+            raise StagingStorageError(f"{what}: bucket {self.bucket!r} does not exist",
+                                      hint="create it, or fix staging_dir") from None
+        if code in _DENIED:
+            raise StagingStorageError(f"{what}: the store denied access ({code})",
+                                      hint="check the staging connection's credentials and the bucket policy") \
+                from None
+
+    def _encryption(self) -> dict[str, str]:
+        if self.options.kms_key_id:
+            return {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": self.options.kms_key_id}
+        return {}
+
+    def upload_file(self, key: str, local: str) -> None:
+        """Upload the file ``local``: in one PUT up to :data:`PART_BYTES`, else in parts (a part
+        that fails ends the upload, which is aborted: no parts are left to pay for)."""
+        from boto3.s3.transfer import TransferConfig
+
+        config = TransferConfig(multipart_threshold=PART_BYTES, multipart_chunksize=PART_BYTES, max_concurrency=4,
+                                preferred_transfer_client="classic")
+        self._call(f"writing {self._where(key)}", self.client.upload_file, local, self.bucket, key,
+                   ExtraArgs=self._encryption() or None, Config=config)
 
     def _where(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
@@ -74,9 +103,7 @@ class S3Store:
     def put(self, key: str, body: Body, *, if_absent: bool = False) -> bool:
         from botocore.exceptions import ClientError
 
-        extra: dict[str, str] = {}
-        if self.options.kms_key_id:
-            extra.update(ServerSideEncryption="aws:kms", SSEKMSKeyId=self.options.kms_key_id)
+        extra = self._encryption()
         if not if_absent:
             self._call(f"writing {self._where(key)}", self.client.put_object, Bucket=self.bucket, Key=key,
                        Body=body, **extra)

@@ -30,16 +30,10 @@ from .convert import Counters
 from .manifest import Manifest, ManifestError, load_manifest, write_json_atomically
 from .masking import Masking, mask_ddl_record, masked_entry
 from .parts import PART_FILE_BYTES, Stager, safe_name
-from .remote import (
-    UNKNOWN,
-    delete_quietly,
-    local_work_root,
-    prepare_location_once,
-    published_attempt,
-    tidy_location,
-)
+from .remote import UNKNOWN, delete_quietly, local_work_root, prepare_location_once, published_attempt
 from .sealed import PROGRESS_NAME, RESUMABLE, download_sealed, read_local_state, read_remote_state, upload_sealed
 from .storage import ObjectStaging, StagingStorageError, StorageOptions, is_object_store, local_path
+from .tidy import tidy_location
 
 if TYPE_CHECKING:
     from .parallel import PoolResult, WorkerPool

@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_binlog.staging.manifest import ManifestError, load_manifest
-from airflow_provider_binlog.staging.remote import remove_stale_attempts
+from airflow_provider_binlog.staging.remote import prepare_location_once
+from airflow_provider_binlog.staging.tidy import remove_stale_attempts
 from airflow_provider_binlog.staging.storage import (
     ObjectLocation,
     ObjectStaging,
@@ -84,13 +85,15 @@ def test_a_killed_dumps_uploads_are_never_read_and_removed_once_stale(location, 
     log = stage(Binlog(tmp_path, staging=staging), 1)
     remote, work = log.writer.remote, log.writer.work_dir
     log.writer._close_files()
+    prepare_location_once(remote)                 # what a publish does first: the location gets its marker
+    batch = "mysql-bin.000001.4-mysql-bin.000001.104"
     for path in work.rglob("*.parquet"):
-        remote.upload(str(path), "b1", "deadbeef" * 4, str(path.relative_to(work)))
+        remote.upload(str(path), batch, "deadbeef" * 4, str(path.relative_to(work)))
     with pytest.raises(ManifestError, match="no manifest"):
-        load_manifest(f"{staging}/b1")
+        load_manifest(f"{staging}/{batch}")
     assert remove_stale_attempts(remote) == []
-    assert remove_stale_attempts(remote, older_than=0) == ["b1/" + "deadbeef" * 4]
-    assert names(location) == []
+    assert remove_stale_attempts(remote, older_than=0) == [f"{batch}/" + "deadbeef" * 4]
+    assert names(location) == ["killed/.binlog-staging"]
 
 
 def test_small_files_are_written_replaced_read_and_deleted(location):

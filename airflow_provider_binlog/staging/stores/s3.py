@@ -164,10 +164,20 @@ class S3Store:
                 for page in pages for item in page.get("Contents", ())]
 
     def delete(self, keys: Sequence[str]) -> None:
+        """Delete ``keys``, a thousand per request; the keys S3 did not delete (it answers 200
+        and lists them) are reported."""
+        refused = []
         for at in range(0, len(keys), 1000):
             chunk = [{"Key": k} for k in keys[at:at + 1000]]
-            self._call(f"deleting under {self.location.uri()}", self.client.delete_objects, Bucket=self.bucket,
-                       Delete={"Objects": chunk, "Quiet": True})
+            answer = self._call(f"deleting under {self.location.uri()}", self.client.delete_objects,
+                                Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True})
+            refused += [f"{e.get('Key')} ({e.get('Code')})" for e in answer.get("Errors", ())]
+        if refused:
+            raise StagingStorageError(f"deleting under {self.location.uri()}: {len(refused)} of {len(keys)} objects "
+                                      f"were not deleted: {', '.join(refused[:10])}"
+                                      + (f" and {len(refused) - 10} more" if len(refused) > 10 else ""),
+                                      hint="check the role's s3:DeleteObject permission and the bucket's object "
+                                           "lock; they are tried again at the next tidy")
 
 
 __all__ = ["S3Store", "s3_filesystem"]

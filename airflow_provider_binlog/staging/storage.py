@@ -90,6 +90,11 @@ class ObjectStaging:
         prefix = base + "/" if base else ""
         return [{**item, "Key": item["Key"][len(prefix):]} for item in self.store.list(prefix)]
 
+    def children(self, *parts: str) -> Sequence[str]:
+        """The names directly under ``parts`` that have objects under them (batches, ``.resumable``)."""
+        base = self.location.key(*parts)
+        return self.store.list_prefixes(base + "/" if base else "")
+
     def delete(self, keys: list[str]) -> None:
         """Delete the objects ``keys`` (relative to the location's prefix)."""
         self.store.delete([self.location.key(k) for k in keys])

@@ -313,3 +313,19 @@ def test_a_document_above_its_bound_is_refused_before_its_body_is_read(location)
     assert remote.read("doc.json", limit=100) == b"x" * 100
     assert remote.read("empty.json", limit=10) == b""
     assert remote.read("absent.json", limit=10) is None
+
+
+def test_retention_removes_the_batches_every_consumer_is_past_and_nothing_else(location, tmp_path):
+    from airflow_provider_binlog.checkpoints import Checkpoint
+    from airflow_provider_binlog.staging.retention import remove_merged_batches
+
+    staging = f"{location}/kept"
+    log = Binlog(tmp_path, staging=staging)
+    first, second = stage(log, 1).publish(), stage(log, 10).publish()
+    ObjectStaging(staging).put(b"x", "uploads", "0123", "report.csv")
+    ObjectStaging(staging).put(b"{}", ".resumable", "k", "progress.json")
+    assert remove_merged_batches(staging, [Checkpoint(file="mysql-bin.000001", position=104)]) == [first.dump_id]
+    left = names(location)
+    assert not any(k.startswith(f"kept/{first.dump_id}/") for k in left)
+    assert {"kept/uploads/0123/report.csv", "kept/.resumable/k/progress.json"} <= set(left)
+    assert load_manifest(second.ref, verify=True).dump_id == second.dump_id

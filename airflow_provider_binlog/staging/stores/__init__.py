@@ -33,6 +33,10 @@ class ObjectStore(Protocol):
         """The objects whose keys start with ``prefix``: ``Key``, ``Size``, ``LastModified``
         (an aware datetime)."""
 
+    def list_prefixes(self, prefix: str) -> Sequence[str]:
+        """The names directly under ``prefix`` (ending with ``/``, or empty) that have objects
+        under them (``a`` for ``<prefix>a/...``): one listing entry per name, not per object."""
+
     def delete(self, keys: Sequence[str]) -> None:
         """Delete ``keys``; those already gone are no error."""
 

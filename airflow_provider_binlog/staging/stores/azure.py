@@ -159,6 +159,13 @@ class AzureStore:
                            lambda: list(self.container.list_blobs(name_starts_with=prefix or None)))
         return [{"Key": b.name, "Size": int(b.size or 0), "LastModified": b.last_modified} for b in blobs]
 
+    def list_prefixes(self, prefix: str) -> Sequence[str]:
+        from azure.storage.blob import BlobPrefix
+
+        items = self._call(f"listing {self._where(prefix)}",
+                           lambda: list(self.container.walk_blobs(name_starts_with=prefix or None, delimiter="/")))
+        return sorted(i.name[len(prefix):].rstrip("/") for i in items if isinstance(i, BlobPrefix))
+
     def delete(self, keys: Sequence[str]) -> None:
         from azure.core.exceptions import ResourceNotFoundError
 

@@ -158,6 +158,14 @@ class GcsStore:
                            lambda: list(self.bucket.client.list_blobs(self.bucket_name, prefix=prefix)))
         return [{"Key": b.name, "Size": int(b.size or 0), "LastModified": b.updated} for b in blobs]
 
+    def list_prefixes(self, prefix: str) -> Sequence[str]:
+        def names() -> set[str]:
+            blobs = self.bucket.client.list_blobs(self.bucket_name, prefix=prefix, delimiter="/")
+            # GCS answers the prefixes; a store that ignores the delimiter answers every object
+            found = {b.name[len(prefix):].split("/", 1)[0] for b in blobs if "/" in b.name[len(prefix):]}
+            return found | {p[len(prefix):].rstrip("/") for p in blobs.prefixes}
+        return sorted(self._call(f"listing {self._where(prefix)}", names))
+
     def delete(self, keys: Sequence[str]) -> None:
         if keys:
             self._call(f"deleting under {self.location.uri()}", self.bucket.delete_blobs,

@@ -163,6 +163,12 @@ class S3Store:
         return [{"Key": item["Key"], "Size": item["Size"], "LastModified": item["LastModified"]}
                 for page in pages for item in page.get("Contents", ())]
 
+    def list_prefixes(self, prefix: str) -> Sequence[str]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        pages = self._call(f"listing {self._where(prefix)}",
+                           lambda: list(paginator.paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/")))
+        return sorted(p["Prefix"][len(prefix):].rstrip("/") for page in pages for p in page.get("CommonPrefixes", ()))
+
     def delete(self, keys: Sequence[str]) -> None:
         """Delete ``keys``, a thousand per request; the keys S3 did not delete (it answers 200
         and lists them) are reported."""

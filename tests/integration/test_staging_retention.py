@@ -86,11 +86,15 @@ def test_retention_on_s3_lists_per_batch_and_keeps_sealed_work_and_foreign_objec
     foreign = [f"1/{uuid.uuid4().hex}/artifacts/model.pkl", f"uploads/{uuid.uuid4().hex}/report.csv"]
     for key in foreign:
         remote.put(b"x", key)
-    listed = []
-    real = ObjectStaging.objects
-    monkeypatch.setattr(ObjectStaging, "objects", lambda self, *parts: listed.append(parts) or real(self, *parts))
+    listed, deleted = [], []
+    real_objects, real_delete = ObjectStaging.objects, ObjectStaging.delete
+    monkeypatch.setattr(ObjectStaging, "objects",
+                        lambda self, *parts: listed.append(parts) or real_objects(self, *parts))
+    monkeypatch.setattr(ObjectStaging, "delete", lambda self, names: deleted.append(names) or real_delete(self, names))
     assert sorted(remove_merged_batches(location, [at(204)])) == sorted([first.dump_id, second.dump_id])
     assert sorted(listed) == sorted([(first.dump_id,), (second.dump_id,)])   # each removed batch's prefix alone
+    # each batch's manifest goes first: the batch is unpublished before its files go
+    assert [names for names in deleted if len(names) == 1 and names[0].endswith("/manifest.json")] == deleted[::2]
     left = keys(s3_server, s3_env)
     assert not any(k.startswith((first.dump_id, second.dump_id)) for k in left)
     assert set(foreign) | {".resumable/dag__run__snapshot/progress.json", ".binlog-staging"} <= set(left)
@@ -103,3 +107,18 @@ def test_retention_removes_nothing_from_a_location_without_the_marker(s3_server,
     ObjectStaging(location).delete([".binlog-staging"])
     assert remove_merged_batches(location, [at(304)]) == []
     assert load_manifest(first.ref, verify=True).dump_id == first.dump_id
+
+
+def test_the_documented_lifecycle_rule_is_accepted_and_expires_no_object(s3_server, s3_env):  # noqa: F811
+    """docs/configuration.md's lifecycle rules: a configuration S3 takes, with no expiration."""
+    import json
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    rules = json.loads(re.search(r"<!-- lifecycle-rules -->\s*```json\n(.*?)```", text, re.S).group(1))
+    client = s3_server.client()
+    client.put_bucket_lifecycle_configuration(Bucket=s3_env, LifecycleConfiguration=rules)
+    (rule,) = client.get_bucket_lifecycle_configuration(Bucket=s3_env)["Rules"]
+    assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
+    assert not {"Expiration", "NoncurrentVersionExpiration", "Transitions"} & set(rule)

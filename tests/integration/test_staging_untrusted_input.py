@@ -183,3 +183,15 @@ def test_a_document_above_its_bound_is_refused_on_s3_before_its_body_is_read(s3_
     assert remote.read("doc.json", limit=100) == b"x" * 100
     assert remote.read("empty.json", limit=10) == b""
     assert remote.read("absent.json", limit=10) is None
+
+
+def test_a_sealed_object_of_the_recorded_size_but_other_bytes_is_refused(s3_server, s3_env, tmp_path):  # noqa: F811
+    location = f"s3://{s3_env}/swapped"
+    remote, state = sealed_on_the_store(location, tmp_path)
+    (relative, where), = state["objects"].items()
+    size = len(remote.read(".resumable", PROGRESS_KEY, where))
+    remote.put(os.urandom(size), ".resumable", PROGRESS_KEY, where)
+    before = work_dirs()
+    with pytest.raises(UntrustedObjectError, match="not the sealed file its progress records"):
+        StagingWriter.resume(location, RESUME_KEY, {("s", "items"): ITEMS})
+    assert work_dirs() == before

@@ -28,10 +28,20 @@ def s3_filesystem(options: StorageOptions) -> Any:
         kwargs.update(endpoint_override=endpoint.netloc or endpoint.path, scheme=endpoint.scheme or "https")
     if options.region:
         kwargs["region"] = options.region
-    if options.access_key and options.secret_key:
-        kwargs.update(access_key=options.access_key, secret_key=options.secret_key,
-                      session_token=options.session_token)
+    access_key, secret_key, session_token = _keys(options)
+    if access_key and secret_key:
+        kwargs.update(access_key=access_key, secret_key=secret_key, session_token=session_token)
     return pafs.S3FileSystem(**kwargs)
+
+
+def _keys(options: StorageOptions) -> tuple[Optional[str], Optional[str], Optional[str]]:
+    """The options' keys: their session's as of now (refreshed when they were about to expire),
+    else their own."""
+    credentials = options.session.get_credentials() if options.session is not None else None
+    if credentials is not None:
+        frozen = credentials.get_frozen_credentials()
+        return frozen.access_key, frozen.secret_key, frozen.token
+    return options.access_key, options.secret_key, options.session_token
 
 
 class S3Store:
@@ -50,9 +60,12 @@ class S3Store:
                 raise StagingStorageError("staging on s3:// needs boto3",
                                           hint="pip install 'airflow-provider-binlog[s3]'") from None
             o = self.options
-            self._client = boto3.client("s3", endpoint_url=o.endpoint_for("s3"), region_name=o.region,
-                                        aws_access_key_id=o.access_key, aws_secret_access_key=o.secret_key,
-                                        aws_session_token=o.session_token)
+            if o.session is not None:  # its credentials refresh themselves, for a long dump
+                self._client = o.session.client("s3", endpoint_url=o.endpoint_for("s3"), region_name=o.region)
+            else:
+                self._client = boto3.client("s3", endpoint_url=o.endpoint_for("s3"), region_name=o.region,
+                                            aws_access_key_id=o.access_key, aws_secret_access_key=o.secret_key,
+                                            aws_session_token=o.session_token)
         return self._client
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -7,7 +7,7 @@ write: its part files are uploaded under an attempt prefix of the batch, then it
 created only if no manifest exists (S3 and Azure ``If-None-Match: *``, GCS
 ``ifGenerationMatch=0``). Two dumps of one range cannot both publish, and a killed dump's
 uploads are never named by a manifest, so never read; they are removed later
-(:func:`.remote.remove_stale_attempts`).
+(:func:`.tidy.remove_stale_attempts`).
 
 Reads go through pyarrow's filesystems; writes through each store's client (:mod:`.stores`),
 which sends the conditional write and server-side encryption. Credentials: see

@@ -19,7 +19,7 @@ from airflow_provider_binlog.errors import ProviderError
 from airflow_provider_binlog.staging.confine import UntrustedObjectError
 from airflow_provider_binlog.staging.manifest import load_manifest
 from airflow_provider_binlog.staging.remote import local_work_root
-from airflow_provider_binlog.staging.storage import ObjectStaging, read_bytes
+from airflow_provider_binlog.staging.storage import ObjectStaging, read_bytes, read_parquet
 from airflow_provider_binlog.staging.writer import StagingWriter
 from tests.integration.test_merge_job import Binlog
 from tests.integration.test_staging_object_store import ITEMS, keys, stage
@@ -195,3 +195,31 @@ def test_a_sealed_object_of_the_recorded_size_but_other_bytes_is_refused(s3_serv
     with pytest.raises(UntrustedObjectError, match="not the sealed file its progress records"):
         StagingWriter.resume(location, RESUME_KEY, {("s", "items"): ITEMS})
     assert work_dirs() == before
+
+
+def test_genuine_sealed_work_with_part_and_row_files_resumes_from_the_store(s3_server, s3_env, tmp_path):  # noqa: F811
+    import datetime as dt
+
+    import pyarrow as pa
+
+    location = f"s3://{s3_env}/genuine"
+    writer = StagingWriter(location)
+    taken = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    at = {"binlog_file": "mysql-bin.000001", "position": 4, "gtid": None, "taken_at": taken}
+    writer.add_snapshot_arrays(ITEMS, [pa.array([1, 2], pa.int32()), pa.array([10, 20], pa.int32())], **at,
+                               first_index=0)
+    writer.seal({"resume_key": RESUME_KEY, "chunk": 1})
+    writer.add_snapshot_rows(ITEMS, [(3, 30)], **at, first_index=2)
+    writer.seal({"resume_key": RESUME_KEY, "chunk": 2})
+    writer.release()
+    shutil.rmtree(writer.work_dir)                      # the machine that sealed it is gone
+    resumed, progress = StagingWriter.resume(location, RESUME_KEY, {("s", "items"): ITEMS})
+    assert progress["chunk"] == 2
+    point = {"file": "mysql-bin.000001", "pos": 4}
+    manifest = resumed.publish(dump_id="snapshot-mysql-bin.000001.4-20240101T000000000000Z", start=point, end=point,
+                               server={}, extra={"mode": "snapshot"})
+    names = [f["path"].split("/", 1)[1] for f in manifest.tables[0]["files"]]
+    assert names == ["tables/s.items/rows-00000.parquet", "tables/s.items/part-00000-s00001.parquet"]
+    loaded = load_manifest(manifest.ref, verify=True)
+    rows = [r for path in loaded.files(loaded.tables[0]) for r in read_parquet(str(path)).to_pylist()]
+    assert sorted((r["_after"]["id"], r["_after"]["v"]) for r in rows) == [(1, 10), (2, 20), (3, 30)]

@@ -1,9 +1,16 @@
 """Credentials for staging on an object store from an Airflow connection of the official
-providers' types, read field by field as those providers do (their packages are not needed),
-so they can live in a secrets backend. Without a connection, the environment's default chain.
+providers' types, so they can live in a secrets backend. Without a connection, the
+environment's default chain.
 
-- ``aws`` (S3): login access key id, password secret access key; extra ``region_name``,
-  ``endpoint_url``, ``aws_session_token``, and ``kms_key_id`` for SSE-KMS.
+- ``aws`` (S3): with the Amazon provider installed (the ``aws`` extra), resolved by its
+  ``AwsBaseHook`` (keys, an assumed role, web identity, a profile, per-service endpoints): the
+  dump uses the hook's session, whose temporary credentials refresh themselves, and a process
+  started with the options (the merge) gets its credentials as of now. Without the provider,
+  read field by field as it reads them: login access key id, password secret access key; extra
+  ``region_name``, ``endpoint_url``, ``aws_session_token``. Either way extra ``kms_key_id``
+  for SSE-KMS.
+The other two are read field by field as their providers read them (those need not be installed):
+
 - ``google_cloud_platform`` (GCS): extra ``keyfile_dict`` (a service account key's JSON) or
   ``key_path``, ``project``, and ``kms_key_name`` for a Cloud KMS key; no key: Application
   Default Credentials (workload identity, the metadata server).
@@ -14,6 +21,7 @@ so they can live in a secrets backend. Without a connection, the environment's d
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Optional
 
@@ -34,13 +42,35 @@ def _extra(extra: dict[str, Any], name: str, conn_type: str) -> Any:
 
 def _aws(conn: Any, extra: dict[str, Any]) -> StorageOptions:
     s3_config = (extra.get("service_config") or {}).get("s3") or {}
-    return StorageOptions(
-        endpoint_url=extra.get("endpoint_url") or s3_config.get("endpoint_url") or None,
+    options = StorageOptions(
+        endpoint_url=s3_config.get("endpoint_url") or extra.get("endpoint_url") or None,
         region=extra.get("region_name") or None,
         access_key=conn.login or extra.get("aws_access_key_id") or None,
         secret_key=conn.password or extra.get("aws_secret_access_key") or None,
         session_token=extra.get("aws_session_token") or None,
         kms_key_id=extra.get("kms_key_id") or None)
+    try:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+    except ImportError:  # the Amazon provider is not installed: its fields, read as it reads them
+        return options
+    return _aws_session(AwsBaseHook(aws_conn_id=conn.conn_id, client_type="s3"), options)
+
+
+def _aws_session(hook: Any, options: StorageOptions) -> StorageOptions:
+    """``options`` with the session the Amazon provider's hook makes of the connection (an
+    assumed role, web identity, a profile: whatever it resolves), used in this process and
+    refreshed by it; the keys for a process started with them (the merge) are its credentials
+    as of now, when the connection names credentials (else that process uses its own chain)."""
+    config = hook.conn_config
+    session = hook.get_session(region_name=hook.conn_region_name)
+    credentials = session.get_credentials()
+    named = config.aws_access_key_id or config.role_arn or config.profile_name
+    frozen = credentials.get_frozen_credentials() if named and credentials is not None else None
+    return dataclasses.replace(
+        options, endpoint_url=config.get_service_endpoint_url("s3") or options.endpoint_url,
+        region=hook.conn_region_name or options.region, session=session,
+        access_key=frozen.access_key if frozen else None, secret_key=frozen.secret_key if frozen else None,
+        session_token=frozen.token if frozen else None)
 
 
 def _google(conn: Any, extra: dict[str, Any]) -> StorageOptions:

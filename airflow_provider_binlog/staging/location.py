@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import ClassVar, Mapping, Optional
+from typing import Any, ClassVar, Mapping, Optional
 from urllib.parse import urlsplit
 
 from ..errors import ProviderError
@@ -50,6 +50,9 @@ class StorageOptions:
     account_name: Optional[str] = None
     account_key: Optional[str] = dataclasses.field(default=None, repr=False)
     sas_token: Optional[str] = dataclasses.field(default=None, repr=False)
+    #: S3: a boto3 session used in this process instead of the keys (the Amazon provider's, whose
+    #: temporary credentials it refreshes as they expire); it never leaves the process
+    session: Any = dataclasses.field(default=None, repr=False, compare=False)
 
     #: field -> (own variable suffix, standard variables read after it)
     _ENV: ClassVar[dict[str, tuple[str, tuple[str, ...]]]] = {"endpoint_url": ("ENDPOINT_URL", ()),
@@ -113,7 +116,7 @@ class StorageOptions:
     def for_store(self, store: str) -> "StorageOptions":
         """These options with the endpoint for ``store`` resolved here (:meth:`endpoint_for`), to
         travel to a process that does not share this one's environment (a Spark executor)."""
-        resolved = dataclasses.replace(self, endpoint_url=self.endpoint_for(store))
+        resolved = dataclasses.replace(self, endpoint_url=self.endpoint_for(store), session=None)
         if store == "gcs" and self.credentials_file and not self.credentials_json:
             try:  # a key file on this machine is not on the executors: its content travels instead
                 with open(self.credentials_file, encoding="utf-8") as fh:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union, cast
 from ..common.atomic_file import write_atomically
 from ..checkpoints import Checkpoint
 from ..errors import ProviderError
+from .confine import ATTEMPT_ID, MAX_DOCUMENT_BYTES, staged_file_problem
 from .contract import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION
 from .storage import StorageOptions, filesystem, is_object_store, local_path
 
@@ -146,10 +147,16 @@ def load_manifest(path: str | os.PathLike[str], *, verify: bool = False,
         fs, _ = filesystem(str(manifest_path))
         where = str(manifest_path)
     try:
-        with fs.open_input_stream(str(manifest_path)) as stream:
+        with fs.open_input_file(str(manifest_path)) as stream:
+            if stream.size() > MAX_DOCUMENT_BYTES:
+                raise ManifestError(f"{where}: the manifest is larger than {MAX_DOCUMENT_BYTES} bytes "
+                                    f"({stream.size()}); the provider writes none that large",
+                                    hint="it was not read; find out who else writes to the staging location")
             data = json.loads(stream.read())
     except FileNotFoundError:
         raise ManifestError(f"{where}: no manifest (the dump did not complete, or the path is wrong)") from None
+    except ManifestError:
+        raise
     except (OSError, ValueError) as exc:
         raise ManifestError(f"{where}: unreadable manifest: {exc}") from None
     manifest = Manifest(manifest_path, data, uri)
@@ -199,9 +206,15 @@ def _check_files(where: str, fs: Any, manifest: Manifest, verify: bool) -> None:
     import pyarrow.fs as pafs
 
     names = [(table, f) for table in manifest.tables for f in table["files"]]
-    for _, f in names:
-        if Path(f["path"]).is_absolute() or ".." in Path(f["path"]).parts:
-            raise ManifestError(f"{where}: staged file path {f['path']!r} leaves the dump directory")
+    attempt = manifest.data.get("attempt")
+    if attempt is not None and not (isinstance(attempt, str) and ATTEMPT_ID.fullmatch(attempt)):
+        raise ManifestError(f"{where}: malformed manifest: attempt {attempt!r}")
+    for _, f in names:  # checked before any is looked up: a name is input, not a path to follow
+        problem = staged_file_problem(f["path"], attempt=attempt, attempt_allowed=True)
+        if problem:
+            raise ManifestError(f"{where}: staged file path {f['path']!r} {problem}",
+                                hint="nothing of the batch was read; the provider writes no such manifest, so find "
+                                     "out who else writes to the staging location")
     base = str(manifest.path.parent)
     paths = [f"{base}/{f['path']}" for _, f in names]
     infos = fs.get_file_info(paths) if paths else []

@@ -30,7 +30,7 @@ from ..codec.rows import DeferredRows
 from ..errors import ProviderError
 from .convert import Counters
 from .masking import Masking
-from .parts import Stager
+from .parts import PART_FILE_BYTES, Stager
 
 #: (schema, table)
 _Key = tuple[str, str]
@@ -88,7 +88,7 @@ def _allocator() -> str:
 
 
 def _work(conn: Connection, close_in_child: Sequence[Any], work_dir: str, index: int, row_group_rows: int,
-          row_group_bytes: int, masking: Optional[Masking] = None) -> None:
+          row_group_bytes: int, masking: Optional[Masking] = None, part_file_bytes: int = PART_FILE_BYTES) -> None:
     """A worker's loop: stage the batches it receives until told to close."""
     for fd in close_in_child:
         try:
@@ -102,7 +102,8 @@ def _work(conn: Connection, close_in_child: Sequence[Any], work_dir: str, index:
     _use_returning_allocator()
     counters = Counters()
     stager = Stager(Path(work_dir), counters, row_group_rows=row_group_rows,
-                     row_group_bytes=row_group_bytes, suffix=f"-{index}", masking=masking)
+                     row_group_bytes=row_group_bytes, suffix=f"-{index}", masking=masking,
+                     part_file_bytes=part_file_bytes)
     table_maps: dict[_Key, TableMap] = {}
     decoders: dict[Any, Any] = {}
     rows = 0
@@ -155,7 +156,8 @@ class WorkerPool:
 
     def __init__(self, work_dir: Path, workers: int, *, row_group_rows: int,
                  row_group_bytes: int, batch_bytes: int = 256 << 10,
-                 inherited_fds: tuple[Any, ...] = (), masking: Optional[Masking] = None) -> None:
+                 inherited_fds: tuple[Any, ...] = (), masking: Optional[Masking] = None,
+                 part_file_bytes: int = PART_FILE_BYTES) -> None:
         if workers < 1:
             raise ValueError(f"workers must be 1 or more, not {workers}")
         methods = multiprocessing.get_all_start_methods()
@@ -183,7 +185,7 @@ class WorkerPool:
         for index, (parent, child) in enumerate(pipes):
             proc = ctx.Process(target=_child_main, name=f"binlog-staging-{index}", daemon=True,
                                args=(forked, child, inherited, str(work_dir), index,
-                                     row_group_rows, row_group_bytes, masking))
+                                     row_group_rows, row_group_bytes, masking, part_file_bytes))
             proc.start()
             child.close()
             self._conns.append(parent)
@@ -306,10 +308,11 @@ class WorkerPool:
 
 
 def _child_main(forked: bool, conn: Connection, close_in_child: Sequence[Any], work_dir: str, index: int,
-                row_group_rows: int, row_group_bytes: int, masking: Optional[Masking] = None) -> None:
+                row_group_rows: int, row_group_bytes: int, masking: Optional[Masking] = None,
+                part_file_bytes: int = PART_FILE_BYTES) -> None:
     code = 0
     try:
-        _work(conn, close_in_child, work_dir, index, row_group_rows, row_group_bytes, masking)
+        _work(conn, close_in_child, work_dir, index, row_group_rows, row_group_bytes, masking, part_file_bytes)
     except BaseException:
         code = 1
     finally:

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import queue
-import threading
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, Optional, Sequence, cast
 from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..codec.events import ABSENT, TableMap
+from .background import BackgroundWriter
 from .contract import schema_fingerprint, staging_schema
 from .convert import ColumnStager, Counters
 from .manifest import file_sha256
@@ -45,58 +43,6 @@ _EVENT_COLUMNS = ("_op", "_binlog_file", "_binlog_seq", "_binlog_pos", "_gtid", 
 _ENVELOPE_DICTIONARY = ["_op", "_binlog_file", "_gtid", "_txn"]
 _ENVELOPE_STATISTICS = ["_op", "_binlog_file", "_binlog_seq", "_binlog_pos", "_row", "_gtid",
                         "_commit_ts", "_txn"]
-
-
-class BackgroundWriter:
-    """Writes row groups on one thread while the caller decodes the next rows.
-
-    Parquet encoding and compression release the GIL, so they run on the second core. At
-    most ``depth`` row groups wait (memory stays bounded); the first write error is raised
-    by the next :meth:`submit` or :meth:`drain`."""
-
-    def __init__(self, depth: int = 2) -> None:
-        self._jobs: queue.Queue[Optional[Callable[[], object]]] = queue.Queue(maxsize=depth)
-        self._error: Optional[BaseException] = None
-        self._thread: Optional[threading.Thread] = None
-
-    def _run(self) -> None:
-        while True:
-            job = self._jobs.get()
-            try:
-                if job is None:
-                    return
-                if self._error is None:
-                    job()
-            except BaseException as exc:  # reported to the dump's thread
-                self._error = exc
-            finally:
-                self._jobs.task_done()
-
-    def submit(self, job: Callable[[], object]) -> None:
-        self._raise()
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="staging-writer", daemon=True)
-            self._thread.start()
-        self._jobs.put(job)
-
-    def drain(self) -> None:
-        """Wait for every submitted write; raise the first error."""
-        if self._thread is not None:
-            self._jobs.join()
-        self._raise()
-
-    def stop(self, *, discard: bool = False) -> None:
-        """End the thread after the submitted writes (skipped with ``discard``)."""
-        if self._thread is not None:
-            if discard and self._error is None:
-                self._error = RuntimeError("the staging writer was aborted")
-            self._jobs.put(None)
-            self._thread.join()
-            self._thread = None
-
-    def _raise(self) -> None:
-        if self._error is not None:
-            raise self._error
 
 
 class PartFile:
@@ -136,6 +82,9 @@ class PartFile:
         self.fingerprint = schema_fingerprint(self.columns)
         self.row_group_rows = row_group_rows
         self.rows = 0
+        # bytes in the file and Arrow bytes written (set by the background thread after each row
+        # group), Arrow bytes handed to it (by this one): each counter has one writer
+        self.file_bytes = self.done_bytes = self.handed_bytes = 0
         self.arrow_pending: list[pa.Table] = []  # rows given as Arrow arrays, not written yet
         self.arrow_rows = 0
         self._absent_names: dict[int, tuple[int, ...]] = {}
@@ -299,7 +248,7 @@ class PartFile:
         if self.arrow_pending:
             table = pa.concat_tables(self.arrow_pending).combine_chunks()
             self.arrow_pending, self.arrow_rows = [], 0
-            self.background.submit(partial(self.writer.write_table, table))
+            self._write(table)
 
     def _add_images(self, image: list[list[Any]], nulls: list[bool], absent: _Absents,
                     rows: Optional[Sequence[Sequence[Any]]], n: int) -> None:
@@ -372,7 +321,24 @@ class PartFile:
                               else pa.nulls(self.count, type=field.type))
         table = pa.Table.from_arrays(arrays, schema=self.schema)
         self._reset()
-        self.background.submit(partial(self.writer.write_table, table))
+        self._write(table)
+
+    def _write(self, table: pa.Table, **kwargs: Any) -> None:
+        """Write ``table`` as a row group, on the background thread."""
+        size = table.nbytes
+        self.handed_bytes += size
+
+        def write() -> None:
+            self.writer.write_table(table, **kwargs)
+            self.file_bytes = self.path.stat().st_size
+            self.done_bytes += size
+
+        self.background.submit(write)
+
+    def full(self, limit: int) -> bool:
+        """Whether the file holds ``limit`` bytes, counting the row groups on their way to it at
+        their Arrow size (more than they take encoded: the file may end a little early)."""
+        return self.file_bytes + self.handed_bytes - self.done_bytes >= limit
 
     def close(self) -> _FileDesc:
         self.flush()
@@ -385,6 +351,10 @@ class PartFile:
 #: rows of a row file: the next chunk starts another file (the unit a merge commits as it is,
 #: or rewrites when a change of the binlog touches one of its keys)
 ROWS_FILE_ROWS = 1 << 20
+#: bytes of a part or row file: once it holds that many (a row group or two more at most), the
+#: next rows start another, so that no staged object nears a store's limit for one upload
+#: (S3 takes 5 GiB in one PUT) and a failed upload is retried for one file, not a whole table
+PART_FILE_BYTES = 1 << 30
 #: a row file's row groups: this many rows, or fewer when their Arrow data reaches
 #: ROWS_GROUP_BYTES (the table's data file it becomes is read by row group)
 ROWS_GROUP_ROWS, ROWS_GROUP_BYTES = 1 << 20, 32 << 20
@@ -424,7 +394,7 @@ class RowsPartFile(PartFile):
         if self.arrow_pending:
             table = pa.concat_tables(self.arrow_pending)
             self.arrow_pending, self.arrow_rows = [], 0
-            self.background.submit(partial(self.writer.write_table, table, row_group_size=table.num_rows))
+            self._write(table, row_group_size=table.num_rows)
 
     def close(self) -> _FileDesc:
         self._flush_arrow()
@@ -442,11 +412,15 @@ class Stager:
     generation when the table's column layout changes), named ``part-<generation><suffix>``.
     Rows are buffered until a part has ``row_group_rows`` of them, or the rows events
     buffered for all tables reach ``row_group_bytes`` (binlog size): memory stays bounded by
-    that plus the largest single event, whatever the transaction size."""
+    that plus the largest single event, whatever the transaction size. A file that reaches
+    ``part_file_bytes`` (or a row file ``ROWS_FILE_ROWS`` rows) ends, and the table's next rows
+    go to another (``...-r<n>.parquet``)."""
 
     def __init__(self, work_dir: Path, counters: Counters, *, row_group_rows: int,
-                 row_group_bytes: int, suffix: str = "", masking: Optional[Masking] = None) -> None:
+                 row_group_bytes: int, suffix: str = "", masking: Optional[Masking] = None,
+                 part_file_bytes: int = PART_FILE_BYTES) -> None:
         self.work_dir = work_dir
+        self.part_file_bytes = part_file_bytes
         self.masking = masking
         self.counters = counters
         self.row_group_rows = row_group_rows
@@ -455,7 +429,7 @@ class Stager:
         self.background = BackgroundWriter()
         self.open: dict[_Key, PartFile] = {}
         self.open_rows: dict[_Key, PartFile] = {}  # row files (RowsPartFile)
-        self.rolled: dict[_Key, int] = {}  # row files a table filled (ROWS_FILE_ROWS) since the last seal
+        self.rolled: dict[tuple[str, _Key], int] = {}  # (kind, table) -> files it filled since the last seal
         self.closed: dict[_Key, list[tuple[int, _FileDesc]]] = {}  # (generation, file) per table
         self.counts: dict[_Key, dict[str, int]] = {}
         self.buffered_bytes = 0
@@ -468,12 +442,6 @@ class Stager:
     def rows_part(self, table_map: TableMap, generation: int) -> PartFile:
         """The table's row file of ``generation`` (:mod:`.row_files`), for rows a snapshot read
         into Arrow."""
-        key = (table_map.schema, table_map.table)
-        part = self.open_rows.get(key)
-        if part is not None and part.generation == generation and part.rows >= ROWS_FILE_ROWS:
-            self._close(key, part)
-            del self.open_rows[key]  # a full row file: the next rows start another
-            self.rolled[key] = self.rolled.get(key, 0) + 1
         return self._part(self.open_rows, RowsPartFile, "rows", table_map, generation)
 
     def _part(self, opened: dict[_Key, PartFile], kind: type[PartFile], prefix: str, table_map: TableMap,
@@ -481,8 +449,12 @@ class Stager:
         key = (table_map.schema, table_map.table)
         part = opened.get(key)
         if part is not None and part.generation == generation:
-            part.columns = table_map.columns  # same layout (maybe a new table id or flags)
-            return part
+            if not (part.full(self.part_file_bytes) or (kind is RowsPartFile and part.rows >= ROWS_FILE_ROWS)):
+                part.columns = table_map.columns  # same layout (maybe a new table id or flags)
+                return part
+            self._close(key, part)
+            del opened[key]  # a full file: the next rows start another
+            self.rolled[(prefix, key)] = self.rolled.get((prefix, key), 0) + 1
         for files in (self.open, self.open_rows):  # a new generation: the table's files of the old one end
             old = files.get(key)
             if old is not None and old.generation != generation:
@@ -491,7 +463,7 @@ class Stager:
         folder = self.work_dir / "tables" / f"{safe_name(table_map.schema)}.{safe_name(table_map.table)}"
         folder.parent.mkdir(exist_ok=True, mode=0o700)
         folder.mkdir(exist_ok=True, mode=0o700)
-        rolled = self.rolled.get(key, 0) if kind is RowsPartFile else 0
+        rolled = self.rolled.get((prefix, key), 0)
         name = (f"{prefix}-{generation:05d}{self.suffix}" + (f"-s{self.sealed:05d}" if self.sealed else "")
                 + (f"-r{rolled:05d}" if rolled else "") + ".parquet")
         part = kind(folder / name, f"tables/{folder.name}/{name}", table_map, self.counters,

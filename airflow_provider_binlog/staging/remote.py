@@ -1,50 +1,49 @@
 """Staged batches on an object store, around the writer (:mod:`.writer`): which attempt a
-published manifest names, the local work area, and keeping a staging location tidy (uploads
-no manifest names, sealed work nobody resumed) without listing it at every dump."""
+published manifest names, the local work area, and what a location gets before its first
+write (the check of its conditional writes, the marker that makes it one a tidy may touch:
+:mod:`.tidy`)."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
-import re
 import stat
 import tempfile
-import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-from .contract import MANIFEST_NAME
+from .confine import ATTEMPT_ID
+from .contract import MANIFEST_FORMAT, MANIFEST_NAME
 from .storage import ObjectStaging, StagingStorageError, check_conditional_writes
 
 log = logging.getLogger(__name__)
 
-#: where sealed work is kept on an object store, per resume key
-RESUMABLE = ".resumable"
-#: sealed work kept on a store that no writer resumed is removed after this many seconds
-RESUMABLE_SECONDS = 7 * 24 * 3600
-#: a location is tidied at most this often (a marker object holds the last time)
-TIDY_SECONDS = 3600
-#: attempts (uploads under a batch) no manifest names are removed after this many seconds
-STALE_ATTEMPT_SECONDS = 24 * 3600
-_TIDIED = ".tidied-at"
-
 UNKNOWN = "?"
+#: the object that marks a location as a staging location (written by the first writer there);
+#: nothing is ever removed from a location without it
+MARKER_NAME = ".binlog-staging"
+_MARKER_FORMAT = "airflow-provider-binlog staging location"
 
 
 def published_attempt(remote: ObjectStaging, batch: str) -> Optional[str]:
-    """The attempt whose files the manifest of ``batch`` names: None when there is no manifest,
-    ``UNKNOWN`` when it cannot be read now."""
+    """The attempt whose files the manifest of ``batch`` names, read (never inferred from a
+    listing): None when there is no manifest, ``UNKNOWN`` when it cannot be read now or names
+    no attempt (a manifest this provider did not publish there): then nothing of the batch may
+    be deleted."""
     try:
         body = remote.read(batch, MANIFEST_NAME)
         if body is None:
             return None
-        return str(json.loads(body).get("attempt") or "")
+        data = json.loads(body)
     except Exception:  # noqa: BLE001 - undecided: delete nothing
         return UNKNOWN
+    attempt = data.get("attempt") if isinstance(data, dict) and data.get("format") == MANIFEST_FORMAT else None
+    return attempt if isinstance(attempt, str) and ATTEMPT_ID.fullmatch(attempt) else UNKNOWN
 
 
 def delete_quietly(remote: ObjectStaging, keys: list[str]) -> None:
-    """Delete uploads no manifest names; what fails here is left to :func:`remove_stale_attempts`."""
+    """Delete uploads no manifest names; what fails here is left to :func:`.tidy.remove_stale_attempts`."""
     try:
         remote.delete(keys)
     except Exception:  # noqa: BLE001 - never read, removed later
@@ -64,85 +63,27 @@ def local_work_root() -> str:
     return str(root)
 
 
-_ATTEMPT = re.compile(r"[0-9a-f]{32}")
-
-
-def remove_stale_attempts(remote: ObjectStaging, *, older_than: float = STALE_ATTEMPT_SECONDS,
-                          now: Optional[float] = None) -> list[str]:
-    """Delete the uploads under a batch of ``remote`` that its manifest does not name (a dump
-    killed before it published, or one that lost the race to publish), once older than
-    ``older_than`` seconds (a younger one may still be uploading); returns the attempts removed
-    as ``<batch>/<attempt>``. Only ``<batch>/<attempt id>/...`` objects directly under the
-    location are considered (a nested staging location is left alone), and a manifest is read
-    only for a batch with more than one attempt or none."""
-    now = time.time() if now is None else now
-    by_attempt: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    manifests = set()
-    for item in remote.objects():
-        parts = item["Key"].split("/")
-        if parts[0].startswith("."):  # sealed work to resume, results: not batches
-            continue
-        if len(parts) == 2 and parts[1] == MANIFEST_NAME:
-            manifests.add(parts[0])
-        elif len(parts) >= 3 and _ATTEMPT.fullmatch(parts[1]):
-            by_attempt.setdefault((parts[0], parts[1]), []).append(item)
-    attempts_of: dict[str, list[str]] = {}
-    for batch, attempt in by_attempt:
-        attempts_of.setdefault(batch, []).append(attempt)
-    removed = []
-    for batch, attempts in sorted(attempts_of.items()):
-        if batch in manifests and len(attempts) == 1:
-            continue  # the published attempt
-        named = published_attempt(remote, batch) if batch in manifests else None
-        if named == UNKNOWN:
-            continue
-        for attempt in sorted(attempts):
-            items = by_attempt[(batch, attempt)]
-            if attempt == named or max(i["LastModified"].timestamp() for i in items) > now - older_than:
-                continue
-            remote.delete([i["Key"] for i in items])
-            removed.append(f"{batch}/{attempt}")
-    return removed
-
-
-def remove_stale_resumable(remote: ObjectStaging, *, older_than: float = RESUMABLE_SECONDS,
-                           now: Optional[float] = None) -> list[str]:
-    """Delete the sealed work kept under ``.resumable/<key>/`` that nothing touched for
-    ``older_than`` seconds (no retry resumed it); returns the keys removed."""
-    now = time.time() if now is None else now
-    by_key: dict[str, list[dict[str, Any]]] = {}
-    for item in remote.objects(RESUMABLE):
-        by_key.setdefault(item["Key"].split("/", 1)[0], []).append(item)
-    removed = []
-    for key, items in sorted(by_key.items()):
-        if max(i["LastModified"].timestamp() for i in items) <= now - older_than:
-            remote.delete([f"{RESUMABLE}/{i['Key']}" for i in items])
-            removed.append(key)
-    return removed
-
-
-def tidy_location(remote: ObjectStaging, *, every: float = TIDY_SECONDS, now: Optional[float] = None) -> list[str]:
-    """Run :func:`remove_stale_attempts` and :func:`remove_stale_resumable` on ``remote`` unless
-    that was done less than ``every`` seconds ago (a marker object records when): each dump
-    may call it without listing the whole location each time. Returns what was removed."""
-    now = time.time() if now is None else now
-    last = remote.read(_TIDIED)
-    try:
-        if last is not None and now - float(last.decode()) < every:
-            return []
-    except ValueError:
-        pass
-    remote.put(f"{now:.0f}".encode(), _TIDIED)
-    stale = remove_stale_resumable(remote, now=now)
-    return remove_stale_attempts(remote, now=now) + [f"{RESUMABLE}/{k}" for k in stale]
-
-
 _checked: set[str] = set()
 
 
-def check_conditional_writes_once(remote: ObjectStaging) -> None:
-    """:func:`~.storage.check_conditional_writes` once per location in this process."""
+def prepare_location_once(remote: ObjectStaging) -> None:
+    """Before the first write to a location in this process: :func:`~.storage.check_conditional_writes`,
+    then the location's marker (:data:`MARKER_NAME`) unless it has one."""
     where = remote.location.uri()
     if where not in _checked:
         check_conditional_writes(remote)
+        marker = json.dumps({"format": _MARKER_FORMAT, "created_at": dt.datetime.now(dt.timezone.utc).isoformat()})
+        remote.create_if_absent(marker.encode(), MARKER_NAME)
         _checked.add(where)
+
+
+def is_marked(remote: ObjectStaging) -> bool:
+    """Whether ``remote`` holds the marker of a staging location (:func:`prepare_location_once`)."""
+    try:
+        data = json.loads(remote.read(MARKER_NAME, limit=4096) or b"null")
+    except ValueError:  # not JSON, or larger than a marker: not ours
+        return False
+    return isinstance(data, dict) and data.get("format") == _MARKER_FORMAT
+
+
+check_conditional_writes_once = prepare_location_once

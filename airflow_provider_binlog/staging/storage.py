@@ -7,7 +7,7 @@ write: its part files are uploaded under an attempt prefix of the batch, then it
 created only if no manifest exists (S3 and Azure ``If-None-Match: *``, GCS
 ``ifGenerationMatch=0``). Two dumps of one range cannot both publish, and a killed dump's
 uploads are never named by a manifest, so never read; they are removed later
-(:func:`.remote.remove_stale_attempts`).
+(:func:`.tidy.remove_stale_attempts`).
 
 Reads go through pyarrow's filesystems; writes through each store's client (:mod:`.stores`),
 which sends the conditional write and server-side encryption. Credentials: see
@@ -15,11 +15,13 @@ which sends the conditional write and server-side encryption. Credentials: see
 """
 from __future__ import annotations
 
+import io
 import logging
 import os
 import time
 from typing import Any, Optional, Sequence
 
+from .confine import MAX_DOCUMENT_BYTES, check_size
 from .location import (
     KMS_KEY_ENV,
     OBJECT_SCHEMES,
@@ -29,6 +31,7 @@ from .location import (
     StorageOptions,
     is_object_store,
     local_path,
+    shown,
 )
 from ..common.atomic_file import write_atomically
 from .stores import open_filesystem, open_store
@@ -55,8 +58,8 @@ class ObjectStaging:
         self.store = open_store(self.location, self.options)
 
     def upload(self, local: str, *parts: str) -> None:
-        with open(local, "rb") as fh:
-            self.store.put(self.location.key(*parts), fh)
+        """Upload the local file ``local`` to ``parts`` (a staged file: in parts when large)."""
+        self.store.upload_file(self.location.key(*parts), local)
 
     def put(self, data: bytes, *parts: str) -> None:
         """Write ``data`` at ``parts``, replacing what is there."""
@@ -68,15 +71,30 @@ class ObjectStaging:
         would let two writers both succeed: :func:`check_conditional_writes` finds out."""
         return self.store.put(self.location.key(*parts), data, if_absent=True)
 
-    def read(self, *parts: str) -> Optional[bytes]:
-        """The object at ``parts``; None when there is none."""
-        return self.store.get(self.location.key(*parts))
+    def read(self, *parts: str, limit: int = MAX_DOCUMENT_BYTES) -> Optional[bytes]:
+        """The object at ``parts`` (a document: a manifest, sealed progress, a marker); None when
+        there is none. One larger than ``limit`` bytes is refused before it is read."""
+        out = io.BytesIO()
+        return out.getvalue() if self.store.download(self.location.key(*parts), out, limit=limit) else None
+
+    def download(self, local: str, *parts: str, size: int) -> bool:
+        """Copy the object at ``parts``, of ``size`` bytes, into a new private file ``local``
+        (never one that is there, nor through a symbolic link); False when there is no object.
+        One larger than ``size`` is refused before it is read."""
+        fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            return self.store.download(self.location.key(*parts), out, limit=size)
 
     def objects(self, *parts: str) -> list[dict[str, Any]]:
         """The objects under ``parts`` (``Key``, ``Size``, ``LastModified``), keys relative to it."""
         base = self.location.key(*parts)
         prefix = base + "/" if base else ""
         return [{**item, "Key": item["Key"][len(prefix):]} for item in self.store.list(prefix)]
+
+    def children(self, *parts: str) -> Sequence[str]:
+        """The names directly under ``parts`` that have objects under them (batches, ``.resumable``)."""
+        base = self.location.key(*parts)
+        return self.store.list_prefixes(base + "/" if base else "")
 
     def delete(self, keys: list[str]) -> None:
         """Delete the objects ``keys`` (relative to the location's prefix)."""
@@ -185,11 +203,15 @@ def write_bytes(location: str, data: bytes, options: Optional[StorageOptions] = 
         out.write(data)
 
 
-def read_bytes(location: str, options: Optional[StorageOptions] = None) -> Optional[bytes]:
-    """A small file's bytes (a local path or an object store URI); None when there is none."""
+def read_bytes(location: str, options: Optional[StorageOptions] = None, *,
+               limit: int = MAX_DOCUMENT_BYTES) -> Optional[bytes]:
+    """A small file's bytes (a local path or an object store URI); None when there is none.
+    One larger than ``limit`` bytes is refused (:class:`.confine.UntrustedObjectError`) before
+    it is read."""
     fs, path = filesystem(location, options)
     try:
-        with fs.open_input_stream(path) as stream:
+        with fs.open_input_file(path) as stream:
+            check_size(shown(location), stream.size(), limit)
             return bytes(stream.read())
     except FileNotFoundError:
         return None

@@ -29,18 +29,12 @@ from .contract import MANIFEST_FORMAT, MANIFEST_NAME, ROW_FILES_VERSION, column_
 from .convert import Counters
 from .manifest import Manifest, ManifestError, load_manifest, write_json_atomically
 from .masking import Masking, mask_ddl_record, masked_entry
-from .parts import Stager, safe_name
-from .remote import (
-    RESUMABLE,
-    UNKNOWN,
-    check_conditional_writes_once,
-    delete_quietly,
-    local_work_root,
-    published_attempt,
-    tidy_location,
-)
+from .parts import PART_FILE_BYTES, Stager, safe_name
+from .remote import UNKNOWN, delete_quietly, local_work_root, prepare_location_once, published_attempt
+from .sealed import PROGRESS_NAME, RESUMABLE, download_sealed, read_local_state, read_remote_state, upload_sealed
 from .publish_local import publish_directory, same_manifest
 from .storage import ObjectStaging, StagingStorageError, StorageOptions, is_object_store, local_path
+from .tidy import tidy_location
 
 if TYPE_CHECKING:
     from .parallel import PoolResult, WorkerPool
@@ -76,11 +70,13 @@ class StagingWriter:
     Rows are staged in this process, or with ``workers`` > 0 by that many worker processes
     (rows events decoded in parallel, see :mod:`.parallel`). ``row_group_rows`` (see
     :class:`Stager`) applies to each process; the ``row_group_bytes`` budget is shared
-    between the workers."""
+    between the workers. A part file ends at about ``part_file_bytes`` (1 GiB) and the next
+    rows of its table start another."""
 
     def __init__(self, staging_dir: str | os.PathLike[str], *, row_group_rows: int = 50_000,
                  row_group_bytes: int = 2 << 20, workers: int = 0,
-                 masking: Optional[Masking] = None, storage_options: Optional[StorageOptions] = None) -> None:
+                 masking: Optional[Masking] = None, storage_options: Optional[StorageOptions] = None,
+                 part_file_bytes: int = PART_FILE_BYTES) -> None:
         #: the object store batches are published to (None: ``staging_dir`` is local)
         self.remote: Optional[ObjectStaging] = None
         #: on an object store: sealed files already kept there (local path -> where), and the
@@ -110,7 +106,8 @@ class StagingWriter:
         #: column exclusion and masking applied to every staged value (see .masking)
         self.masking = masking or Masking()
         self._local = Stager(self.work_dir, self.counters, row_group_rows=row_group_rows,
-                              row_group_bytes=row_group_bytes, masking=self.masking or None)
+                              row_group_bytes=row_group_bytes, masking=self.masking or None,
+                              part_file_bytes=part_file_bytes)
         if workers and multiprocessing.current_process().daemon:
             # a daemonic process (some executors' workers) may not start processes
             log.warning("staging in the dump's own process: this process is a daemon and "
@@ -121,7 +118,8 @@ class StagingWriter:
             # the memory budget is shared: the workers together buffer what one process would
             self._pool = WorkerPool(self.work_dir, workers, row_group_rows=row_group_rows,
                                     row_group_bytes=max(row_group_bytes // workers, 1 << 20),
-                                    inherited_fds=(self._lock_fd,), masking=self.masking or None)
+                                    inherited_fds=(self._lock_fd,), masking=self.masking or None,
+                                    part_file_bytes=part_file_bytes)
 
     @property
     def rows_staged(self) -> int:
@@ -245,14 +243,8 @@ class StagingWriter:
         the part files not uploaded yet under ``.resumable/<key>/<attempt>/``, then the state,
         naming where each file is, at ``.resumable/<key>/progress.json`` (written last)."""
         key = self._resume_key = safe_name(str(state["progress"]["resume_key"]))
-        attempt = self.work_dir.name.removeprefix(".incomplete-")
-        uploaded = self._uploaded
-        for files in state["files"].values():
-            for _, desc in files:
-                if desc["path"] not in uploaded:
-                    remote.upload(str(self.work_dir / desc["path"]), RESUMABLE, key, attempt, desc["path"])
-                    uploaded[desc["path"]] = f"{attempt}/{desc['path']}"
-        body = json.dumps({**state, "objects": uploaded}, sort_keys=True, default=str).encode()
+        prepare_location_once(remote)
+        body = upload_sealed(remote, self.work_dir, key, state, self._uploaded)
         remote.put(body, RESUMABLE, key, _PROGRESS_NAME)
 
     @classmethod
@@ -274,18 +266,13 @@ class StagingWriter:
         # on an object store the sealed work is in this machine's local work area
         staging = Path(local_work_root() if remote is not None else local_path(staging_dir))
         kept: Optional[dict[str, Any]] = None
-        if remote is not None:
-            body = remote.read(RESUMABLE, safe_name(resume_key), _PROGRESS_NAME)
-            if body is None:
+        if remote is not None:  # checked whole before anything is written, downloaded or uploaded
+            kept = read_remote_state(remote, safe_name(resume_key), resume_key)
+            if kept is None:
                 return None
-            kept = json.loads(body)
         for work in sorted(staging.glob(".incomplete-*")):
-            state_path = work / _PROGRESS_NAME
-            try:
-                state = json.loads(state_path.read_text())
-            except (OSError, ValueError):
-                continue
-            if state.get("progress", {}).get("resume_key") != resume_key:
+            state = read_local_state(work / _PROGRESS_NAME, resume_key)
+            if state is None:
                 continue
             if kept is not None and (state.get("sealed"), state.get("rows")) != (kept.get("sealed"), kept.get("rows")):
                 continue  # not the seal the store keeps
@@ -316,19 +303,11 @@ class StagingWriter:
         and adopted."""
         key = safe_name(resume_key)
         state = dict(state)
-        objects: dict[str, str] = dict(state.pop("objects", {}))
         work = staging / f".incomplete-{uuid.uuid4().hex}"
         work.mkdir(mode=0o700)
         try:
-            for relative, where in objects.items():
-                target = work / relative
-                target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                data = remote.read(RESUMABLE, key, where)
-                if data is None:
-                    raise ManifestError(f"{remote.location.uri(RESUMABLE, key, where)}: a sealed file of the "
-                                        f"work to resume is missing; start it over")
-                target.write_bytes(data)
-                os.chmod(target, 0o600)
+            download_sealed(remote, key, state, work)
+            objects: dict[str, str] = dict(state.pop("objects", {}))
             write_json_atomically(work / _PROGRESS_NAME, state)
             adopted = cls._adopt(staging, work, state, table_maps, masking, row_group_rows, row_group_bytes)
         except BaseException:
@@ -448,7 +427,7 @@ class StagingWriter:
         uri = remote.location.uri(batch, MANIFEST_NAME)
         create_sent = False
         try:
-            check_conditional_writes_once(remote)  # a store that ignores them is refused before anything
+            prepare_location_once(remote)  # a store without conditional writes is refused before anything
             for table in manifest["tables"]:
                 for f in table["files"]:
                     remote.upload(str(self.work_dir / f["path"]), batch, attempt, f["path"])
@@ -526,7 +505,7 @@ class StagingWriter:
 
 _LOCK_NAME = ".lock"
 #: what a sealed writer records for a writer that resumes it (see StagingWriter.seal)
-_PROGRESS_NAME = "progress.json"
+_PROGRESS_NAME = PROGRESS_NAME
 #: a sealed work directory no writer resumed is removed after this many seconds
 RESUMABLE_SECONDS = 7 * 24 * 3600
 

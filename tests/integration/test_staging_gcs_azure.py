@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_binlog.staging.manifest import ManifestError, load_manifest
-from airflow_provider_binlog.staging.remote import remove_stale_attempts
+from airflow_provider_binlog.staging.remote import prepare_location_once
+from airflow_provider_binlog.staging.tidy import remove_stale_attempts
 from airflow_provider_binlog.staging.storage import (
     ObjectLocation,
     ObjectStaging,
@@ -84,13 +85,15 @@ def test_a_killed_dumps_uploads_are_never_read_and_removed_once_stale(location, 
     log = stage(Binlog(tmp_path, staging=staging), 1)
     remote, work = log.writer.remote, log.writer.work_dir
     log.writer._close_files()
+    prepare_location_once(remote)                 # what a publish does first: the location gets its marker
+    batch = "mysql-bin.000001.4-mysql-bin.000001.104"
     for path in work.rglob("*.parquet"):
-        remote.upload(str(path), "b1", "deadbeef" * 4, str(path.relative_to(work)))
+        remote.upload(str(path), batch, "deadbeef" * 4, str(path.relative_to(work)))
     with pytest.raises(ManifestError, match="no manifest"):
-        load_manifest(f"{staging}/b1")
+        load_manifest(f"{staging}/{batch}")
     assert remove_stale_attempts(remote) == []
-    assert remove_stale_attempts(remote, older_than=0) == ["b1/" + "deadbeef" * 4]
-    assert names(location) == []
+    assert remove_stale_attempts(remote, older_than=0) == [f"{batch}/" + "deadbeef" * 4]
+    assert names(location) == ["killed/.binlog-staging"]
 
 
 def test_small_files_are_written_replaced_read_and_deleted(location):
@@ -297,3 +300,32 @@ def test_a_wasb_service_principal_connection_is_refused_saying_what_staging_take
     with pytest.raises(StagingStorageError, match="service principal") as caught:
         staging_storage_options("stage_sp")
     assert "client-secret" not in str(caught.value) and "managed or workload identity" in caught.value.hint
+
+
+def test_a_document_above_its_bound_is_refused_before_its_body_is_read(location):
+    from airflow_provider_binlog.staging.confine import UntrustedObjectError
+
+    remote = ObjectStaging(f"{location}/bounded")
+    remote.put(b"x" * 100, "doc.json")
+    remote.put(b"", "empty.json")
+    with pytest.raises(UntrustedObjectError, match=r"doc.json: the object is larger than 10 bytes \(100\)"):
+        remote.read("doc.json", limit=10)
+    assert remote.read("doc.json", limit=100) == b"x" * 100
+    assert remote.read("empty.json", limit=10) == b""
+    assert remote.read("absent.json", limit=10) is None
+
+
+def test_retention_removes_the_batches_every_consumer_is_past_and_nothing_else(location, tmp_path):
+    from airflow_provider_binlog.checkpoints import Checkpoint
+    from airflow_provider_binlog.staging.retention import remove_merged_batches
+
+    staging = f"{location}/kept"
+    log = Binlog(tmp_path, staging=staging)
+    first, second = stage(log, 1).publish(), stage(log, 10).publish()
+    ObjectStaging(staging).put(b"x", "uploads", "0123", "report.csv")
+    ObjectStaging(staging).put(b"{}", ".resumable", "k", "progress.json")
+    assert remove_merged_batches(staging, [Checkpoint(file="mysql-bin.000001", position=104)]) == [first.dump_id]
+    left = names(location)
+    assert not any(k.startswith(f"kept/{first.dump_id}/") for k in left)
+    assert {"kept/uploads/0123/report.csv", "kept/.resumable/k/progress.json"} <= set(left)
+    assert load_manifest(second.ref, verify=True).dump_id == second.dump_id

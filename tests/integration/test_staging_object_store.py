@@ -21,7 +21,7 @@ from airflow_provider_binlog.staging.storage import (
     check_conditional_writes,
     local_path,
 )
-from airflow_provider_binlog.staging.remote import remove_stale_attempts
+from airflow_provider_binlog.staging.tidy import remove_stale_attempts
 from airflow_provider_binlog.staging.writer import StagingWriter
 from tests.integration.test_merge_job import Binlog, col, table_map
 from tests.s3_server import s3_env, s3_server, start_moto, stop_moto  # noqa: F401
@@ -113,7 +113,7 @@ def test_a_dump_killed_before_its_manifest_publishes_nothing_and_its_uploads_go_
     # stopped in the create, which may still land: its uploads stay, named by no manifest
     assert keys(s3_server, s3_env) and not any(k.endswith("manifest.json") for k in keys(s3_server, s3_env))
     assert len(remove_stale_attempts(ObjectStaging(staging), older_than=0)) == 1
-    assert keys(s3_server, s3_env) == []
+    assert keys(s3_server, s3_env) == ["killed/.binlog-staging"]    # the location keeps its marker
     # a harder kill leaves them: uploaded, never named by a manifest, so never read
     log2 = stage(Binlog(tmp_path / "2", staging=staging), 1)
     remote, work = log2.writer.remote, log2.writer.work_dir
@@ -124,7 +124,7 @@ def test_a_dump_killed_before_its_manifest_publishes_nothing_and_its_uploads_go_
         load_manifest(f"{staging}/mysql-bin.000001.4-mysql-bin.000001.104")
     assert remove_stale_attempts(remote) == []                     # young: it may still be uploading
     assert remove_stale_attempts(remote, older_than=0) == ["mysql-bin.000001.4-mysql-bin.000001.104/" + "deadbeef" * 4]
-    assert keys(s3_server, s3_env) == []
+    assert keys(s3_server, s3_env) == ["killed/.binlog-staging"]
 
 
 def test_a_published_batch_keeps_its_attempt_when_stale_attempts_are_removed(s3_server, s3_env, tmp_path):  # noqa: F811
@@ -325,7 +325,7 @@ def test_stale_attempts_of_a_nested_staging_location_are_not_taken_for_the_outer
 def test_a_location_is_tidied_at_most_hourly_of_stale_uploads_and_unresumed_sealed_work(s3_server, s3_env, tmp_path):  # noqa: F811
     import time
 
-    from airflow_provider_binlog.staging.remote import tidy_location
+    from airflow_provider_binlog.staging.tidy import tidy_location
 
     location = f"s3://{s3_env}/tidy"
     published = stage(Binlog(tmp_path, staging=location), 1).publish()

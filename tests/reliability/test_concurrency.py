@@ -185,7 +185,7 @@ def test_two_dumps_of_the_same_range_racing_to_publish_on_s3_publish_one_batch(
     deletes its uploads and returns the published one. Only the winner's files are named and
     left."""
     from airflow_provider_binlog.staging.storage import ObjectStaging
-    from airflow_provider_binlog.staging.remote import remove_stale_attempts
+    from airflow_provider_binlog.staging.tidy import remove_stale_attempts
 
     for key, value in s3_server.env().items():
         monkeypatch.setenv(key, value)

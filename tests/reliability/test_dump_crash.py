@@ -136,7 +136,8 @@ def test_dump_killed_at_each_point_then_rerun(source, staging, tmp_path, record_
         return
     # the killed dumps' uploads, named by no manifest, go; every published batch stays whole
     from airflow_provider_binlog.staging.storage import ObjectStaging
-    from airflow_provider_binlog.staging.remote import local_work_root, remove_stale_attempts
+    from airflow_provider_binlog.staging.remote import local_work_root
+    from airflow_provider_binlog.staging.tidy import remove_stale_attempts
 
     removed = remove_stale_attempts(ObjectStaging(staging.location), older_than=0)
     assert len(removed) == 1  # the dump killed with its files uploaded, before its manifest

@@ -1,6 +1,6 @@
 """The object stores a batch is published to, one module each, behind one small interface
 (:class:`ObjectStore`): write an object (optionally only if none is there: the one conditional
-write that publishes a batch), read one, list a prefix, delete. S3 through boto3
+write that publishes a batch), read one (up to a bound), list a prefix, delete. S3 through boto3
 (``If-None-Match: *``), GCS through google-cloud-storage (``ifGenerationMatch=0``), Azure Blob
 Storage through azure-storage-blob (``If-None-Match: *``). Reads of staged Parquet go through
 pyarrow's filesystem of each store (:func:`open_filesystem`), on the driver and on executors."""
@@ -20,12 +20,22 @@ class ObjectStore(Protocol):
         """Write ``body`` at ``key``. With ``if_absent``, only if no object is there: False
         when one was (the store refused the conditional write)."""
 
-    def get(self, key: str) -> Optional[bytes]:
-        """The object's bytes; None when there is none."""
+    def upload_file(self, key: str, local: str) -> None:
+        """Write the local file ``local`` at ``key``, replacing what is there, in parts when the
+        store needs them for its size."""
+
+    def download(self, key: str, out: IO[bytes], *, limit: Optional[int] = None) -> bool:
+        """Write the object's bytes to ``out``; False when there is none. With ``limit``, an
+        object larger than that is refused (:class:`~..confine.UntrustedObjectError`) before
+        its body is read."""
 
     def list(self, prefix: str) -> list[dict[str, Any]]:
         """The objects whose keys start with ``prefix``: ``Key``, ``Size``, ``LastModified``
         (an aware datetime)."""
+
+    def list_prefixes(self, prefix: str) -> Sequence[str]:
+        """The names directly under ``prefix`` (ending with ``/``, or empty) that have objects
+        under them (``a`` for ``<prefix>a/...``): one listing entry per name, not per object."""
 
     def delete(self, keys: Sequence[str]) -> None:
         """Delete ``keys``; those already gone are no error."""

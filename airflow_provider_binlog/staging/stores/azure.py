@@ -6,9 +6,10 @@ identity, workload identity, the Azure CLI)."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional, Sequence
+from typing import IO, Any, Callable, Optional, Sequence
 from urllib.parse import urlsplit
 
+from ..confine import check_size
 from ..location import ObjectLocation, StagingStorageError, StorageOptions
 from . import Body
 
@@ -130,18 +131,40 @@ class AzureStore:
             return False
         return True
 
-    def get(self, key: str) -> Optional[bytes]:
-        from azure.core.exceptions import ResourceNotFoundError
+    def download(self, key: str, out: IO[bytes], *, limit: Optional[int] = None) -> bool:
+        from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
+        ranged = {"offset": 0, "length": limit + 1} if limit is not None else {}
         try:
-            return bytes(self._call(f"reading {self._where(key)}", lambda: self.container.download_blob(key).readall()))
+            stream = self._call(f"reading {self._where(key)}", self.container.download_blob, key, **ranged)
         except ResourceNotFoundError:
-            return None
+            return False
+        except HttpResponseError as exc:
+            if limit is not None and getattr(exc, "error_code", None) == "InvalidRange":
+                return True  # an empty blob has no byte 0
+            raise
+        if limit is not None:  # the blob's size, from the first answer's range ("bytes 0-10/<size>")
+            total = str(stream.properties.content_range or "").rpartition("/")[2]
+            check_size(self._where(key), int(total) if total.isdigit() else int(stream.size), limit)
+        self._call(f"reading {self._where(key)}", stream.readinto, out)
+        return True
+
+    def upload_file(self, key: str, local: str) -> None:
+        """Upload the file ``local``, streamed (the client splits a large one)."""
+        with open(local, "rb") as fh:
+            self.put(key, fh)
 
     def list(self, prefix: str) -> list[dict[str, Any]]:
         blobs = self._call(f"listing {self._where(prefix)}",
                            lambda: list(self.container.list_blobs(name_starts_with=prefix or None)))
         return [{"Key": b.name, "Size": int(b.size or 0), "LastModified": b.last_modified} for b in blobs]
+
+    def list_prefixes(self, prefix: str) -> Sequence[str]:
+        from azure.storage.blob import BlobPrefix
+
+        items = self._call(f"listing {self._where(prefix)}",
+                           lambda: list(self.container.walk_blobs(name_starts_with=prefix or None, delimiter="/")))
+        return sorted(i.name[len(prefix):].rstrip("/") for i in items if isinstance(i, BlobPrefix))
 
     def delete(self, keys: Sequence[str]) -> None:
         from azure.core.exceptions import ResourceNotFoundError

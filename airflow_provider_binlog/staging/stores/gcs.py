@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Optional, Sequence
+from typing import IO, Any, Callable, Optional, Sequence
 from urllib.parse import urlsplit
 
+from ..confine import check_size
 from ..location import ObjectLocation, StagingStorageError, StorageOptions
 from . import Body
 
@@ -132,21 +133,38 @@ class GcsStore:
             return False
         return True
 
-    def get(self, key: str) -> Optional[bytes]:
+    def download(self, key: str, out: IO[bytes], *, limit: Optional[int] = None) -> bool:
         from google.api_core.exceptions import NotFound
 
-        try:
-            return bytes(self._call(f"reading {self._where(key)}", self._download, key, reading=True))
+        where = f"reading {self._where(key)}"
+        blob = self._call(where, self.bucket.get_blob, key, reading=True)
+        if blob is None:
+            return False
+        if limit is not None:
+            check_size(self._where(key), int(blob.size or 0), limit)
+        try:  # the generation whose size was checked, not one written since
+            self._call(where, blob.download_to_file, out, if_generation_match=blob.generation, reading=True)
         except NotFound:
-            return None
+            return False
+        return True
 
-    def _download(self, key: str) -> bytes:
-        return bytes(self.bucket.blob(key).download_as_bytes())
+    def upload_file(self, key: str, local: str) -> None:
+        """Upload the file ``local``, streamed (the client splits a large one)."""
+        with open(local, "rb") as fh:
+            self.put(key, fh)
 
     def list(self, prefix: str) -> list[dict[str, Any]]:
         blobs = self._call(f"listing {self._where(prefix)}",
                            lambda: list(self.bucket.client.list_blobs(self.bucket_name, prefix=prefix)))
         return [{"Key": b.name, "Size": int(b.size or 0), "LastModified": b.updated} for b in blobs]
+
+    def list_prefixes(self, prefix: str) -> Sequence[str]:
+        def names() -> set[str]:
+            blobs = self.bucket.client.list_blobs(self.bucket_name, prefix=prefix, delimiter="/")
+            # GCS answers the prefixes; a store that ignores the delimiter answers every object
+            found = {b.name[len(prefix):].split("/", 1)[0] for b in blobs if "/" in b.name[len(prefix):]}
+            return found | {p[len(prefix):].rstrip("/") for p in blobs.prefixes}
+        return sorted(self._call(f"listing {self._where(prefix)}", names))
 
     def delete(self, keys: Sequence[str]) -> None:
         if keys:

@@ -43,3 +43,15 @@ def test_a_bad_checkpoint_is_a_manifest_error_naming_the_manifest(tmp_path):
     m.data["end"] = {"file": "mysql-bin.000001", "pos": -3}
     with pytest.raises(ManifestError, match=r"manifest\.json: bad end checkpoint: .*dump that range again"):
         m.end
+
+
+def test_a_manifest_in_a_directory_naming_a_file_outside_tables_is_refused(tmp_path):
+    from airflow_provider_binlog.staging.manifest import load_manifest
+    from airflow_provider_binlog.staging.writer import StagingWriter
+
+    published = StagingWriter(tmp_path).publish(dump_id="d", start={}, end={}, server={})
+    data = dict(published.data, tables=[{"schema": "s", "table": "t", "rows": {}, "columns": [], "primary_key": [],
+                                         "files": [{"path": "notes/x.parquet", "rows": 0, "bytes": 0}]}])
+    (published.directory / "manifest.json").write_text(json.dumps(data))
+    with pytest.raises(ManifestError, match="staged file path 'notes/x.parquet' is not a staged file under tables/"):
+        load_manifest(published.directory)

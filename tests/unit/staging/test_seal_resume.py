@@ -73,3 +73,24 @@ def test_chunk_keys_round_trip_through_json():
            b"\x00\xff", "text")
     assert decode_key(encode_key(key)) == key
     assert decode_key(encode_key(None)) is None
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "tables/../../../outside/part-00000.parquet", "notes/x.parquet"])
+def test_sealed_work_whose_record_names_a_file_outside_tables_is_refused(tmp_path, path):
+    """A staging directory on a shared mount is written by others too: the record of sealed
+    work is checked before the work is adopted."""
+    import json
+
+    from airflow_provider_binlog.staging.confine import UntrustedObjectError
+
+    writer = StagingWriter(tmp_path)
+    stage(writer, [(1, 1)], 0)
+    writer.seal({"resume_key": "k"})
+    die(writer)
+    record = writer.work_dir / "progress.json"
+    state = json.loads(record.read_text())
+    state["files"]["s\x00t"][0][1]["path"] = path
+    record.write_text(json.dumps(state))
+    with pytest.raises(UntrustedObjectError, match=f"progress.json: sealed file '{path}'") as caught:
+        StagingWriter.resume(tmp_path, "k", {("s", "t"): TM})
+    assert "delete" in caught.value.hint

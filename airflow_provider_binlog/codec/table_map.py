@@ -170,7 +170,9 @@ def parse_table_map(buf: Buffer, p: int, end: int, table_id_len: int, *, schemas
 
     unsigned = [False] * ncols
     if C.OPT_SIGNEDNESS in fields:
-        numeric = [i for i, t in enumerate(real_types) if t in C.NUMERIC_TYPES]
+        # MariaDB gives YEAR (a TINYINT underneath) a bit of its own; MySQL does not
+        signed_types = C.NUMERIC_TYPES | {C.MYSQL_TYPE_YEAR} if flavor == Flavor.MARIADB else C.NUMERIC_TYPES
+        numeric = [i for i, t in enumerate(real_types) if t in signed_types]
         for i, flag in zip(numeric, _bits_msb_first(fields[C.OPT_SIGNEDNESS], len(numeric))):
             unsigned[i] = flag
     # MariaDB counts GEOMETRY (a BLOB underneath, collation binary) in the charset lists.

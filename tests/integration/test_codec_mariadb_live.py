@@ -136,7 +136,7 @@ COLUMNS: tuple[Col, ...] = (
                                                   "2038-01-19 03:14:07.999999",
                                                   "0000-00-00 00:00:00", "1970-01-01 00:00:01.000001"),
         kind="timestamp", binlog_type=C.MYSQL_TYPE_TIMESTAMP2),
-    Col("yr", "YEAR", (2024, 2155, 0, 1901), binlog_type=C.MYSQL_TYPE_YEAR),
+    Col("yr", "YEAR", (2024, 2155, 0, 1901), binlog_type=C.MYSQL_TYPE_YEAR, unsigned=True),  # MariaDB flags it
     # utf8mb4 text
     Col("ch", "CHAR(10)", ("héllo😀", "😀" * 10, "", "trail  "), binlog_type=C.MYSQL_TYPE_STRING),
     Col("vc", "VARCHAR(300)", ("héllo 😀 wörld", "€" * 300, "", "trail  "),
@@ -726,3 +726,32 @@ def test_schema_with_a_changed_column_type_is_rejected(minimal_metadata: Capture
         cap.read(schemas={f"test.{cap.table}": TableSchema("test", cap.table, tuple(columns))})
     assert "dec10" in str(info.value) and "varchar" in str(info.value)
     assert info.value.offset is not None
+
+
+def test_full_metadata_signedness_counts_year_columns_as_mariadb_does(mariadb) -> None:
+    """MariaDB's signedness bitmap has a bit for YEAR (a TINYINT underneath), MySQL's has none:
+    the columns after a YEAR keep their own sign."""
+    import tempfile
+
+    from airflow_provider_binlog.capture.dump import run_dump
+    from airflow_provider_binlog.checkpoints import Checkpoint
+    from airflow_provider_binlog.common.tables import TableFilter
+    from airflow_provider_binlog.replica import ReplicaConnection
+    from airflow_provider_binlog.staging.storage import read_parquet
+
+    mariadb.execute("CREATE DATABASE IF NOT EXISTS signs")
+    mariadb.execute("DROP TABLE IF EXISTS signs.t")
+    mariadb.execute("CREATE TABLE signs.t (id INT PRIMARY KEY, y YEAR, a INT, u INT UNSIGNED, b BIGINT, "
+                    "y2 YEAR, c SMALLINT)")
+    file, pos = mariadb.query("SHOW MASTER STATUS")[0][:2]
+    mariadb.execute("INSERT INTO signs.t VALUES (1, 2024, -3, 4000000000, -4, 1999, -5)")
+    rc = ReplicaConnection(mariadb.host, mariadb.port, mariadb.user, mariadb.password, server_id=4545)
+    rc.connect()
+    try:
+        result = run_dump(rc, staging_dir=tempfile.mkdtemp(), start=Checkpoint(file=file, position=int(pos)),
+                          tables=TableFilter(["signs.t"]))
+    finally:
+        rc.close()
+    (entry,) = result.manifest.tables
+    (row,) = [r["_after"] for p in result.manifest.files(entry) for r in read_parquet(p).to_pylist()]
+    assert row == {"id": 1, "y": 2024, "a": -3, "u": 4000000000, "b": -4, "y2": 1999, "c": -5}

@@ -18,7 +18,7 @@ import os
 import socket
 import threading
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, ContextManager, Protocol
 
 from sqlalchemy import Column, Float, String, Table, and_, delete, insert, literal_column, select, update
 from sqlalchemy import exc as sa_exc
@@ -26,8 +26,17 @@ from sqlalchemy import exc as sa_exc
 from .errors import CheckpointLockedError, CheckpointLockLostError, CheckpointStoreError
 from .store import RunLock
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .sql_store import SqlCheckpointStore
+
+
+class LeaseDatabase(Protocol):
+    """What a lease needs of its store (:class:`.sql_store.SqlCheckpointStore`)."""
+
+    dialect: str
+    leases: Table
+
+    def _transaction(self, action: str) -> ContextManager[Any]: ...
+
+    def _describe_db(self) -> str: ...
 
 #: the lease a run holds, in seconds; renewed every third of it
 DEFAULT_LEASE_SECONDS = 120.0
@@ -48,7 +57,7 @@ def lease_table(metadata: Any, prefix: str, key_length: int) -> Table:
 class SqlLease(RunLock):
     """The lease of ``key`` in ``store``'s lease table, taken by :meth:`acquire`."""
 
-    def __init__(self, store: "SqlCheckpointStore", key: str, seconds: float) -> None:
+    def __init__(self, store: LeaseDatabase, key: str, seconds: float) -> None:
         super().__init__(key)
         self.store, self.seconds = store, float(seconds)
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
@@ -60,7 +69,6 @@ class SqlLease(RunLock):
 
     @property
     def _table(self) -> Table:
-        assert self.store.leases is not None
         return self.store.leases
 
     def acquire(self) -> "SqlLease":

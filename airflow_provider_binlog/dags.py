@@ -277,6 +277,7 @@ def make_cdc_dags(
     parallel_tables: Optional[int] = None,
     merge_direct_max_bytes: Optional[int] = None,
     merge_direct_deletes: Optional[str] = None,
+    merge_engine: Optional[str] = None,
     checkpoint_store_uri: Optional[str] = None,
     checkpoint_key: Optional[str] = None,
     schedule: Any = DEFAULT_SCHEDULE,
@@ -372,6 +373,9 @@ def make_cdc_dags(
     :param merge_direct_deletes: how those commits drop the rows they replace: ``"position"``
         deletes, read by every Iceberg reader (default), or ``"equality"`` deletes, read by JVM
         engines only (the merge operator's ``direct_deletes``).
+    :param merge_engine: ``auto``, ``spark`` or ``iceberg-java``, the merge operators'
+        ``merge_engine`` (default: ``[binlog] merge_engine``, ``auto``: Iceberg's Java API first
+        with a ``local`` master, ``spark-submit`` with any cluster master).
     :param min_bytes: sensor threshold (also ``min_transactions``, ``max_threshold_wait``).
     :param poke_interval: seconds between sensor checks.
     :param sensor_timeout: seconds the sensor waits for new data.
@@ -408,7 +412,7 @@ def make_cdc_dags(
              "packages": spark_packages, "jars": list(spark_jars) if spark_jars else None,
              "iceberg_runtime": iceberg_runtime,
              "parallel_tables": parallel_tables, "direct_max_bytes": merge_direct_max_bytes,
-             "direct_deletes": merge_direct_deletes,
+             "direct_deletes": merge_direct_deletes, "merge_engine": merge_engine,
              "catalog_conn_id": catalog_conn_id,
              "catalog_settings": dict(catalog_settings) if catalog_settings else None,
              "deploy_mode": spark_deploy_mode,

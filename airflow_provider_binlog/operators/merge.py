@@ -16,6 +16,12 @@ from airflow.sdk import BaseOperator
 from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
 from airflow_provider_binlog.staging.storage import SECRET_ENV, delete_file
 from airflow_provider_binlog.operators.links import BinlogCdcViewLink, SparkApplicationLink, spark_application_url
+from airflow_provider_binlog.operators.engine_choice import (
+    ICEBERG_JAVA,
+    EngineChoiceError,
+    choose_engine,
+    engines_used,
+)
 from airflow_provider_binlog.operators.merge_job import (
     JobWithoutSpark,
     KillableSparkSubmitHook,
@@ -24,7 +30,6 @@ from airflow_provider_binlog.operators.merge_job import (
     merged_results,
     read_result,
     summarize,
-    without_spark_possible,
 )
 from airflow_provider_binlog.spark.class_archive import with_archive
 from airflow_provider_binlog.utils.settings import setting
@@ -190,13 +195,20 @@ class BinlogMergeOperator(BaseOperator):
     :param yield_to_dag_id: a DAG whose running runs take precedence (the factory passes the
         source's backfill DAG to the incremental merge): while one runs, this task is skipped
         before it reads anything; the next run dumps the same changes again from the stored checkpoint.
+    :param merge_engine: which engine merges (templated; default: ``[binlog] merge_engine``, ``auto``):
+        ``auto`` runs Iceberg's Java API in a bare JVM on the worker first only with a ``local``
+        master (Spark would run on the worker anyway) and ``spark-submit`` with any cluster
+        master; ``spark`` always ``spark-submit``; ``iceberg-java`` the Java API first wherever
+        it can see what the Spark driver would (warned once on a cluster master). A batch the
+        Java engine cannot commit goes to ``spark-submit``; the XCom's ``engine`` then says
+        ``iceberg-java+spark`` (docs/configuration.md, "Which engine runs my merge").
     """
 
     operator_extra_links = (BinlogCdcViewLink(), SparkApplicationLink())
     template_fields: Sequence[str] = ("manifests", "catalog", "namespace", "checkpoint_store_uri",
                                       "checkpoint_key", "warehouse", "conf", "binlog_conn_id", "stream",
                                       "catalog_conn_id", "advance_checkpoint", "staging_conn_id", "env_vars",
-                                      "packages", "jars", "application")
+                                      "packages", "jars", "application", "merge_engine")
     ui_color = "#dfeaf7"
 
     # long: the operator's keyword arguments, taken one by one as the Spark provider's operators
@@ -219,9 +231,11 @@ class BinlogMergeOperator(BaseOperator):
                  staging_conn_id: Optional[str] = None,
                  openlineage_inject_parent_job_info: Optional[bool] = None,
                  openlineage_inject_transport_info: Optional[bool] = None,
-                 yield_to_dag_id: Optional[str] = None,
+                 yield_to_dag_id: Optional[str] = None, merge_engine: Optional[str] = None,
                  **kwargs) -> None:
         super().__init__(**kwargs)
+        #: auto, spark or iceberg-java; None: ``[binlog] merge_engine`` (see :mod:`.engine_choice`)
+        self.merge_engine = merge_engine
         self.yield_to_dag_id = yield_to_dag_id
         from airflow.sdk import conf as airflow_conf
 
@@ -412,8 +426,8 @@ class BinlogMergeOperator(BaseOperator):
             env = self._env(catalog, cluster=cluster, master=master, staging=staging)
             conf = self._with_openlineage(self._spark_conf(catalog, master), context)
             result, applied = None, []
-            packages = None if catalog is not None else self.packages
-            if without_spark_possible(master, cluster, conf, self.application or packages, options.direct_max_bytes):
+            choice = self._engine_choice(master, cluster, conf, catalog, options.direct_max_bytes)
+            if choice.first == ICEBERG_JAVA:
                 self._job = JobWithoutSpark(self.log)
                 self._job.killed = self._killed
                 jars = [] if catalog is not None else list(self.jars or ())
@@ -424,6 +438,9 @@ class BinlogMergeOperator(BaseOperator):
                     raise AirflowException("the merge task was killed")
                 result = merged_results(self._spark_submit(job_args, output, conf, env, cluster, catalog,
                                                            staging), applied)
+            result["engine"] = engines_used(self._job is not None, self._hook is not None)
+            if self._job is not None and self._hook is not None:
+                self.log.info("the merge used both engines: iceberg-java, then spark for what it refused")
         if result.get("error"):
             raise AirflowException(f"the merge job failed: {result['error']}")
         self.spark_application_url = spark_application_url(result, master, setting("spark_history_url"))
@@ -439,6 +456,23 @@ class BinlogMergeOperator(BaseOperator):
         self._emit_asset_events(context, summary)
         self._lineage = (paths, catalog)
         return summary
+
+    def _engine_choice(self, master: str, cluster: bool, conf: dict, catalog: Any, direct_max_bytes: int) -> Any:
+        """Which engine runs first (:func:`.engine_choice.choose_engine`), logged with why."""
+        import importlib.util
+
+        packages = None if catalog is not None else self.packages
+        spark_only = "application" if self.application else ("packages" if packages else None)
+        try:
+            choice = choose_engine(self.merge_engine or setting("merge_engine"), master=master, cluster=cluster,
+                                   conf=conf, spark_only=spark_only, direct_max_bytes=direct_max_bytes,
+                                   pyspark_installed=importlib.util.find_spec("pyspark") is not None)
+        except EngineChoiceError as exc:
+            raise AirflowException(str(exc)) from None
+        self.log.info("merge engine %s first: %s", choice.first, choice.reason)
+        if choice.warning:
+            self.log.warning("%s", choice.warning)
+        return choice
 
     def _spark_submit(self, job_args: list[str], output: str, conf: dict, env: dict, cluster: bool,
                       catalog: Any, staging: Any) -> dict:

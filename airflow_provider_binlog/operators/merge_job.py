@@ -96,23 +96,6 @@ def jvm_settings(conf: Mapping[str, str], catalog: str) -> dict[str, str]:
             if k in _JVM_SETTINGS or k == prefix or k.startswith(prefix + ".") or k.startswith("spark.hadoop.")}
 
 
-def without_spark_possible(master: str, cluster: bool, conf: Mapping[str, str], spark_only: Any = None,
-                           direct_max_bytes: int = 1) -> bool:
-    """Whether the merge may first try without Spark: ``[binlog] merge_engine`` is ``auto``,
-    the driver would run on this worker with a local or standalone master, nothing only
-    ``spark-submit`` takes is given (``spark_only``: another application, packages; nor
-    ``spark.jars.packages``), direct commits are on (``direct_max_bytes``), and pyspark
-    (whose jars the JVM runs on) is installed here."""
-    engine = setting("merge_engine").strip().lower()
-    if engine not in ("auto", "spark"):
-        raise AirflowException(f"[binlog] merge_engine is {engine!r}: give auto or spark")
-    import importlib.util
-
-    return (engine == "auto" and not cluster and master.startswith(("local", "spark://")) and not spark_only
-            and direct_max_bytes > 0 and not conf.get("spark.jars.packages")
-            and importlib.util.find_spec("pyspark") is not None)
-
-
 def merged_results(result: dict, applied: list) -> dict:
     """The Spark run's result with what the run without Spark applied before it (which Spark
     found applied) reported as applied by this task: whole batches, and the tables committed of

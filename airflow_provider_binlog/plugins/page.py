@@ -249,6 +249,7 @@ def _merge_card(source: Mapping, now: dt.datetime) -> str:
         ("duration", _seconds(m.get("duration_seconds"))),
         ("rows", _rows(m.get("rows"))),
         ("rows/s", esc(human_count(m.get("rows_per_second"))) if m.get("rows_per_second") is not None else None),
+        ("engine", esc(m.get("engine")) if m.get("engine") else None),
         ("checkpoint", f'<span class="mono">{esc(m.get("checkpoint"))}</span>'),
         ("Airflow run", esc(f"{run.get('dag_id')} / {run.get('run_id')} ({run.get('state')})") if run else None),
     ]) + "</div>")

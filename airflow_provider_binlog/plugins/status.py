@@ -380,6 +380,7 @@ def _advances(history: list[SavedCheckpoint], by_end: Mapping, merge_runs: Mappi
                 if entry["total_rows"] is not None and entry["duration_seconds"]:
                     entry["rows_per_second"] = round(entry["total_rows"] / entry["duration_seconds"], 1)
             entry["snapshot_ids"] = {k: v for k, v in _airflow_tables(run.get("value") or {}).items()}
+            entry["engine"] = (run.get("value") or {}).get("engine")
         advances.append(entry)
     return advances
 

@@ -57,10 +57,11 @@ def class_path(conf: Mapping[str, str], spark_jars_dirs: Sequence[str],
                environ: Optional[Mapping[str, str]] = None) -> list[str]:
     """The JVM's class path for Spark settings ``conf``, as Spark's launcher builds the driver's:
     ``$SPARK_CONF_DIR``, the jars the settings name (``spark.jars``,
-    ``spark.driver.extraClassPath``), Spark's own, then ``$HADOOP_CONF_DIR``, ``$YARN_CONF_DIR``
-    and ``$SPARK_DIST_CLASSPATH`` (so ``core-site.xml`` and ``hive-site.xml`` say the same
-    here). SparkNeeded when the jars are left to Spark to resolve (``spark.jars.packages``, a
-    remote jar)."""
+    ``spark.driver.extraClassPath``), Spark's own (the whole jar directory of the Spark
+    ``spark-submit`` runs: ``$SPARK_HOME/jars`` when set, so a catalog's runtime kept there is
+    found), then ``$HADOOP_CONF_DIR``, ``$YARN_CONF_DIR`` and ``$SPARK_DIST_CLASSPATH`` (so
+    ``core-site.xml`` and ``hive-site.xml`` say the same here). SparkNeeded when the jars are
+    left to Spark to resolve (``spark.jars.packages``, a remote jar)."""
     environ = os.environ if environ is None else environ
     if conf.get("spark.jars.packages"):
         raise SparkNeeded("spark.jars.packages: the catalog's jars are resolved by spark-submit")

@@ -153,14 +153,20 @@ def _package_dir(module: str) -> str | None:
 
 
 def spark_jars_dirs() -> list[str]:
-    """The directories of Spark's jars here: pyspark's, then ``$SPARK_HOME/jars``."""
+    """The directories of Spark's jars here, the one ``spark-submit`` runs on first:
+    ``$SPARK_HOME/jars`` when ``SPARK_HOME`` is set (its launcher then takes that Spark),
+    then pyspark's."""
     dirs = []
+    if os.environ.get("SPARK_HOME"):
+        dirs.append(os.path.join(os.environ["SPARK_HOME"], "jars"))
     pyspark = _package_dir("pyspark")
     if pyspark:
         dirs.append(os.path.join(pyspark, "jars"))
-    if os.environ.get("SPARK_HOME"):
-        dirs.append(os.path.join(os.environ["SPARK_HOME"], "jars"))
-    return [d for d in dirs if os.path.isdir(d)]
+    found: list[str] = []
+    for d in dirs:
+        if os.path.isdir(d) and os.path.realpath(d) not in map(os.path.realpath, found):
+            found.append(d)
+    return found
 
 
 def _scala_binary_version(jars_dirs: Sequence[str]) -> str:

@@ -93,12 +93,14 @@ def record_snapshot(source: str, seconds: float) -> None:
 
 
 def record_merge(source: str, summary: Mapping[str, Any], seconds: float) -> None:
-    """A merge's summary (:func:`~airflow_provider_binlog.operators.merge_job.summarize`)."""
+    """A merge's summary (:func:`~airflow_provider_binlog.operators.merge_job.summarize`),
+    tagged with the engines that ran it (``iceberg-java``, ``spark`` or ``iceberg-java+spark``)."""
+    engine = str(summary.get("engine") or "spark")
     for table, info in (summary.get("tables") or {}).items():
         for op, key in _MERGE_KEYS.items():
             if info.get(key):
-                _send("incr", "merge.rows", info[key], {"source": source, "table": table, "op": op})
-    _send("timing", "merge.duration", seconds, {"source": source})
+                _send("incr", "merge.rows", info[key], {"source": source, "table": table, "op": op, "engine": engine})
+    _send("timing", "merge.duration", seconds, {"source": source, "engine": engine})
 
 
 def record_lag(source: str, lag: Mapping[str, Any]) -> None:

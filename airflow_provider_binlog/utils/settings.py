@@ -28,10 +28,13 @@ OPTIONS: dict[str, tuple[str, str]] = {
                                     "class-data-sharing archive of its JVM in the provider's cache directory "
                                     "(written by the first run, mapped by the next: the driver starts in about "
                                     "half the time)."),
-    "merge_engine": ("auto", "auto: a merge task whose Spark driver would run on the worker with a local or "
-                             "standalone master first merges without Spark (Iceberg's Java API in a bare JVM, "
-                             "for batches whose tables all take direct commits) and runs spark-submit only when "
-                             "a batch needs Spark; spark: every merge through spark-submit."),
+    "merge_engine": ("auto", "The merge operators' default merge_engine. auto: with a local master (Spark "
+                             "would run on the worker anyway) a merge first runs on Iceberg's Java API in a "
+                             "bare JVM, for batches whose tables all take direct commits, and through "
+                             "spark-submit only for a batch that needs Spark; with any cluster master every "
+                             "merge goes through spark-submit. spark: every merge through spark-submit. "
+                             "iceberg-java: the Java API first wherever it can run, also with a cluster "
+                             "master (warned once)."),
     "dump_workers": ("", "Staging processes of each dump; empty: 2 where there are two cores or more, else 0 "
                          "(the dump stages in its own process)."),
 }

@@ -247,11 +247,11 @@ def test_merges_of_existing_tables_run_without_spark_and_a_batch_needing_spark_i
 
     _plain_changes(mariadb, "nospark", rng, 60)
     first = dump(start)
-    assert merge(first)["engine"] == "spark"  # the table is created
+    assert merge(first)["engine"] == "iceberg-java+spark"  # the table is created: Spark's work
     _plain_changes(mariadb, "nospark", rng, 60)
     second = dump(first.end)
     summary = merge(second)
-    assert summary["engine"] == "iceberg" and table_equals_source()
+    assert summary["engine"] == "iceberg-java" and table_equals_source()
     t = summary["tables"]["dumpdb.nospark"]
     assert (t["inserted"], t["updated"], t["deleted"]) == counted(second) and t["status"] == "committed"
     # two batches, the second altering the table: the first is merged without Spark, the second
@@ -262,7 +262,7 @@ def test_merges_of_existing_tables_run_without_spark_and_a_batch_needing_spark_i
     _plain_changes(mariadb, "nospark", rng, 40)
     fourth = dump(third.end)
     summary = merge(third, fourth)
-    assert summary["engine"] == "spark"
+    assert summary["engine"] == "iceberg-java+spark"
     assert [list(b) for b in summary["batches"]] == [[third.manifest.dump_id, "applied"],
                                                      [fourth.manifest.dump_id, "applied"]]
     t = summary["tables"]["dumpdb.nospark"]

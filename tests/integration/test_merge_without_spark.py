@@ -149,7 +149,7 @@ def test_the_job_without_spark_exits_with_spark_needed_and_the_batches_it_applie
     assert [(b["batch_id"], b["status"]) for b in result["applied"]] == [(direct.dump_id, "applied")]
     code = job.main(["--engine", "iceberg", "--manifest", str(direct.path), "--options", options,
                      "--output-json", str(out)])
-    assert code == 0 and json.loads(out.read_text())["engine"] == "iceberg"
+    assert code == 0 and json.loads(out.read_text())["engine"] == "iceberg-java"
     assert json.loads(out.read_text())["batches"][0]["status"] == "already-applied"
 
 
@@ -330,3 +330,26 @@ def test_a_batch_within_the_direct_bytes_is_folded_once_before_the_commits_and_i
     _fresh(spark, "lake.nospark_once.s__wide", "lake.nospark_once.s__pair")
     assert wide_state(spark, "lake.nospark_once.s__wide") == expected_wide(wide)
     assert pair_state(spark, "lake.nospark_once.s__pair") == pairs
+
+
+def test_the_java_engine_runs_on_the_jars_of_the_spark_at_spark_home_as_spark_submit_does(
+        spark_warehouse, tmp_path, monkeypatch):
+    """An Iceberg runtime kept in ``$SPARK_HOME/jars`` (no ``spark.jars``) is on the class path."""
+    import glob
+    import os
+
+    from airflow_provider_binlog.spark.runtime import iceberg_runtime_jars, spark_jars_dirs
+
+    pyspark_jars = spark_jars_dirs()[0]
+    home = tmp_path / "spark-home"
+    (home / "jars").mkdir(parents=True)
+    for jar in glob.glob(os.path.join(pyspark_jars, "*.jar")) + list(iceberg_runtime_jars()):
+        os.symlink(jar, home / "jars" / os.path.basename(jar))
+    monkeypatch.setenv("SPARK_HOME", str(home))
+    assert spark_jars_dirs()[0] == str(home / "jars")
+    conf = {k: v for k, v in local_spark_conf(spark_warehouse, "lake").items() if k != "spark.jars"}
+    jvm = IcebergJvm(conf, "lake", find_java17_home())
+    try:
+        assert jvm.table_exists("lake.nospark_home.t") is False  # the catalog opened
+    finally:
+        jvm.stop()

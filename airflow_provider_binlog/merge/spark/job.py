@@ -190,7 +190,7 @@ def _merge(args: argparse.Namespace, options: Any, session: Any, engine: str) ->
     finally:
         if stop and spark is not None:
             spark.stop()
-    result["engine"] = engine
+    result["engine"] = "iceberg-java" if engine == "iceberg" else engine
     return _finish(args, result)
 
 

@@ -357,23 +357,6 @@ def test_the_spark_submit_settings_are_templated_as_the_spark_operators_are():
     assert {"env_vars", "packages", "jars", "application", "conf"} <= fields
 
 
-@pytest.mark.parametrize("master, cluster, conf, expected", [
-    ("local[2]", False, {}, True),
-    ("spark://spark-master:7077", False, {"spark.jars": "/opt/iceberg.jar"}, True),
-    ("spark://spark-master:7077", False, {"spark.jars.packages": ICEBERG_PACKAGE}, False),
-    ("yarn", False, {}, False),
-    ("k8s://https://api:6443", True, {}, False),
-])
-def test_the_merge_first_runs_without_spark_only_where_its_driver_would_run_here(
-        monkeypatch, master, cluster, conf, expected):
-    from airflow_provider_binlog.operators.merge_job import without_spark_possible
-
-    monkeypatch.delenv("AIRFLOW__BINLOG__MERGE_ENGINE", raising=False)
-    assert without_spark_possible(master, cluster, conf) is expected
-    monkeypatch.setenv("AIRFLOW__BINLOG__MERGE_ENGINE", "spark")
-    assert without_spark_possible(master, cluster, conf) is False
-
-
 def test_batches_applied_without_spark_are_reported_where_the_spark_run_found_them_applied():
     from airflow_provider_binlog.operators.merge_job import merged_results
 

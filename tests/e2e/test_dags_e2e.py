@@ -387,7 +387,8 @@ def events_by_table(dag_run, catalog: str) -> dict:
 
 # ---------------------------------------------------------------------------- the test
 
-def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, server, spark, spark_warehouse):
+def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, server, spark, spark_warehouse,
+                                                                    monkeypatch):
     load, store, catalog = dags.load, dags.store, dags.catalog
     incremental, backfill = "binlog_cdc", "binlog_backfill"
     # the tables of a load under another server configuration go first
@@ -506,9 +507,21 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
     dag_run, state, states = run(load, backfill, {"mode": "from_position"})
     assert state == "failed" and states["plan"] == "failed" and states.get("dump") in (None, "upstream_failed")
     # every batch has a change log's rows (shop.events has no primary key) or a schema change:
-    # each merge ended up in Spark
-    assert engines == ["spark"] * 5, engines
+    # with a local master the Java engine refuses each before committing anything and Spark
+    # applies it; a cluster master gets spark-submit at once
+    assert engines == ["spark" if dags.cluster is not None else "iceberg-java+spark"] * 5, engines
     if dags.cluster is not None:  # the merges through spark-submit ran as applications of the cluster
         # (the replay is refused without Spark; reruns and skips submit nothing)
         merges = [a["name"] for a in dags.cluster.completed_apps()]
-        assert merges == [f"binlog-merge-{NAMESPACE}"] * engines.count("spark"), (merges, engines)
+        assert merges == [f"binlog-merge-{NAMESPACE}"] * 5, (merges, engines)
+        # 6. a batch that needs no Spark (keyed rows only): by default still an application of
+        # the cluster; with merge_engine iceberg-java none, the merge on the worker
+        for engine, applications in (("auto", 6), ("iceberg-java", 6)):
+            monkeypatch.setenv("AIRFLOW__BINLOG__MERGE_ENGINE", engine)
+            server.execute("UPDATE shop.customers SET tier = IF(tier = 'gold', 'silver', 'gold') "
+                           "ORDER BY id LIMIT 5")
+            dag_run, state, states = run(load, incremental)
+            assert state == "success" and states["merge"] == "success", states
+            assert run_results(dag_run)["merge"]["engine"] == ("spark" if engine == "auto" else "iceberg-java")
+            assert len(dags.cluster.completed_apps()) == applications
+            assert_iceberg_equals_mariadb(spark, server, catalog, dags.reader)

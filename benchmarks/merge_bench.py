@@ -211,7 +211,7 @@ def rollback(spark, name: str, snapshot_id: int) -> None:
 
 
 def timed_merge(spark, manifest, namespace: str, stream: str = "default", direct_deletes: str = "position") -> float:
-    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.merge.spark.engine import merge_with_spark as apply_manifests
     from airflow_provider_binlog.merge.options import MergeOptions
 
     t0 = time.perf_counter()

@@ -143,7 +143,7 @@ def merge_both(manifests: dict, tmp: pathlib.Path, env: dict) -> tuple[tuple[flo
     """The local and the S3 batch merged through the Spark MERGE; their times and whether the
     two tables are equal."""
     os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})
-    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.merge.spark.engine import merge_with_spark as apply_manifests
     from airflow_provider_binlog.merge.options import MergeOptions
     from airflow_provider_binlog.spark import local_spark_session
 

@@ -1,5 +1,5 @@
 """A table's staged changes folded to each key's final state with pyarrow, on the driver, for
-the direct commit of small batches (``merge/spark/direct_commit.py``).
+the direct commit of small batches (``merge/lake/direct_commit.py``).
 
 A batch that touches hundreds of tables with a few changes each spends its time in Spark's
 planning of one MERGE per table, not in moving rows. For a table whose changes are simple the

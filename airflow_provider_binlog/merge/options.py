@@ -2,7 +2,7 @@
 
 ``BinlogMergeOperator`` (and ``make_cdc_dags`` through it) builds one from its keyword
 arguments; the merge job receives its JSON as ``--options`` and hands it to
-:func:`~airflow_provider_binlog.merge.spark.batch.apply_manifests`. No secret belongs here: the
+:func:`~airflow_provider_binlog.merge.lake.batch.apply_manifests`. No secret belongs here: the
 catalog's secrets and the staging credentials reach the job in its environment.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Where the rows a batch replaces sit in a table's data files, as Iceberg position deletes,
 found with pyarrow on the driver.
 
-A direct commit (``merge/spark/direct_commit.py``) replaces the rows of every key its batch
+A direct commit (``merge/lake/direct_commit.py``) replaces the rows of every key its batch
 touches. Iceberg can say which rows to drop in two ways: an equality delete (the keys; every
 reader must match them against every older data file on every scan, and PyIceberg, Polars and
 Daft refuse them) or a position delete (a data file's path and a row's position in it; every
@@ -10,7 +10,7 @@ key columns of the data files whose key bounds overlap the batch's keys are read
 columns, and only the row groups whose statistics overlap), the positions of the touched keys
 taken, less those an earlier delete already dropped.
 
-Pure pyarrow: the scan planning that names the files is Iceberg's (``merge/spark/row_locator.py``).
+Pure pyarrow: the scan planning that names the files is Iceberg's (``merge/lake/row_locator.py``).
 """
 from __future__ import annotations
 

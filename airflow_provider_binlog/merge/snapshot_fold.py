@@ -1,5 +1,5 @@
 """A snapshot batch's staged rows as each key's final row, streamed with pyarrow, for the direct
-commit of initial loads (``merge/spark/direct_snapshot.py``).
+commit of initial loads (``merge/lake/direct_snapshot.py``).
 
 A snapshot batch stages every row of a table once (rows whose ``_txn`` starts with
 ``snapshot:``: the consistent read, or the watermark snapshot's chunks) and, for a watermark

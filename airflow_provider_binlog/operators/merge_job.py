@@ -71,7 +71,7 @@ def driver_class_archive(conf: Mapping[str, str], java_home: Optional[str], pref
 def spark_defaults(environ: Mapping[str, str]) -> dict[str, str]:
     """The settings of ``spark-defaults.conf`` (``$SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``),
     which ``spark-submit`` would apply under the task's own."""
-    from airflow_provider_binlog.spark.iceberg_jvm import spark_conf_dir
+    from airflow_provider_binlog.merge.lake.java_settings import spark_conf_dir
 
     directory = spark_conf_dir(environ)
     path = os.path.join(directory, "spark-defaults.conf") if directory else ""

@@ -556,15 +556,6 @@ def run_with_commit_properties(spark: Any, props: Mapping[str, Any], fn: Callabl
     return task.result  # type: ignore[return-value]
 
 
-def commit_update(update: Any, props: Mapping[str, Any]) -> None:
-    """Commit an Iceberg ``SnapshotUpdate`` (a Java object made through py4j, e.g. a row
-    delta) with ``props`` in its snapshot summary: the direct commits' counterpart of
-    :func:`run_with_commit_properties`."""
-    for key, value in props.items():
-        update = update.set(str(key), str(value))
-    update.commit()
-
-
 def snapshot_summary(spark: Any, table: str, snapshot_id: int | None = None) -> dict[str, str]:
     """The summary of a snapshot of Iceberg ``table`` (``catalog.db.table``):
     ``snapshot_id``'s, or by default that of the ``main`` branch's head;

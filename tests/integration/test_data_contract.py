@@ -15,10 +15,10 @@ from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.codec.events import ABSENT  # noqa: E402
 from airflow_provider_binlog.merge.contract import ContractError, DataContract  # noqa: E402
 from airflow_provider_binlog.merge.errors import MergeJobError  # noqa: E402
-from airflow_provider_binlog.merge.spark import batch as merge_batch  # noqa: E402
-from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from airflow_provider_binlog.merge.spark import engine as merge_engine  # noqa: E402
+from tests.merging import apply_manifests  # noqa: E402
 from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
-from airflow_provider_binlog.merge.spark.catalog import read_table_properties  # noqa: E402
+from tests.merging import read_table_properties  # noqa: E402
 from tests.integration.test_merge_job import Binlog, col, table_map  # noqa: E402
 
 UTC = dt.timezone.utc
@@ -148,7 +148,7 @@ def test_a_keyed_tables_change_log_holds_every_change_once_even_after_a_failed_r
         raise RuntimeError("killed")
 
     with monkeypatch.context() as m:
-        m.setattr(merge_batch, "apply_changelog_table", killed)
+        m.setattr(merge_engine, "apply_changelog_table", killed)
         with pytest.raises(RuntimeError, match="killed"):
             apply_manifests(spark, [manifest], MergeOptions(namespace="dc_log", checkpoint_store=store.root,
                                                             checkpoint_key="log", data_contract=contract,

@@ -17,10 +17,11 @@ pytest.importorskip("pyspark")
 from airflow_provider_binlog.checkpoints import Checkpoint, FileCheckpointStore  # noqa: E402
 from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.merge.errors import MergeJobError  # noqa: E402
-from airflow_provider_binlog.merge.spark import direct_commit  # noqa: E402
-from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from airflow_provider_binlog.merge.lake import direct_commit  # noqa: E402
+from tests.merging import lake_of  # noqa: E402
+from tests.merging import apply_manifests  # noqa: E402
 from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
-from airflow_provider_binlog.merge.spark.catalog import applied_state, iceberg_table  # noqa: E402
+from tests.merging import applied_state, iceberg_table  # noqa: E402
 from airflow_provider_binlog.merge.spark.maintenance import run_maintenance  # noqa: E402
 from tests.integration.test_merge_job import (  # noqa: E402
     LAYOUT_MAP,
@@ -301,7 +302,7 @@ def test_equality_deletes_as_an_option_then_the_merge_takes_the_table_until_main
     statements = []
     real_sql = spark.sql
     monkeypatch.setattr(spark, "sql", lambda text, *a, **k: statements.append(text) or real_sql(text, *a, **k))
-    run_maintenance(spark, "lake", "dc_few", [name], older_than_days=0, retain_last=1)
+    run_maintenance(spark, lake_of(spark), "lake", "dc_few", [name], older_than_days=0, retain_last=1)
     (rewrite,) = [t for t in statements if "rewrite_data_files" in t]
     assert "'rewrite-all', 'true'" in rewrite  # an older data file outside the deleted keys would keep them
     assert delete_file_count(spark, name) == 0

@@ -15,10 +15,10 @@ pytest.importorskip("pyspark")
 
 from airflow_provider_binlog.checkpoints import FileCheckpointStore  # noqa: E402
 from airflow_provider_binlog.merge.layout import TableLayouts  # noqa: E402
-from airflow_provider_binlog.merge.spark import direct_snapshot  # noqa: E402
-from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from airflow_provider_binlog.merge.lake import direct_snapshot  # noqa: E402
+from tests.merging import apply_manifests  # noqa: E402
 from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
-from airflow_provider_binlog.merge.spark.catalog import iceberg_table  # noqa: E402
+from tests.merging import iceberg_table  # noqa: E402
 from tests.integration.test_direct_commit import (  # noqa: E402
     PAIR,
     WIDE,
@@ -128,19 +128,19 @@ def test_a_reload_replaces_the_content_and_a_failed_commit_leaves_nothing_then_a
     before = wide_state(spark, name)
     location = iceberg_table(spark, name).location().removeprefix("file:")
     files_before = set(Path(location).rglob("*.parquet"))
-    real = direct_snapshot.runtime.commit_update
+    real = direct_snapshot.commits.commit_update
 
     def crash(update, props):
         raise RuntimeError("killed at the commit")
 
     with monkeypatch.context() as m:
-        m.setattr(direct_snapshot.runtime, "commit_update", crash)
+        m.setattr(direct_snapshot.commits, "commit_update", crash)
         with pytest.raises(RuntimeError, match="killed at the commit"):
             apply_manifests(spark, [reload], MergeOptions(namespace="dsnap_re", checkpoint_store=store.root,
                                                           checkpoint_key="re"))
     assert wide_state(spark, name) == before and store.load("re").file == "mysql-bin.000001"
     assert set(Path(location).rglob("*.parquet")) == files_before  # the files written are deleted again
-    assert direct_snapshot.runtime.commit_update is real
+    assert direct_snapshot.commits.commit_update is real
     result = apply_manifests(spark, [reload], MergeOptions(namespace="dsnap_re", checkpoint_store=store.root,
                                                            checkpoint_key="re"))
     assert all(t.get("direct") for t in result["batches"][0]["tables"])
@@ -218,7 +218,7 @@ def test_large_snapshots_roll_data_files_at_the_tables_target_size(spark, tmp_pa
 
 
 def test_a_snapshot_committed_directly_reads_no_staged_facts(spark, tmp_path, monkeypatch):
-    from airflow_provider_binlog.merge.spark import table_work
+    from airflow_provider_binlog.merge.lake import table_work
 
     read, real = [], table_work.staged_facts
     monkeypatch.setattr(table_work, "staged_facts", lambda *a, **k: read.append(a[0]) or real(*a, **k))
@@ -399,7 +399,7 @@ def test_a_failed_commit_of_row_files_leaves_no_copy_or_delete_file_then_a_rerun
     manifest, wide = touched_snapshot(tmp_path, random.Random(17))
     options = MergeOptions(namespace="dsnap_rows_crash", checkpoint_store=store.root, checkpoint_key="rows")
     copied = []
-    real_copy, real_commit = direct_snapshot._DataFiles.copy, direct_snapshot.runtime.commit_update
+    real_copy, real_commit = direct_snapshot._DataFiles.copy, direct_snapshot.commits.commit_update
     monkeypatch.setattr(direct_snapshot._DataFiles, "copy",
                         lambda self, staged: copied.append(real_copy(self, staged)) or copied[-1])
 
@@ -407,12 +407,12 @@ def test_a_failed_commit_of_row_files_leaves_no_copy_or_delete_file_then_a_rerun
         raise RuntimeError("killed at the commit")
 
     with monkeypatch.context() as m:
-        m.setattr(direct_snapshot.runtime, "commit_update", crash)
+        m.setattr(direct_snapshot.commits, "commit_update", crash)
         with pytest.raises(RuntimeError, match="killed at the commit"):
             apply_manifests(spark, [manifest], options)
     location = iceberg_table(spark, "lake.dsnap_rows_crash.s__wide").location().removeprefix("file:")
     assert len(copied) == 2 and list(Path(location).rglob("*.parquet")) == []  # copies and deletes removed
-    assert store.load("rows") is None and direct_snapshot.runtime.commit_update is real_commit
+    assert store.load("rows") is None and direct_snapshot.commits.commit_update is real_commit
     result = apply_manifests(spark, [manifest], options)
     assert result["batches"][0]["tables"][0]["rows_adopted"] == 296
     assert wide_state(spark, "lake.dsnap_rows_crash.s__wide") == expected_wide(wide)

@@ -11,10 +11,11 @@ pytest.importorskip("pyspark")
 
 from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
-from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
-from airflow_provider_binlog.merge.spark.catalog import refresh  # noqa: E402
-from airflow_provider_binlog.spark.iceberg_jvm import IcebergJvm, SparkNeeded  # noqa: E402
-from airflow_provider_binlog.spark.runtime import find_java17_home, local_spark_conf  # noqa: E402
+from tests.merging import apply_manifests  # noqa: E402
+from tests.merging import refresh  # noqa: E402
+from airflow_provider_binlog.merge.errors import SparkNeeded  # noqa: E402
+from tests.merging import java_lake  # noqa: E402
+from airflow_provider_binlog.spark.runtime import local_spark_conf  # noqa: E402
 from tests.integration.test_merge_job import Binlog, col, table_map  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -26,7 +27,7 @@ KEYED = {name: table_map("s", f"by_{name}", [col(0, "k", t, 8 if name == "double
 
 @pytest.fixture(scope="module")
 def lake(spark, spark_warehouse):
-    jvm = IcebergJvm(local_spark_conf(spark_warehouse, "lake"), "lake", find_java17_home())
+    jvm = java_lake(local_spark_conf(spark_warehouse, "lake"))
     try:
         yield jvm
     finally:

@@ -17,11 +17,12 @@ from airflow_provider_binlog.capture.watermark.snapshot import take_watermark_sn
 from airflow_provider_binlog.checkpoints import FileCheckpointStore  # noqa: E402
 from airflow_provider_binlog.common.tables import TableFilter, iceberg_table_name  # noqa: E402
 from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
-from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
-from airflow_provider_binlog.merge.spark.catalog import refresh  # noqa: E402
+from tests.merging import apply_manifests  # noqa: E402
+from tests.merging import refresh  # noqa: E402
 from airflow_provider_binlog.replica.schemas import InformationSchemaSource  # noqa: E402
-from airflow_provider_binlog.spark.iceberg_jvm import IcebergJvm, SparkNeeded  # noqa: E402
-from airflow_provider_binlog.spark.runtime import find_java17_home, local_spark_conf  # noqa: E402
+from airflow_provider_binlog.merge.errors import SparkNeeded  # noqa: E402
+from tests.merging import java_lake  # noqa: E402
+from airflow_provider_binlog.spark.runtime import local_spark_conf  # noqa: E402
 from tests.integration.test_dump_live import replica  # noqa: E402
 from tests.integration.test_watermark_snapshot_live import arrow_url, replica_factory  # noqa: E402
 from tests.key_matrix import BY_NAME, COMPOSITES, KEY_TYPES, normalize  # noqa: E402
@@ -140,7 +141,7 @@ def _pyiceberg(reader: PyIcebergReader, namespace: str, name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def lake(spark, spark_warehouse):
-    jvm = IcebergJvm(local_spark_conf(spark_warehouse, "lake"), "lake", find_java17_home())
+    jvm = java_lake(local_spark_conf(spark_warehouse, "lake"))
     try:
         yield jvm
     finally:

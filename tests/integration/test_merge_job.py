@@ -23,12 +23,13 @@ from airflow_provider_binlog.staging import StagingWriter  # noqa: E402
 from airflow_provider_binlog.merge.batches import plan_batches  # noqa: E402
 from airflow_provider_binlog.merge.errors import BatchGapError, MergeJobError, SchemaEvolutionError  # noqa: E402
 from airflow_provider_binlog.merge.spark import apply as merge_apply  # noqa: E402
-from airflow_provider_binlog.merge.spark import batch as merge_batch  # noqa: E402
+from airflow_provider_binlog.merge.spark import engine as merge_engine  # noqa: E402
 from airflow_provider_binlog.merge.spark import job as merge_job  # noqa: E402
-from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from tests.merging import lake_of  # noqa: E402
+from tests.merging import apply_manifests  # noqa: E402
 from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
-from airflow_provider_binlog.merge.spark.catalog import applied_state, read_table_properties  # noqa: E402
-from airflow_provider_binlog.merge.spark.column_types import iceberg_schema_for  # noqa: E402
+from tests.merging import applied_state, read_table_properties  # noqa: E402
+from airflow_provider_binlog.merge.column_types import iceberg_schema_for  # noqa: E402
 from airflow_provider_binlog.merge.spark.maintenance import run_maintenance  # noqa: E402
 from airflow_provider_binlog.common.tables import iceberg_table_name  # noqa: E402
 
@@ -421,7 +422,7 @@ def test_table_without_primary_key_becomes_a_change_log(spark, tmp_path, monkeyp
         raise RuntimeError("killed")
 
     with monkeypatch.context() as m:
-        m.setattr(merge_batch, "apply_merge_table", killed)
+        m.setattr(merge_engine, "apply_merge_table", killed)
         with pytest.raises(RuntimeError, match="killed"):
             apply_manifests(spark, [manifest], MergeOptions(namespace="mj_nopk", checkpoint_store=store.root,
                                                             checkpoint_key="nopk"))
@@ -583,7 +584,7 @@ def test_maintenance_folds_the_delete_files_into_the_data_files(spark, tmp_path,
     every = {(r[0], r[1]) for r in spark.sql(f"SELECT content, file_path FROM {name}.all_files").collect()}
     gone = {content: {p for c, p in every if c == content and p not in kept} for content in (0, 1)}
     assert len(gone[0]) == 3 and len(gone[1]) == 1 and before < gone[0], gone
-    (second,) = run_maintenance(spark, "lake", "mj_maint", [name], older_than_days=0, retain_last=1)
+    (second,) = run_maintenance(spark, lake_of(spark), "lake", "mj_maint", [name], older_than_days=0, retain_last=1)
     assert second["expire"]["deleted_data_files_count"] == 3
     assert second["expire"]["deleted_position_delete_files_count"] == 1
     assert not [p for p in gone[0] | gone[1] if os.path.exists(p.removeprefix("file:"))]
@@ -619,8 +620,10 @@ def test_merge_reads_target_columns_only_when_an_image_lacks_columns(spark, tmp_
     (7, "int"), (-2**63, "bigint"), ("it's a \\ 'quote' é", "string"),
     (Decimal("-12345.60"), "decimal(9,2)"), (dt.date(1, 1, 1), "date"), (dt.date(2024, 2, 29), "date")])
 def test_key_filter_literals_round_trip(spark, value, data_type):
-    from pyspark.sql.types import _parse_datatype_string
-    literal = merge_apply.sql_literal(value, _parse_datatype_string(data_type))
+    import pyarrow as pa
+    arrow = {"int": pa.int32(), "bigint": pa.int64(), "string": pa.string(), "decimal(9,2)": pa.decimal128(9, 2),
+             "date": pa.date32()}[data_type]
+    literal = merge_apply.sql_literal(value, arrow)
     row = spark.sql(f"SELECT {literal} AS v, typeof({literal}) AS t").collect()[0]
     assert row["v"] == value and row["t"] == data_type
 
@@ -814,7 +817,7 @@ def test_a_table_failing_in_a_parallel_batch_leaves_the_store_and_the_rerun_comp
     for t, tm in enumerate(maps):
         log.rows(tm, "insert", [(1, t)])
     manifest = log.publish()
-    real = merge_batch.apply_merge_table
+    real = merge_engine.apply_merge_table
 
     def fails_on_f3(spark_, work, *args, **kwargs):
         if work.table == "f3":
@@ -822,7 +825,7 @@ def test_a_table_failing_in_a_parallel_batch_leaves_the_store_and_the_rerun_comp
         return real(spark_, work, *args, **kwargs)
 
     with monkeypatch.context() as m:
-        m.setattr(merge_batch, "apply_merge_table", fails_on_f3)
+        m.setattr(merge_engine, "apply_merge_table", fails_on_f3)
         with pytest.raises(RuntimeError, match="f3 failed"):
             apply_manifests(spark, [manifest], MergeOptions(namespace="mj_pfail", checkpoint_store=store.root,
                                                             checkpoint_key="pfail", parallel_tables=3))
@@ -844,7 +847,7 @@ def test_parallel_tables_below_one_is_refused(spark, tmp_path):
 
 
 def test_applied_state_read_through_the_java_api_equals_the_metadata_tables(spark, tmp_path, monkeypatch):
-    from airflow_provider_binlog.merge.spark import catalog as merge_catalog
+    from tests import merging as merge_catalog
 
     tm = table_map("s", "st", [col(0, "id", C.MYSQL_TYPE_LONG, primary_key=True, nullable=False)])
     log, store = Binlog(tmp_path), FileCheckpointStore(tmp_path / "store")

@@ -20,10 +20,9 @@ from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.codec.events import ABSENT, Column, EventHeader, RowsEvent, TableMap  # noqa: E402
 from airflow_provider_binlog.staging import StagingWriter  # noqa: E402
 from airflow_provider_binlog.merge.spark import apply as merge_apply  # noqa: E402
-from airflow_provider_binlog.merge.spark import batch as merge_batch  # noqa: E402
 from airflow_provider_binlog.merge.spark import job as merge_job  # noqa: E402
 from airflow_provider_binlog.merge.errors import MergeJobError  # noqa: E402
-from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
+from tests.merging import apply_manifests  # noqa: E402
 from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
 from airflow_provider_binlog.merge.batches import plan_batches  # noqa: E402
 
@@ -190,7 +189,9 @@ def test_the_key_filter_is_given_up_above_its_limit(spark, tmp_path, monkeypatch
         return build(*args, **kwargs)
 
     monkeypatch.setattr(merge_apply, "merge_statement", recording)
-    monkeypatch.setattr(merge_batch, "apply_merge_table",
+    from airflow_provider_binlog.merge.spark import engine as merge_engine
+
+    monkeypatch.setattr(merge_engine, "apply_merge_table",
                         functools.partial(merge_apply.apply_merge_table, max_filter_keys=3))
     log = Binlog(tmp_path)
     apply_manifests(spark, [log.begin().rows(tmap("kf"), "insert", [(i, i, "r") for i in range(1, 11)]).publish()],

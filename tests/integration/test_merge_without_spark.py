@@ -1,4 +1,4 @@
-"""Merges without Spark (spark/iceberg_jvm.py): batches whose tables all take direct commits are
+"""Merges without Spark (the iceberg-java engine, merge/lake/java.py): batches whose tables all take direct commits are
 applied through Iceberg's Java API in a bare JVM, equal to what Spark's merge gives; a batch
 that needs Spark is refused before anything of it is committed, and Spark then applies it."""
 from __future__ import annotations
@@ -13,15 +13,12 @@ pytest.importorskip("pyspark")
 from airflow_provider_binlog.codec import constants as C  # noqa: E402
 from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
 from airflow_provider_binlog.merge.spark import job  # noqa: E402
-from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
-from airflow_provider_binlog.merge.spark.catalog import applied_state, refresh  # noqa: E402
-from airflow_provider_binlog.spark.iceberg_jvm import (  # noqa: E402
-    IcebergJvm,
-    SparkNeeded,
-    catalog_properties,
-    class_path,
-)
-from airflow_provider_binlog.spark.runtime import find_java17_home, local_spark_conf  # noqa: E402
+from tests.merging import apply_manifests  # noqa: E402
+from tests.merging import applied_state, refresh  # noqa: E402
+from airflow_provider_binlog.merge.errors import SparkNeeded  # noqa: E402
+from airflow_provider_binlog.merge.lake.java_settings import catalog_properties, class_path  # noqa: E402
+from tests.merging import java_lake  # noqa: E402
+from airflow_provider_binlog.spark.runtime import local_spark_conf  # noqa: E402
 from tests.integration.test_direct_commit import (  # noqa: E402
     PAIR,
     WIDE,
@@ -45,7 +42,7 @@ PAIR_WIDER = table_map("s", "pair", [
 
 @pytest.fixture(scope="module")
 def lake(spark, spark_warehouse):
-    jvm = IcebergJvm(local_spark_conf(spark_warehouse, "lake"), "lake", find_java17_home())
+    jvm = java_lake(local_spark_conf(spark_warehouse, "lake"))
     try:
         yield jvm
     finally:
@@ -181,7 +178,7 @@ def test_the_jvm_reads_hadoop_and_hive_settings_from_where_spark_submit_puts_the
 
 
 def _metadata(spark, name) -> dict:
-    from airflow_provider_binlog.merge.spark.catalog import iceberg_table
+    from tests.merging import iceberg_table
 
     table = iceberg_table(spark, name)
     parser = spark.sparkContext._jvm.org.apache.iceberg
@@ -195,7 +192,7 @@ def _metadata(spark, name) -> dict:
 def test_an_initial_snapshot_creates_the_namespace_tables_and_ledger_without_spark_as_spark_does(
         spark, spark_warehouse, lake, tmp_path, monkeypatch):
     from airflow_provider_binlog.checkpoints import FileCheckpointStore
-    from airflow_provider_binlog.merge.spark import direct_snapshot
+    from airflow_provider_binlog.merge.lake import direct_snapshot
     from tests.integration.test_direct_snapshot import snapshot_with_changes
 
     manifest, wide, pairs = snapshot_with_changes(tmp_path, random.Random(24), keys=150)
@@ -206,7 +203,7 @@ def test_an_initial_snapshot_creates_the_namespace_tables_and_ledger_without_spa
         raise RuntimeError("killed at the commit")
 
     with monkeypatch.context() as m:  # killed at the first commit: nothing lands, a rerun applies once
-        m.setattr(direct_snapshot.runtime, "commit_update", crash)
+        m.setattr(direct_snapshot.commits, "commit_update", crash)
         with pytest.raises(RuntimeError, match="killed"):
             apply_manifests(lake, [manifest], options)
     assert store.load("snap") is None
@@ -228,7 +225,7 @@ def test_an_initial_snapshot_creates_the_namespace_tables_and_ledger_without_spa
 
 def test_a_snapshot_into_a_partitioned_layout_needs_spark_before_anything_is_created(spark, lake, tmp_path):
     from airflow_provider_binlog.merge.layout import TableLayouts
-    from airflow_provider_binlog.merge.spark.catalog import table_exists
+    from tests.merging import table_exists
     from tests.integration.test_direct_snapshot import snapshot_with_changes
 
     manifest, _, _ = snapshot_with_changes(tmp_path, random.Random(25), keys=60)
@@ -241,7 +238,7 @@ def test_a_snapshot_into_a_partitioned_layout_needs_spark_before_anything_is_cre
 def test_maintenance_that_is_due_sends_the_merge_to_spark_before_any_batch_and_spark_maintains_every_table(
         spark, lake, tmp_path):
     from airflow_provider_binlog.merge.iceberg_contract import PROP_MAINTAINED_AT
-    from airflow_provider_binlog.merge.spark.catalog import stored_properties
+    from tests.merging import stored_properties
 
     rng = random.Random(26)
     log, wide, pairs = Binlog(tmp_path), {}, {}
@@ -276,7 +273,7 @@ def test_maintenance_that_is_due_sends_the_merge_to_spark_before_any_batch_and_s
 
 def test_a_direct_commit_refused_after_the_check_hands_the_batch_to_spark_with_the_tables_committed(
         spark, lake, tmp_path, monkeypatch):
-    from airflow_provider_binlog.merge.spark import batch as batch_module
+    from airflow_provider_binlog.merge.lake import batch as batch_module
 
     _, wide, pairs, manifest = _loaded_then_changed(spark, tmp_path, "nospark_late", 27)
     real = batch_module.apply_direct
@@ -298,7 +295,7 @@ def test_a_direct_commit_refused_after_the_check_hands_the_batch_to_spark_with_t
 def test_tables_created_without_spark_are_maintained_by_the_spark_run_that_finds_their_batch_applied(
         spark, lake, tmp_path):
     from airflow_provider_binlog.merge.iceberg_contract import PROP_MAINTAINED_AT
-    from airflow_provider_binlog.merge.spark.catalog import stored_properties
+    from tests.merging import stored_properties
     from tests.integration.test_direct_snapshot import snapshot_with_changes
 
     manifest, _, _ = snapshot_with_changes(tmp_path, random.Random(28), keys=60)
@@ -316,7 +313,7 @@ def test_tables_created_without_spark_are_maintained_by_the_spark_run_that_finds
 
 def test_a_batch_within_the_direct_bytes_is_folded_once_before_the_commits_and_its_facts_are_not_read(
         spark, lake, tmp_path, monkeypatch):
-    from airflow_provider_binlog.merge.spark import direct_commit, table_work
+    from airflow_provider_binlog.merge.lake import direct_commit, table_work
 
     log, wide, pairs, manifest = _loaded_then_changed(spark, tmp_path, "nospark_once", 24)
     folds, facts = [], []
@@ -348,7 +345,7 @@ def test_the_java_engine_runs_on_the_jars_of_the_spark_at_spark_home_as_spark_su
     monkeypatch.setenv("SPARK_HOME", str(home))
     assert spark_jars_dirs()[0] == str(home / "jars")
     conf = {k: v for k, v in local_spark_conf(spark_warehouse, "lake").items() if k != "spark.jars"}
-    jvm = IcebergJvm(conf, "lake", find_java17_home())
+    jvm = java_lake(conf)
     try:
         assert jvm.table_exists("lake.nospark_home.t") is False  # the catalog opened
     finally:

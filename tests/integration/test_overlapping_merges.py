@@ -12,11 +12,11 @@ import pytest
 pytest.importorskip("pyspark")
 
 from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
-from airflow_provider_binlog.merge.spark import batch as batch_module  # noqa: E402
-from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
-from airflow_provider_binlog.merge.spark.catalog import refresh  # noqa: E402
-from airflow_provider_binlog.spark.iceberg_jvm import IcebergJvm  # noqa: E402
-from airflow_provider_binlog.spark.runtime import find_java17_home, local_spark_conf  # noqa: E402
+from airflow_provider_binlog.merge.lake import batch as batch_module  # noqa: E402
+from tests.merging import apply_manifests  # noqa: E402
+from tests.merging import refresh  # noqa: E402
+from tests.merging import java_lake  # noqa: E402
+from airflow_provider_binlog.spark.runtime import local_spark_conf  # noqa: E402
 from tests.integration.test_direct_commit import random_changes  # noqa: E402
 from tests.integration.test_direct_snapshot import snapshot_with_changes, touched_snapshot  # noqa: E402
 from tests.integration.test_merge_job import Binlog  # noqa: E402
@@ -26,7 +26,7 @@ PATHS = ["direct", "spark", "without-spark"]
 
 @pytest.fixture(scope="module")
 def lake(spark, spark_warehouse):
-    jvm = IcebergJvm(local_spark_conf(spark_warehouse, "lake"), "lake", find_java17_home())
+    jvm = java_lake(local_spark_conf(spark_warehouse, "lake"))
     try:
         yield jvm
     finally:
@@ -45,24 +45,21 @@ def _overlapped(monkeypatch, spark, engine, manifest, options: MergeOptions):
     """Apply ``manifest`` with ``engine``; once its tables are planned, and before any is
     committed, another run applies the same batch through ``spark``'s engine of the same path.
     Returns the first run's error (None when it succeeded)."""
-    real = batch_module.each_table
-    calls = []
+    real = batch_module.plan_tables
 
-    def plan_then_let_the_other_run_commit(fn, items, parallel):
-        out = real(fn, items, parallel)
-        calls.append(1)
-        if len(calls) == 1:  # the first call plans the tables
-            monkeypatch.setattr(batch_module, "each_table", real)
-            apply_manifests(engine, [manifest], options)
+    def plan_then_let_the_other_run_commit(*args, **kwargs):
+        out = real(*args, **kwargs)
+        monkeypatch.setattr(batch_module, "plan_tables", real)
+        apply_manifests(engine, [manifest], options)
         return out
 
-    monkeypatch.setattr(batch_module, "each_table", plan_then_let_the_other_run_commit)
+    monkeypatch.setattr(batch_module, "plan_tables", plan_then_let_the_other_run_commit)
     try:
         apply_manifests(engine, [manifest], options)
     except Exception as exc:  # noqa: BLE001 - what the run reports is asserted by the caller
         return exc
     finally:
-        monkeypatch.setattr(batch_module, "each_table", real)
+        monkeypatch.setattr(batch_module, "plan_tables", real)
     return None
 
 
@@ -154,7 +151,9 @@ def test_the_maintenance_of_a_merge_runs_under_its_run_lock(spark, tmp_path, mon
     log.begin()
     random_changes(log, random.Random(9), wide, pairs, 20)
     manifest = log.publish()
-    real, seen = batch_module.run_maintenance, []
+    from airflow_provider_binlog.merge.spark import engine as engine_module
+
+    real, seen = engine_module.run_maintenance, []
 
     def another_run_tries_meanwhile(*args, **kwargs):
         try:
@@ -164,6 +163,25 @@ def test_the_maintenance_of_a_merge_runs_under_its_run_lock(spark, tmp_path, mon
             seen.append("refused")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(batch_module, "run_maintenance", another_run_tries_meanwhile)
+    monkeypatch.setattr(engine_module, "run_maintenance", another_run_tries_meanwhile)
     apply_manifests(spark, [manifest], options)
     assert seen == ["refused"]
+
+
+def test_maintenance_removes_the_staging_branches_a_killed_merge_left_and_keeps_younger_ones(spark, tmp_path):
+    from airflow_provider_binlog.merge.spark.maintenance import run_maintenance
+    from tests.merging import lake_of
+
+    log, wide, pairs = Binlog(tmp_path), {}, {}
+    log.begin()
+    random_changes(log, random.Random(10), wide, pairs, 10)
+    apply_manifests(spark, [log.publish()], _options("overlap_branches", "spark"))
+    name = "lake.overlap_branches.s__wide"
+    table = lake_of(spark).load_table(name)
+    table.manageSnapshots().createBranch("binlog_stage_killed", table.currentSnapshot().snapshotId()).commit()
+    (kept,) = run_maintenance(spark, lake_of(spark), "lake", "overlap_branches", [name])
+    assert kept["stale_branches_removed"] == []
+    assert "binlog_stage_killed" in dict(lake_of(spark).load_table(name).refs())
+    (done,) = run_maintenance(spark, lake_of(spark), "lake", "overlap_branches", [name], stale_branch_seconds=0)
+    assert done["stale_branches_removed"] == ["binlog_stage_killed"]
+    assert set(dict(lake_of(spark).load_table(name).refs())) == {"main"}

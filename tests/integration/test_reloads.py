@@ -12,8 +12,8 @@ from airflow_provider_binlog.capture.snapshot import take_snapshot
 from airflow_provider_binlog.checkpoints import FileCheckpointStore
 from airflow_provider_binlog.common.tables import TableFilter
 from airflow_provider_binlog.merge.options import MergeOptions
-from airflow_provider_binlog.merge.spark.batch import apply_manifests
-from airflow_provider_binlog.merge.spark.catalog import refresh
+from tests.merging import apply_manifests
+from tests.merging import refresh
 from tests.integration.test_dump_live import COLUMNS, replica, source_rows, workload
 
 pytest.importorskip("pyspark")

@@ -107,9 +107,9 @@ def test_a_merge_whose_lease_was_taken_by_another_run_commits_nothing(spark, tmp
 
     from airflow_provider_binlog.merge.errors import ConcurrentRunError
     from airflow_provider_binlog.merge.options import MergeOptions
-    from airflow_provider_binlog.merge.spark import batch as batch_module
-    from airflow_provider_binlog.merge.spark.batch import apply_manifests
-    from airflow_provider_binlog.merge.spark.catalog import head_snapshot
+    from airflow_provider_binlog.merge.lake import batch as batch_module
+    from tests.merging import apply_manifests
+    from tests.merging import head_snapshot
     from tests.integration.test_direct_commit import random_changes
     from tests.integration.test_merge_job import Binlog
 
@@ -125,10 +125,10 @@ def test_a_merge_whose_lease_was_taken_by_another_run_commits_nothing(spark, tmp
     names = ["lake.lease_lost.s__wide", "lake.lease_lost.s__pair"]
     heads = [head_snapshot(spark, n) for n in names]
     real_exclusive = SqlCheckpointStore.exclusive
-    real_each = batch_module.each_table
+    real_plan = batch_module.plan_tables
 
-    def stuck_past_the_lease_after_planning(fn, items, parallel):
-        out = real_each(fn, items, parallel)
+    def stuck_past_the_lease_after_planning(*args, **kwargs):
+        out = real_plan(*args, **kwargs)
         if not stolen:
             held[0].pause_renewal()
             time.sleep(2.5)
@@ -154,7 +154,7 @@ def test_a_merge_whose_lease_was_taken_by_another_run_commits_nothing(spark, tmp
         return Remember()
 
     monkeypatch.setattr(SqlCheckpointStore, "exclusive", remembering)
-    monkeypatch.setattr(batch_module, "each_table", stuck_past_the_lease_after_planning)
+    monkeypatch.setattr(batch_module, "plan_tables", stuck_past_the_lease_after_planning)
     with pytest.raises(ConcurrentRunError, match="taken by another run"):
         apply_manifests(spark, [manifest], options)
     assert [head_snapshot(spark, n) for n in names] == heads  # nothing of the batch committed

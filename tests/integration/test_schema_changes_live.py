@@ -57,7 +57,7 @@ class Load:
         self.patterns = [f"{db}.{t}" for t in tables]
 
     def merge(self, manifest_path: str) -> dict:
-        from airflow_provider_binlog.merge.spark.batch import apply_manifests
+        from tests.merging import apply_manifests
         from airflow_provider_binlog.merge.options import MergeOptions
         return apply_manifests(self.spark, [load_manifest(manifest_path)], MergeOptions(namespace=self.namespace,
                                                                                         checkpoint_store=self.store.root,

@@ -165,7 +165,7 @@ def _stage(root, tm: TableMap, deferred: bool):
 
 def test_iceberg_keeps_the_whole_date_range_bit64_and_mariadb_text(spark, tmp_path):
     pytest.importorskip("pyspark")
-    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from tests.merging import apply_manifests
     from airflow_provider_binlog.merge.options import MergeOptions
 
     got_types = {}
@@ -190,7 +190,7 @@ def test_a_bit64_column_of_a_table_that_holds_it_as_bigint_is_refused_with_the_r
     """A BIT(64) column staged before as a bigint (as BIT(1..63) still is) cannot become
     decimal(20,0) in Iceberg: the merge commits nothing and says how to recover."""
     from airflow_provider_binlog.merge.errors import SchemaEvolutionError
-    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from tests.merging import apply_manifests
     from airflow_provider_binlog.merge.options import MergeOptions
 
     def batch(root, bits, start, end):

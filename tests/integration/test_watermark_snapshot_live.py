@@ -171,7 +171,7 @@ def test_a_watermark_snapshot_under_concurrent_writers_equals_the_source(mariadb
     assert replay(manifests, "coded", lambda r: r["code"], ("code", "x")) == source(mariadb, "coded", 1, ("code", "x"))
 
     # the merge: the snapshot replaces the tables from its start, the dump continues at its end
-    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from tests.merging import apply_manifests
     from airflow_provider_binlog.merge.options import MergeOptions
 
     namespace = f"wsnap_{reader}"
@@ -287,7 +287,7 @@ def test_a_reload_of_some_tables_applies_unless_the_incremental_load_went_past_i
     load went past its end it is refused, not skipped; merged again after it applied, nothing."""
     from airflow_provider_binlog.codec import constants as C
     from airflow_provider_binlog.merge.errors import MergeJobError
-    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from tests.merging import apply_manifests
     from airflow_provider_binlog.merge.options import MergeOptions
     from tests.integration.test_merge_job import Binlog, col, table_map
 
@@ -329,7 +329,7 @@ def test_a_killed_watermark_snapshot_resumes_at_its_last_sealed_chunk(mariadb, s
     import subprocess
     import sys
 
-    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from tests.merging import apply_manifests
     from airflow_provider_binlog.merge.options import MergeOptions
     from airflow_provider_binlog.staging.manifest import load_manifest
 
@@ -408,7 +408,7 @@ def test_a_change_log_reloaded_after_the_incremental_load_logged_part_of_the_sna
     import datetime as dt
 
     from airflow_provider_binlog.codec import constants as C
-    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from tests.merging import apply_manifests
     from airflow_provider_binlog.merge.options import MergeOptions
     from tests.integration.test_merge_job import Binlog, col, table_map
 

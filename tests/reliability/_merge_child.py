@@ -32,6 +32,7 @@ def install(kill: dict) -> None:
 
     from airflow_provider_binlog.checkpoints import file_store as checkpoint
     from airflow_provider_binlog.merge.iceberg_contract import LEDGER_TABLE
+    from airflow_provider_binlog.merge.lake import commits
     from airflow_provider_binlog.spark import runtime
 
     point = kill.get("point")
@@ -52,7 +53,7 @@ def install(kill: dict) -> None:
         SparkSession.sql = sql
     elif point in ("before_commit", "after_commit", "before_ledger"):
         original = runtime.run_with_commit_properties
-        original_update = runtime.commit_update
+        original_update = commits.commit_update
 
         def around(props, fn):
             ledger = props.get("binlog.source") == LEDGER_TABLE
@@ -83,7 +84,7 @@ def install(kill: dict) -> None:
         def commit_update(update, props):  # a direct commit: the same points around it
             return around(props, lambda: original_update(update, props))
         runtime.run_with_commit_properties = commit
-        runtime.commit_update = commit_update
+        commits.commit_update = commit_update
     elif point in ("before_store", "after_store"):
         original_save = checkpoint.FileCheckpointStore.save
 
@@ -117,7 +118,7 @@ def install(kill: dict) -> None:
 def main() -> int:
     spec = json.loads(sys.argv[1])
     install(spec.get("kill") or {})
-    from airflow_provider_binlog.merge.spark import batch as merge_batch
+    from airflow_provider_binlog.merge.lake import batch as merge_batch
     from airflow_provider_binlog.merge.spark import job as merge_job
 
     hold = spec.get("hold_lock")

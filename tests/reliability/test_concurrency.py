@@ -57,7 +57,7 @@ def dumped(mariadb, tmp_path):
 
 def test_a_second_merge_of_the_same_stream_is_refused_while_one_runs(dumped, spark, tmp_path, record_trials):
     from airflow_provider_binlog.merge.errors import ConcurrentRunError
-    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from tests.merging import apply_manifests
 
     manifest, expected = dumped
     store = FileCheckpointStore(tmp_path / "store")

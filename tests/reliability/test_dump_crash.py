@@ -104,7 +104,7 @@ def check_chain(manifests, server, spark=None, tmp_path=None, namespace=None):
         assert prev.end == nxt.start, "the reruns do not chain"
     assert S.replay(manifests, DB) == S.source_state(server, DB)
     if spark is not None:
-        from airflow_provider_binlog.merge.spark.batch import apply_manifests
+        from tests.merging import apply_manifests
         from airflow_provider_binlog.merge.options import MergeOptions
         store = FileCheckpointStore(tmp_path / "store")
         store.save("dump", manifests[0].start)

@@ -101,7 +101,7 @@ def docs_work(server, table, rng, n):
 
 def test_ddl_in_the_middle_of_the_window_merges_to_the_source(mariadb, spark, tmp_path, record_trials):
     from airflow_provider_binlog.merge.errors import SchemaEvolutionError
-    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from tests.merging import apply_manifests
     from airflow_provider_binlog.merge.options import MergeOptions
 
     from airflow_provider_binlog.capture.snapshot import take_snapshot

@@ -14,7 +14,7 @@ from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.merge.options import MergeOptions
 from airflow_provider_binlog.common.tables import TableFilter
 from airflow_provider_binlog.merge.spark import job as merge_job
-from airflow_provider_binlog.merge.spark.catalog import applied_state
+from tests.merging import applied_state
 from tests.reliability import support as S
 
 DB = "rel_merge"

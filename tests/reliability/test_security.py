@@ -179,7 +179,7 @@ def q(name):
 
 
 def test_odd_identifiers_end_to_end(mariadb, spark, tmp_path, record_trials):
-    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from tests.merging import apply_manifests
     from airflow_provider_binlog.merge.options import MergeOptions
 
     from airflow_provider_binlog.capture.snapshot import take_snapshot
@@ -256,7 +256,7 @@ def test_odd_identifiers_end_to_end(mariadb, spark, tmp_path, record_trials):
 
 
 def test_store_and_staging_are_private(mariadb, spark, tmp_path, record_trials):
-    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from tests.merging import apply_manifests
     from airflow_provider_binlog.merge.options import MergeOptions
 
     old_umask = os.umask(0o022)      # a usual umask: what we create must still be private

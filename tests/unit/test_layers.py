@@ -17,6 +17,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("staging", ("staging", "schema_history")),
     ("capture", ("capture",)),
     ("merge planning", ("merge",)),
+    ("iceberg java", ("merge.lake",)),
     ("spark", ("spark", "merge.spark", "merge.submit")),
     ("airflow", ("utils", "hooks", "operators", "sensors", "triggers", "plugins", "cli", "local", "")),
 ]
@@ -87,9 +88,15 @@ def test_every_module_imports_only_its_layer_and_the_layers_below():
     assert upward == []
 
 
-@pytest.mark.parametrize("module", ["merge", "merge.batches", "merge.ddl_plan", "merge.errors", "merge.options",
-                                    "merge.iceberg_contract", "merge.key_chains", "merge.sql"])
-def test_the_merge_planning_modules_import_no_pyspark(module):
+def _without_spark() -> list[str]:
+    """The merge's planning and folding modules and the Java engine's, whole: every module of
+    ``merge`` but the Spark engine's and its entry point."""
+    return sorted(m for m in modules() if (m == "merge" or m.startswith("merge."))
+                  and not m.startswith(("merge.spark", "merge.submit")))
+
+
+@pytest.mark.parametrize("module", _without_spark())
+def test_the_merge_planning_folding_and_java_engine_modules_import_no_pyspark(module):
     known = modules()
     seen, todo, externals = set(), [module], set()
     while todo:  # the module and every package module it reaches
@@ -112,8 +119,11 @@ def test_the_package_root_holds_only_the_error_root_and_the_public_faces():
 
 def test_the_layer_table_names_every_module_and_the_check_sees_upward_imports():
     known = modules()
-    assert {"codec.decoder", "merge.spark.batch", "merge.batches", "plugins.status"} <= set(known)
-    assert layer_of("merge.spark.batch") > layer_of("merge.batches") > layer_of("capture.dump") > layer_of("codec.rows")
+    assert {"codec.decoder", "merge.lake.batch", "merge.spark.engine", "merge.batches", "plugins.status"} <= set(known)
+    assert layer_of("merge.spark.engine") > layer_of("merge.lake.batch") > layer_of("merge.batches") \
+        > layer_of("capture.dump") > layer_of("codec.rows")
+    assert {"merge.lake.java", "merge.lake.direct_commit", "merge.staged_fold", "merge.schema_plan"} <= \
+        set(_without_spark())
     # the check reads relative imports as the interpreter does
     assert "merge.spark.collapse" in imports_of("merge.spark.apply", known["merge.spark.apply"])
     assert "spark" in {t.split(".")[0] for t in imports_of("merge.spark.apply", known["merge.spark.apply"])}

@@ -11,35 +11,29 @@ from typing import Any, Mapping, Optional, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 from pyspark.storagelevel import StorageLevel
 
 from ...spark import runtime
 from ..batches import Batch
-from ..batches import checkpoint_text as _checkpoint_text
-from ..iceberg_contract import (
-    DEFAULT_MAX_FILTER_KEYS,
-    DEFAULT_MAX_KEY_CHANGE_ROWS,
-    SUMMARY_BATCH,
-    SUMMARY_CHECKPOINT,
-    SUMMARY_START,
-    SUMMARY_STREAM,
-)
+from ..column_types import sql_type
+from ..iceberg_contract import DEFAULT_MAX_FILTER_KEYS, DEFAULT_MAX_KEY_CHANGE_ROWS, SUMMARY_STREAM
+from ..lake.commits import commit_properties
+from ..lake.table_work import TableWork
+from ..schema_plan import SchemaPlan, changelog_envelope
 from ..sql import literal as _lit
 from ..sql import quote as _q
 from .collapse import (collapse_snapshot, collapse_with_chains, flat_changes, last_changes, order_at_or_after,
-                       order_struct)
-from .column_types import sql_type
-from .schema import CHANGELOG_ENVELOPE, SchemaPlan
-from .table_work import TableWork
+                       order_struct, read_staged)
+from .column_types import spark_struct, spark_type
 
 log = logging.getLogger(__name__)
 
 
-def commit_properties(batch: Batch, stream: str, source: str) -> dict[str, str]:
-    return {SUMMARY_CHECKPOINT: _checkpoint_text(batch.end), SUMMARY_BATCH: batch.batch_id,
-            SUMMARY_START: _checkpoint_text(batch.start), SUMMARY_STREAM: stream,
-            "binlog.source": source}
+def staged_frames(spark: SparkSession, work: TableWork) -> list[DataFrame]:
+    """The table's staged files as Spark reads them, made on first use (a direct commit needs none)."""
+    if len(work.frames_read) < len(work.files):
+        work.frames_read = [read_staged(spark, path) for path in work.files]
+    return work.frames_read
 
 
 def backfill_defaults(spark: SparkSession, work: "TableWork", batch: Batch, stream: str,
@@ -73,7 +67,7 @@ def merge_table(spark: SparkSession, work: TableWork, *,
     if work.files:
         meta = bool(work.contract_columns)
         reads = snapshot and not meta and work.reads_distinct
-        flat = flat_changes(spark, work.frames(spark), work.layouts, plan, work.primary_key, work.defaults,
+        flat = flat_changes(spark, staged_frames(spark, work), work.layouts, plan, work.primary_key, work.defaults,
                             work.fields, work.insert_defaults, change_meta=meta, snapshot_reads=reads)
         if work.since is not None:
             flat = flat.filter(order_at_or_after(work.since))
@@ -155,22 +149,19 @@ def _needs_target_values(source: DataFrame, work: TableWork) -> bool:
     return source.filter((F.col("_op") == "upsert") & F.col("_self") & lacks).limit(1).count() > 0
 
 
-_LITERAL_TYPES = (T.IntegerType, T.ShortType, T.ByteType, T.LongType, T.DecimalType, T.StringType,
-                  T.DateType)
-
-
-def sql_literal(value: Any, data_type: T.DataType) -> Optional[str]:
-    """``value`` of ``data_type`` as a Spark SQL literal; None for a type not listed in
-    ``_LITERAL_TYPES``."""
-    if isinstance(data_type, (T.IntegerType, T.ShortType, T.ByteType)):
+def sql_literal(value: Any, column_type: Any) -> Optional[str]:
+    """``value`` of a column of Arrow type ``column_type`` as a Spark SQL literal; None for a
+    type without one here (only integers, decimals, text and dates have)."""
+    kind = sql_type(column_type)
+    if kind == "int":
         return str(int(value))
-    if isinstance(data_type, T.LongType):
+    if kind == "bigint":
         return f"{int(value)}L"
-    if isinstance(data_type, T.DecimalType):
-        return f"CAST({_lit(format(value, 'f'))} AS {sql_type(data_type)})"
-    if isinstance(data_type, T.StringType):
+    if kind.startswith("decimal("):
+        return f"CAST({_lit(format(value, 'f'))} AS {kind})"
+    if kind == "string":
         return _lit(value)
-    if isinstance(data_type, T.DateType):
+    if kind == "date":
         return f"DATE {_lit(value.isoformat())}"
     return None
 
@@ -184,7 +175,7 @@ def key_filter(source: DataFrame, work: TableWork, max_keys: int) -> Optional[st
     table being shuffled to meet a few thousand changes. Every file is still read (its key
     column only), as changes spread over the key range touch every file."""
     key, data_type = work.primary_key[0], work.plan.type_of(work.primary_key[0])
-    if not isinstance(data_type, _LITERAL_TYPES):
+    if sql_literal(0 if sql_type(data_type) != "date" else dt.date(1970, 1, 1), data_type) is None:
         return None
     if work.facts is not None:  # the staged values: a superset of the changed keys
         values = work.facts.first_key_values[:max_keys + 1]
@@ -211,7 +202,8 @@ def _with_origin_values(spark: SparkSession, work: TableWork, source: DataFrame,
         cond = functools.reduce(lambda a, b: a & b,
                                 [source[f"ok{j}"] == target[f"tk{j}"] for j in range(n_keys)])
         return source.join(target, cond, "left").drop(*[f"tk{j}" for j in range(n_keys)])
-    return source.select("*", *[F.lit(None).cast(t).alias(f"o{i}") for i, (_, t) in enumerate(work.plan.columns)])
+    return source.select("*", *[F.lit(None).cast(spark_type(t)).alias(f"o{i}")
+                                for i, (_, t) in enumerate(work.plan.columns)])
 
 
 def apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, stream: str,
@@ -230,15 +222,14 @@ def apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, stream
         # TRUNCATE / DROP TABLE: the table's content becomes the rows upserted after it; a
         # table without data yet gets them appended (no MERGE needed)
         if source is None:
-            rows = spark.createDataFrame([], T.StructType([T.StructField(n, t) for n, t in
-                                                           [*work.plan.columns, *work.contract_columns]]))
+            rows = spark.createDataFrame([], spark_struct([*work.plan.columns, *work.contract_columns]))
         else:
             live = source.filter(F.col("_op") == "upsert")
             upsert, _ = contract_values(work, batch.batch_id)
-            types = dict(work.contract_columns)
+            types = {n: spark_type(t) for n, t in work.contract_columns}
             rows = live.select(*[
                 (F.col(f"k{work.primary_key.index(n)}") if n in keyset
-                 else F.when(F.col(f"h{i}"), F.col(f"v{i}"))).cast(t).alias(n)
+                 else F.when(F.col(f"h{i}"), F.col(f"v{i}"))).cast(spark_type(t)).alias(n)
                 for i, (n, t) in enumerate(work.plan.columns)],
                 *[F.expr(v.replace("s._m.", "_m.")).cast(types[n]).alias(n) for n, v in upsert.items()])
         if work.resets:
@@ -252,7 +243,7 @@ def apply_merge_table(spark: SparkSession, work: TableWork, batch: Batch, stream
     if chained:  # some rows take the columns their image lacks from another row
         source = _with_origin_values(spark, work, source, target)
     else:
-        source = source.select("*", *[F.lit(None).cast(t).alias(f"o{i}")
+        source = source.select("*", *[F.lit(None).cast(spark_type(t)).alias(f"o{i}")
                                       for i, (_, t) in enumerate(work.plan.columns)])
     # the source is read more than once (the key filter, the MERGE's scan of files to change
     # and its write)
@@ -278,7 +269,7 @@ def apply_changelog_table(spark: SparkSession, work: TableWork, batch: Batch, st
     is staged on)."""
     image_cols = work.plan.columns
     frames = []
-    for df, layout in zip(work.frames(spark), work.layouts):
+    for df, layout in zip(staged_frames(spark, work), work.layouts):
         present = {n for n, _ in layout}
         is_delete = F.col("_op") == "delete"
         select = [
@@ -287,7 +278,8 @@ def apply_changelog_table(spark: SparkSession, work: TableWork, batch: Batch, st
             F.col("_commit_ts"), F.col("_txn"), F.lit(batch.batch_id).alias("_batch_id"),
             F.when(is_delete, F.col("_before_absent")).otherwise(F.col("_after_absent")).alias("_absent"),
         ]
-        for name, typ in image_cols:
+        for name, column_type in image_cols:
+            typ = spark_type(column_type)
             if name in present:
                 value = F.when(is_delete, F.col("_before").getField(name)) \
                     .otherwise(F.col("_after").getField(name)).cast(typ)
@@ -301,7 +293,7 @@ def apply_changelog_table(spark: SparkSession, work: TableWork, batch: Batch, st
             frame = frame.withColumn("_o", order_struct()).filter(
                 F.col("_txn").startswith("snapshot:") | order_at_or_after(work.logged_to)).drop("_o")
         frames.append(frame)
-    schema = T.StructType([T.StructField(n, t) for n, t in (*CHANGELOG_ENVELOPE, *image_cols)])
+    schema = spark_struct([*changelog_envelope(), *image_cols])
     rows = []
     for record in work.resets:
         ts = record.get("ts")

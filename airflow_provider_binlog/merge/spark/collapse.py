@@ -16,7 +16,8 @@ from ..iceberg_contract import DEFAULT_MAX_KEY_CHANGE_ROWS
 from ..key_chains import fold_key_chains
 from ..key_chains import hashable as _hashable
 from ..snapshot_fold import SNAPSHOT_TXN_PREFIX
-from .schema import SchemaPlan
+from ..schema_plan import SchemaPlan
+from .column_types import spark_type
 from ...staging.storage import ObjectLocation, StorageOptions, is_object_store, read_parquet_schema, staged_footer
 
 #: Spark conf choosing how executors read staged objects: ``pyarrow`` (the default: no Hadoop
@@ -192,7 +193,8 @@ def flat_changes(spark: SparkSession, staged: Sequence[DataFrame], layouts: Sequ
             select += [F.col("_commit_ts"), F.col("_binlog_file"), F.col("_gtid")]
         if snapshot_reads:
             select.append(F.col("_txn").startswith(SNAPSHOT_TXN_PREFIX).alias("_read"))
-        for i, (name, typ) in enumerate(schema.columns):
+        for i, (name, column_type) in enumerate(schema.columns):
+            typ = spark_type(column_type)
             if name in present and part >= schema.valid_from.get(name, 0):
                 value = F.col("_after").getField(field(name)).cast(typ)
                 has = F.col("_after").isNotNull() & ~F.array_contains(absent, field(name))
@@ -206,7 +208,7 @@ def flat_changes(spark: SparkSession, staged: Sequence[DataFrame], layouts: Sequ
                 value, has = F.lit(None).cast(typ), F.lit(False)
             select += [value.alias(f"v{i}"), has.alias(f"h{i}")]
         for j, key in enumerate(primary_key):
-            select.append(F.col("_before").getField(field(key)).cast(schema.type_of(key)).alias(f"kb{j}"))
+            select.append(F.col("_before").getField(field(key)).cast(spark_type(schema.type_of(key))).alias(f"kb{j}"))
         frames.append(df.select(*select))
     flat = functools.reduce(DataFrame.unionByName, frames)
     for j, key in enumerate(primary_key):

@@ -15,9 +15,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ...common.process_memory import peak_rss_mib
 from ...spark.catalogs import CatalogConfigError, secret_conf_from_env
-from ...spark.iceberg_jvm import IcebergJvm, SparkNeeded
-from ...spark.runtime import find_java17_home, local_spark_conf
-from ..errors import MergeJobError
+from ...spark.runtime import find_java17_home, local_spark_conf, spark_jars_dirs
+from ..errors import MergeJobError, SparkNeeded
+from ..lake.java import JavaLake
 
 
 #: The exit status of ``--engine iceberg`` when the merge needs Spark.
@@ -61,10 +61,10 @@ def _write_json(path: Optional[str], data: Mapping[str, Any]) -> None:
 
 
 class _JvmStarting:
-    """The :class:`IcebergJvm` of ``--engine iceberg``, being started on a thread of its own."""
+    """The :class:`JavaLake` of ``--engine iceberg``, being started on a thread of its own."""
 
     def __init__(self, conf: Mapping[str, str], catalog: str, java_options: Sequence[str]) -> None:
-        self._lake: Optional[IcebergJvm] = None
+        self._lake: Optional[JavaLake] = None
         self._error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._start, args=(conf, catalog, java_options),
                                         name="binlog-iceberg-jvm", daemon=True)
@@ -72,11 +72,12 @@ class _JvmStarting:
 
     def _start(self, conf: Mapping[str, str], catalog: str, java_options: Sequence[str]) -> None:
         try:
-            self._lake = IcebergJvm(conf, catalog, os.environ.get("JAVA_HOME") or find_java17_home(), java_options)
+            self._lake = JavaLake(conf, catalog, os.environ.get("JAVA_HOME") or find_java17_home(),
+                                  spark_jars_dirs(), java_options)
         except BaseException as exc:  # noqa: BLE001 - raised where the JVM is waited for
             self._error = exc
 
-    def result(self) -> IcebergJvm:
+    def result(self) -> JavaLake:
         """The JVM once it is up; what stopped it from starting is raised here."""
         self._thread.join()
         if self._error is not None:
@@ -159,11 +160,11 @@ def _spark_session(options: Any, secrets: Mapping[str, str]) -> Any:
 
 
 def _merge(args: argparse.Namespace, options: Any, session: Any, engine: str) -> int:
-    """Apply the manifests on ``session()`` (a SparkSession, or the JVM of ``--engine iceberg``)
-    and report: the result, or the error; EXIT_SPARK_NEEDED when the JVM cannot go on (the
-    batches applied until then are in the result's ``applied``)."""
+    """Apply the manifests with ``session()`` (a SparkSession, or the :class:`JavaLake` of
+    ``--engine iceberg``) and report: the result, or the error; EXIT_SPARK_NEEDED when the
+    Java engine cannot go on (the batches applied until then are in the result's ``applied``)."""
     from ...staging.manifest import ManifestError
-    from .batch import apply_manifests
+    from ..lake.batch import apply_manifests
 
     stop = False
     spark = None
@@ -171,11 +172,16 @@ def _merge(args: argparse.Namespace, options: Any, session: Any, engine: str) ->
         if engine == "spark":
             from pyspark.sql import SparkSession
 
+            from .engine import SparkEngine
+            from .lake import spark_lake
+
             stop = bool(options.warehouse) and SparkSession.getActiveSession() is None
-        spark = session()
-        result = apply_manifests(spark, args.manifest, options)
-        if engine == "spark":
+            spark = session()
+            result = apply_manifests(spark_lake(spark, options.catalog), args.manifest, options,
+                                     spark=SparkEngine(spark))
             result["spark_application_id"] = spark.sparkContext.applicationId  # for the task's link
+        else:
+            result = apply_manifests(session(), args.manifest, options)
     except SparkNeeded as exc:
         logging.getLogger(__name__).info("the merge needs Spark: %s", exc)
         _write_json(args.output_json, {"spark_needed": str(exc), "applied": exc.applied})

@@ -21,14 +21,16 @@ from ..iceberg_contract import (
     PROP_PRIMARY_KEY,
     SUMMARY_MOVE,
 )
+from ..lake.base import Lake
+from ..lake.commits import commit_properties
+from ..schema_plan import CHANGELOG_ENVELOPE_NAMES, create_table_statements
 from ..sql import literal as _lit
-from .apply import commit_properties
-from .catalog import read_table_properties, refresh, table_exists
-from .schema import CHANGELOG_ENVELOPE, create_table_statements, table_columns
 
 
-def apply_moves(spark: SparkSession, batch: Batch, catalog: str, namespace: str, stream: str,
-                 moves: list[tuple[tuple[int, int], dict, MoveOp]], layouts: TableLayouts) -> list[dict]:
+# long: the renames of one batch in their order: work tables first, then each target, then the
+# sources no name holds any more
+def apply_moves(spark: SparkSession, lake: Lake, batch: Batch, catalog: str, namespace: str, stream: str,
+                moves: list[tuple[tuple[int, int], dict, MoveOp]], layouts: TableLayouts) -> list[dict]:
     """Carry renames between captured tables into Iceberg at the batch end: each target gets
     the content its source had (every change before the rename is applied by then), sources
     that no name holds any more are emptied. The contents are first copied into work tables,
@@ -41,9 +43,9 @@ def apply_moves(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
     tag = hashlib.sha1(batch.batch_id.encode()).hexdigest()[:12]
     pairs = [(op.source, op.target) for _, _, op in moves]
     def moved(name: str) -> bool:  # the target's content was moved by this batch already
-        if not table_exists(spark, name):
+        if not lake.table_exists(name):
             return False
-        refresh(spark, name)
+        lake.refresh(name)
         return spark.sql(f"SELECT 1 FROM {name}.snapshots WHERE summary['{SUMMARY_MOVE}'] = "
                          f"{_lit(batch.batch_id)} LIMIT 1").count() > 0
 
@@ -54,7 +56,7 @@ def apply_moves(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
             continue
         work_table = f"{catalog}.{namespace}._binlog_move_{tag}_{k}"
         work_tables[src] = work_table
-        if not table_exists(spark, work_table) and table_exists(spark, iceberg(src)):
+        if not lake.table_exists(work_table) and lake.table_exists(iceberg(src)):
             spark.sql(f"CREATE TABLE {work_table} USING iceberg AS SELECT * FROM {iceberg(src)}")
     out = []
     for src, dst in pairs:
@@ -64,21 +66,19 @@ def apply_moves(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
         source_name, target = iceberg(src), iceberg(dst)
         work_table = work_tables[src]
         props = {**commit_properties(batch, stream, f"{dst[0]}.{dst[1]}"), SUMMARY_MOVE: batch.batch_id}
-        if not table_exists(spark, work_table):
+        if not lake.table_exists(work_table):
             # the source was never loaded: the target holds no rows now
-            if table_exists(spark, target):
+            if lake.table_exists(target):
                 empty = spark.table(target).limit(0)
                 runtime.run_with_commit_properties(spark, props, lambda: empty.writeTo(target).overwrite(F.lit(True)))
             out.append({"from": list(src), "to": list(dst), "status": "emptied"})
             continue
-        source_props = read_table_properties(spark, source_name) if table_exists(spark, source_name) else \
-            read_table_properties(spark, target) if table_exists(spark, target) else {}
+        source_props = lake.properties(source_name) or lake.properties(target)
         mode = source_props.get(PROP_MODE, MODE_MERGE)
         primary_key = json.loads(source_props.get(PROP_PRIMARY_KEY, "[]"))
-        columns = table_columns(spark, work_table)
+        columns = lake.columns(work_table)
         if mode == MODE_CHANGELOG:
-            envelope = dict(CHANGELOG_ENVELOPE)
-            columns = [c for c in columns if c[0] not in envelope]
+            columns = [c for c in columns if c[0] not in CHANGELOG_ENVELOPE_NAMES]
         # the statements first: a layout that does not fit fails before the target is dropped
         statements = create_table_statements(target, dst, columns, mode, primary_key, layouts.for_table(*dst))
         if PROP_CONTRACT_COLUMNS in source_props:  # the data-contract columns stay theirs
@@ -93,7 +93,7 @@ def apply_moves(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
     targets = {dst for _, dst in pairs}
     for src, _dst in pairs:
         name = iceberg(src)
-        if src not in targets and table_exists(spark, name):
+        if src not in targets and lake.table_exists(name):
             empty = spark.table(name).limit(0)
             runtime.run_with_commit_properties(spark, commit_properties(batch, stream, f"{src[0]}.{src[1]}"),
                                        lambda: empty.writeTo(name).overwrite(F.lit(True)))

@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from airflow_provider_binlog.merge.spark.direct_commit import local_path  # noqa: E402
+from airflow_provider_binlog.merge.lake.direct_commit import local_path  # noqa: E402
 
 
 class _Table:

@@ -116,13 +116,13 @@ def test_the_jvm_started_while_the_options_load_is_stopped_when_they_are_refused
     started, stopped = [], []
 
     class FakeJvm:  # the JVM's start is not what this test is about: its stop is
-        def __init__(self, conf, catalog, java_home, options):
+        def __init__(self, conf, catalog, java_home, jars_dirs, options):
             started.append((catalog, conf["spark.sql.catalog.lake.warehouse"]))
 
         def stop(self):
             stopped.append(True)
 
-    monkeypatch.setattr(job, "IcebergJvm", FakeJvm)
+    monkeypatch.setattr(job, "JavaLake", FakeJvm)
     monkeypatch.setenv("JAVA_HOME", "/nowhere")
     with pytest.raises(SystemExit):
         job.main(["--engine", "iceberg", "--manifest", str(tmp_path), "--output-json", str(tmp_path / "o.json"),

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from airflow_provider_binlog.merge.iceberg_arrow import arrow_schema  # noqa: E402
-from airflow_provider_binlog.merge.spark.direct_snapshot import adoptable  # noqa: E402
+from airflow_provider_binlog.merge.lake.direct_snapshot import adoptable  # noqa: E402
 from airflow_provider_binlog.staging.row_files import flat_schema  # noqa: E402
 
 TABLE = [{"id": 1, "name": "id", "type": "long"}, {"id": 2, "name": "v", "type": "string"},

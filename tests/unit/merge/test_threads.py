@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from airflow_provider_binlog.merge.spark.threads import each_table  # noqa: E402
+from airflow_provider_binlog.merge.lake.threads import each_table  # noqa: E402
 
 
 def test_results_keep_the_order_of_the_items_and_calls_overlap():

@@ -1,37 +1,38 @@
-"""Schema evolution: the Iceberg columns after a batch's staged layouts, and the CREATE and
-ALTER statements leading there."""
+"""Schema evolution, engine-neutral: the Iceberg columns after a batch's staged layouts
+(:func:`plan_schema`), the Spark SQL statements leading there (:func:`schema_statements`,
+:func:`create_table_statements`) and, for a plain table, what Iceberg's Java API creates
+instead (:class:`TableCreation`). Column types are Arrow types (:mod:`.column_types`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
-from pyspark.sql import SparkSession
-from pyspark.sql import types as T
+from .column_types import can_widen, fits, iceberg_arrow_type, sql_type
+from .errors import SchemaEvolutionError
+from .iceberg_contract import (DEFAULT_TABLE_PROPERTIES, MODE_CHANGELOG, MODE_MERGE, PROP_MODE, PROP_PRIMARY_KEY,
+                               PROP_SOURCE)
+from .layout import TableLayout
+from .sql import literal as _lit
+from .sql import quote as _q
 
-from ...spark.iceberg_jvm import IcebergJvm, SparkNeeded
-from ..errors import SchemaEvolutionError
-from ..iceberg_contract import (
-    DEFAULT_TABLE_PROPERTIES,
-    MODE_CHANGELOG,
-    MODE_MERGE,
-    PROP_MODE,
-    PROP_PRIMARY_KEY,
-    PROP_SOURCE,
-)
-from ..layout import TableLayout
-from ..sql import literal as _lit
-from ..sql import quote as _q
-from .column_types import can_widen, fits, iceberg_type_for_spark, sql_type
+Columns = list[tuple[str, Any]]
 
-#: Envelope columns of a change-log table (tables without a primary key), before the image.
-CHANGELOG_ENVELOPE = (
-    ("_op", T.StringType()), ("_binlog_file", T.StringType()), ("_binlog_seq", T.LongType()),
-    ("_binlog_pos", T.LongType()), ("_row", T.IntegerType()), ("_gtid", T.StringType()),
-    ("_commit_ts", T.TimestampType()), ("_txn", T.StringType()), ("_batch_id", T.StringType()),
-    ("_absent", T.ArrayType(T.StringType())),
-)
+
+def changelog_envelope() -> Columns:
+    """The envelope columns of a change-log table (a table without a primary key), before its image."""
+    import pyarrow as pa
+
+    return [("_op", pa.string()), ("_binlog_file", pa.string()), ("_binlog_seq", pa.int64()),
+            ("_binlog_pos", pa.int64()), ("_row", pa.int32()), ("_gtid", pa.string()),
+            ("_commit_ts", pa.timestamp("us", tz="UTC")), ("_txn", pa.string()), ("_batch_id", pa.string()),
+            ("_absent", pa.list_(pa.string()))]
+
+
+#: The names of the change-log envelope's columns.
+CHANGELOG_ENVELOPE_NAMES = ("_op", "_binlog_file", "_binlog_seq", "_binlog_pos", "_row", "_gtid", "_commit_ts",
+                            "_txn", "_batch_id", "_absent")
 
 
 @dataclasses.dataclass
@@ -41,25 +42,26 @@ class SchemaPlan:
     ``valid_from[name]`` is the index of the first staged part whose values of ``name`` belong
     to the final column (a column dropped and added again starts over)."""
 
-    columns: list[tuple[str, T.DataType]]
+    columns: Columns
     operations: list[tuple]
     valid_from: dict[str, int]
 
-    def type_of(self, name: str) -> T.DataType:
+    def type_of(self, name: str) -> Any:
         return dict(self.columns)[name]
 
 
-def plan_schema(current: Optional[Sequence[tuple[str, T.DataType]]],
-                layouts: Sequence[Sequence[tuple[str, T.DataType]]], *, table: str = "",
-                drop_columns: bool = True) -> SchemaPlan:
-    """Follow the staged layouts (in staging order) from the ``current`` Iceberg columns
-    (None: no table yet). Operations: ``("create", columns)``, ``("add", name, type, after)``
-    (``after`` None: first), ``("drop", name)``, ``("type", name, type)``."""
+# long: one walk over the staged layouts, each column's add, drop and promotion in order
+def plan_schema(current: Optional[Sequence[tuple[str, Any]]], layouts: Sequence[Sequence[tuple[str, Any]]], *,
+                table: str = "", drop_columns: bool = True) -> SchemaPlan:
+    """Follow the staged layouts (in staging order; their columns' staged Arrow types) from
+    the ``current`` Iceberg columns (None: no table yet). Operations: ``("create", columns)``,
+    ``("add", name, type, after)`` (``after`` None: first), ``("drop", name)``,
+    ``("type", name, type)``."""
     ops: list[tuple] = []
     valid_from: dict[str, int] = {}
-    cols: Optional[list[tuple[str, T.DataType]]] = list(current) if current is not None else None
+    cols: Optional[Columns] = list(current) if current is not None else None
     for i, layout in enumerate(layouts):
-        staged = [(n, iceberg_type_for_spark(t)) for n, t in layout]
+        staged = [(n, iceberg_arrow_type(t)) for n, t in layout]
         if cols is None:
             cols = list(staged)
             ops.append(("create", list(cols)))
@@ -122,7 +124,15 @@ def schema_statements(table: str, operations: Sequence[tuple], properties: Mappi
     return out
 
 
-def create_table_statements(name: str, source: Sequence[str], columns: Sequence[tuple[str, T.DataType]],
+def table_properties(source: Sequence[str], mode: str, primary_key: Sequence[str],
+                     layout: Optional[TableLayout] = None) -> dict:
+    """The properties of a table the merge creates for source table ``source``."""
+    layout = layout or TableLayout()
+    return {**DEFAULT_TABLE_PROPERTIES, **layout.properties, PROP_SOURCE: json.dumps(list(source)),
+            PROP_MODE: mode, PROP_PRIMARY_KEY: json.dumps(list(primary_key))}
+
+
+def create_table_statements(name: str, source: Sequence[str], columns: Sequence[tuple[str, Any]],
                             mode: str, primary_key: Sequence[str],
                             layout: Optional[TableLayout] = None) -> list[str]:
     """The statements creating the Iceberg table ``name`` of source table ``source``
@@ -131,10 +141,9 @@ def create_table_statements(name: str, source: Sequence[str], columns: Sequence[
     by the layout's properties, its partition spec, and its sort order, else for a merged
     table the write order of its primary key, so the files it writes hold sorted runs of keys."""
     layout = layout or TableLayout()
-    props = {**DEFAULT_TABLE_PROPERTIES, **layout.properties, PROP_SOURCE: json.dumps(list(source)),
-             PROP_MODE: mode, PROP_PRIMARY_KEY: json.dumps(list(primary_key))}
+    props = table_properties(source, mode, primary_key, layout)
     if mode == MODE_CHANGELOG:
-        columns = [*CHANGELOG_ENVELOPE, *columns]
+        columns = [*changelog_envelope(), *columns]
     names = {c[0] for c in columns}
     where = ".".join(source)
     partitions = layout.partition_sql(names, where)
@@ -150,30 +159,22 @@ def create_table_statements(name: str, source: Sequence[str], columns: Sequence[
 @dataclasses.dataclass(frozen=True)
 class TableCreation:
     """What :func:`create_table_statements` says, for a catalog's own API: an unpartitioned
-    table of ``columns`` with ``properties``, written in the order of ``order``."""
+    table of ``columns`` (Arrow types) with ``properties``, written in the order of ``order``."""
 
-    columns: T.StructType
+    columns: tuple
     properties: dict
     order: tuple
 
 
-def plain_creation(source: Sequence[str], columns: Sequence[tuple[str, T.DataType]], mode: str,
+def plain_creation(source: Sequence[str], columns: Sequence[tuple[str, Any]], mode: str,
                    primary_key: Sequence[str], layout: Optional[TableLayout] = None) -> Optional[TableCreation]:
     """The :class:`TableCreation` of a merged table without partitions or a sort order of its
     layout (whose statements :func:`create_table_statements` gives); None for other tables."""
     layout = layout or TableLayout()
     if mode != MODE_MERGE or layout.partition_by or layout.sort_by:
         return None
-    props = {**DEFAULT_TABLE_PROPERTIES, **layout.properties, PROP_SOURCE: json.dumps(list(source)),
-             PROP_MODE: mode, PROP_PRIMARY_KEY: json.dumps(list(primary_key))}
-    return TableCreation(T.StructType([T.StructField(n, t) for n, t in columns]), props, tuple(primary_key))
+    return TableCreation(tuple(columns), table_properties(source, mode, primary_key, layout), tuple(primary_key))
 
 
-def table_columns(spark: SparkSession, table: str) -> list[tuple[str, T.DataType]]:
-    """The table's columns as Spark reads them (through Iceberg's Java API without Spark)."""
-    if isinstance(spark, IcebergJvm):
-        loaded = spark.load_table(table)
-        if loaded is None:
-            raise SparkNeeded(f"{table} is not an Iceberg table of the catalog")
-        return [(f.name, f.dataType) for f in spark.spark_schema(loaded).fields]
-    return [(f.name, f.dataType) for f in spark.table(table).schema.fields]
+__all__ = ["CHANGELOG_ENVELOPE_NAMES", "Columns", "SchemaPlan", "TableCreation", "changelog_envelope",
+           "create_table_statements", "plain_creation", "plan_schema", "schema_statements", "table_properties"]

@@ -35,16 +35,15 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
-from pyspark.sql import SparkSession
-
-from ...spark import runtime
 from ..batches import Batch
 from ..iceberg_arrow import arrow_schema, conform
 from ..iceberg_contract import MODE_MERGE
 from ..snapshot_fold import SnapshotFold
-from .apply import commit_properties
+from .base import Lake
+from . import commits
+from .commits import commit_properties
 from .direct_commit import (
     IcebergJava,
     WrittenFiles,
@@ -85,9 +84,9 @@ class _DataFiles:
     compressed by a thread of their own while the next ones are read and folded (one in
     flight at a time, so at most two row groups are held)."""
 
-    def __init__(self, spark: SparkSession, table: Any, spec: Any, schema: Any, written: list) -> None:
+    def __init__(self, lake: Lake, table: Any, spec: Any, schema: Any, written: list) -> None:
         props = table.properties()
-        self.spark, self.table, self.spec, self.schema, self.written = spark, table, spec, schema, written
+        self.lake, self.table, self.spec, self.schema, self.written = lake, table, spec, schema, written
         self.target = int(props.get("write.target-file-size-bytes") or _DEFAULT_TARGET_BYTES)
         codec = str(props.get("write.parquet.compression-codec") or "zstd").lower()
         if codec not in _CODECS:
@@ -172,7 +171,7 @@ class _DataFiles:
 
     def _data_file(self, location: str, size: int) -> Any:
         """The data file at ``location``, with the metrics of its footer."""
-        java = IcebergJava.of(self.spark)
+        java = IcebergJava.of(self.lake)
         metrics = java.file_metrics(self.table.io().newInputFile(location), java.metrics_config.forTable(self.table))
         return (java.data_files.builder(self.spec).withPath(location).withFormat(java.parquet)
                 .withFileSizeInBytes(size).withMetrics(metrics).build())
@@ -311,7 +310,7 @@ def _adopt(fold: SnapshotFold, files: Iterable[str], schema: Any, with_deletes: 
     return taken
 
 
-def _position_deletes(spark: SparkSession, table: Any, spec: Any, deleted: dict[str, Any],
+def _position_deletes(lake: Lake, table: Any, spec: Any, deleted: dict[str, Any],
                       copied: dict[str, str], written: list) -> list[Any]:
     """The position delete file of the rows of adopted row files that the changes replace (each
     named by the path its file was copied to); none when there are none."""
@@ -328,7 +327,7 @@ def _position_deletes(spark: SparkSession, table: Any, spec: Any, deleted: dict[
     schema = position_delete_schema()
     deletes = pa.table([pa.DictionaryArray.from_arrays(indices, paths),
                         pa.concat_arrays([positions.cast(pa.int64()) for _, positions in parts])], schema=schema)
-    return [position_delete_file(spark, table, spec, deletes, written)]
+    return [position_delete_file(lake, table, spec, deletes, written)]
 
 
 def _write(data_files: _DataFiles, chunks: Iterable[Any], schema: Any) -> None:
@@ -344,8 +343,8 @@ def _through_spark(work: TableWork, why: str) -> None:
     return None
 
 
-def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str,
-                          max_change_bytes: int) -> Optional[dict]:
+def apply_snapshot_direct(lake: Lake, work: TableWork, batch: Batch, stream: str, max_change_bytes: int,
+                          sql: Optional[Callable[[str], Any]] = None) -> Optional[dict]:
     """The table's share of snapshot ``batch`` committed directly (see the module's docstring),
     with the table's snapshot id after it; None when Spark must write it (nothing committed;
     the table's schema statements may have run, and are then taken off ``work.statements``)."""
@@ -359,8 +358,8 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
     if fold is None:
         return _through_spark(work, f"MINIMAL or NOBLOB images among its changes, or more than "
                                     f"{max_change_bytes} bytes of changes")
-    ran = run_statements(spark, work)  # the create or schema change comes first, as in the Spark path
-    found = writable_table(spark, work.name, deletes=False)
+    ran = run_statements(lake, work, sql)  # the create or schema change comes first, as in the Spark path
+    found = writable_table(lake, work.name, deletes=False)
     if found is None:
         return _through_spark(work, "partitioned, or not an Iceberg table this writes")
     table, spec, fields = found
@@ -376,7 +375,7 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
         raise concurrent_commit(work.name, batch.batch_id)
     try:
         with WrittenFiles(table) as written:
-            data_files = _DataFiles(spark, table, spec, schema, written)
+            data_files = _DataFiles(lake, table, spec, schema, written)
             try:
                 copied: dict[str, str] = {}
                 if data_files.codec == "zstd" and data_files.level is None:  # as row files are compressed
@@ -391,10 +390,10 @@ def apply_snapshot_direct(spark: SparkSession, work: TableWork, batch: Batch, st
             except BaseException:
                 data_files.abort()
                 raise
-            deletes = _position_deletes(spark, table, spec, fold.deleted, copied, written)
-            update = row_delta_update(spark, table, files, deletes) if deletes else \
-                overwrite_update(spark, table, files, planned_head)
-            runtime.commit_update(update, commit_properties(batch, stream, work.source))
+            deletes = _position_deletes(lake, table, spec, fold.deleted, copied, written)
+            update = row_delta_update(lake, table, files, deletes) if deletes else \
+                overwrite_update(lake, table, files, planned_head)
+            commits.commit_update(update, commit_properties(batch, stream, work.source))
     except _Unwritable as why:
         return _through_spark(work, str(why))
     snapshot = table.currentSnapshot()

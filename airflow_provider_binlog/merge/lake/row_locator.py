@@ -7,11 +7,9 @@ import json
 import logging
 from typing import Any, Callable, Optional
 
-from pyspark.sql import SparkSession
-
-from ...spark.iceberg_jvm import jvm_of
 from ..errors import MergeJobError
 from ..position_deletes import DataFileScan, key_range
+from .base import Lake
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +24,7 @@ def _bounds_filter(expressions: Any, name: str, column: Any) -> Any:
     return both(expressions.greaterThanOrEqual(name, bounds[0]), expressions.lessThanOrEqual(name, bounds[1]))
 
 
-def files_to_search(spark: SparkSession, table: Any, snapshot_id: int, keys: Any,
+def files_to_search(lake: Lake, table: Any, snapshot_id: int, keys: Any,
                     first_key_id: int) -> Optional[list[DataFileScan]]:
     """The data files of ``table`` at ``snapshot_id`` whose bounds of the first key column
     overlap ``keys``, each with its position delete files; None when one of them is not
@@ -37,7 +35,7 @@ def files_to_search(spark: SparkSession, table: Any, snapshot_id: int, keys: Any
 
     Each task crosses py4j as Iceberg's own JSON form (``ScanTaskParser``): three calls a
     file instead of some seventy for its fields one by one."""
-    jvm = jvm_of(spark)
+    jvm = lake.jvm
     expressions = jvm.org.apache.iceberg.expressions.Expressions
     to_json = jvm.org.apache.iceberg.ScanTaskParser.toJson
     schema = table.schemas().get(table.snapshot(snapshot_id).schemaId())
@@ -68,7 +66,7 @@ class Unreadable(MergeJobError):
     """A data file pyarrow cannot read here: the table goes through the Spark MERGE."""
 
 
-def opener(spark: SparkSession, table: Any) -> Callable[[str], Any]:
+def opener(lake: Lake, table: Any) -> Callable[[str], Any]:
     """What pyarrow reads a file of ``table`` from: a local path as it is, else a file of the
     filesystem pyarrow has for its scheme and authority (``s3://bucket``, ``gs://bucket``...);
     :class:`Unreadable` when there is none or the file does not open (Spark, through the

@@ -9,7 +9,7 @@ asked, as equality deletes on the primary key, which need no read but which PyIc
 and Daft refuse and every scan must apply. Both reach only the data files of earlier commits,
 so one row delta holding the deletes and the new rows replaces those rows atomically, as the
 MERGE would. The commit carries the batch's summary properties like every other commit of
-a batch (:func:`...spark.runtime.commit_update`), and is validated
+a batch (:func:`.commits.commit_update`), and is validated
 from the snapshot the table was planned on: a commit of another writer in between fails it
 instead of being overwritten. Tables this cannot write (partitioned, format v1, a column type
 without an exact Arrow form, a catalog that does not give an Iceberg table) return None and go
@@ -27,10 +27,6 @@ import time
 import uuid
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
-from pyspark.sql import SparkSession
-
-from ...spark import runtime
-from ...spark.iceberg_jvm import java_array, jvm_of
 from ..batches import Batch
 from ..byte_budget import ByteBudget
 from ..direct_changes import DELETES_EQUALITY, DELETES_POSITION, MAX_DIRECT_PARTS, DirectChanges, key_ranges
@@ -40,8 +36,10 @@ from ..iceberg_contract import MODE_MERGE
 from ..position_deletes import KeyColumnsMissing, locate
 from ..staged_fold import collapse_staged
 from ...staging.storage import total_size
-from .apply import commit_properties
-from . import catalog, row_locator
+from . import row_locator
+from .base import Lake, java_array
+from . import commits
+from .commits import commit_properties
 from .table_work import TableWork, float_key
 
 _WRITE_CHUNK = 4 * 1024 * 1024
@@ -67,17 +65,17 @@ class IcebergJava:
         self.schema_json = iceberg.SchemaParser.toJson
 
     @classmethod
-    def of(cls, spark: SparkSession) -> "IcebergJava":
-        jvm = jvm_of(spark)
+    def of(cls, lake: Lake) -> "IcebergJava":
+        jvm = lake.jvm
         last = cls._last
         if last is None or last[0] is not jvm:  # a new session's JVM
             last = cls._last = (jvm, cls(jvm))
         return last[1]
 
 
-def _schema_fields(spark: SparkSession, table: Any) -> list[dict]:
+def _schema_fields(lake: Lake, table: Any) -> list[dict]:
     """The fields of ``table``'s current schema (its JSON form, read in one call)."""
-    return json.loads(IcebergJava.of(spark).schema_json(table.schema()))["fields"]
+    return json.loads(IcebergJava.of(lake).schema_json(table.schema()))["fields"]
 
 
 class WrittenFiles(list):
@@ -123,7 +121,7 @@ def local_path(location: str, table: Any) -> Optional[str]:
     return location if default.startswith("file:") else None
 
 
-def _write(spark: SparkSession, table: Any, data: Any, kind: str, written: list,
+def _write(lake: Lake, table: Any, data: Any, kind: str, written: list,
            metrics_config: Any = None, store_schema: bool = True) -> tuple[str, int, Any]:
     """Write ``data`` as a Parquet file in ``table``'s data location: straight to the file for a
     local warehouse, else through the table's FileIO (any storage the catalog reaches, the bytes
@@ -132,7 +130,7 @@ def _write(spark: SparkSession, table: Any, data: Any, kind: str, written: list,
     stores the Arrow schema (its dictionary columns are read back as such)."""
     import pyarrow.parquet as pq
 
-    java = IcebergJava.of(spark)
+    java = IcebergJava.of(lake)
     path = table.locationProvider().newDataLocation(f"binlog-{kind}-{uuid.uuid4().hex}.parquet")
     written.append(path)
     local = local_path(path, table)
@@ -156,34 +154,34 @@ def _write(spark: SparkSession, table: Any, data: Any, kind: str, written: list,
     return path, size, metrics
 
 
-def _data_file(spark: SparkSession, table: Any, spec: Any, data: Any, written: list) -> Any:
-    java = IcebergJava.of(spark)
-    path, size, metrics = _write(spark, table, data, "data", written)
+def _data_file(lake: Lake, table: Any, spec: Any, data: Any, written: list) -> Any:
+    java = IcebergJava.of(lake)
+    path, size, metrics = _write(lake, table, data, "data", written)
     return (java.data_files.builder(spec).withPath(path).withFormat(java.parquet)
             .withFileSizeInBytes(size).withMetrics(metrics).build())
 
 
-def _equality_delete_file(spark: SparkSession, table: Any, spec: Any, keys: Any, field_ids: Sequence[int],
+def _equality_delete_file(lake: Lake, table: Any, spec: Any, keys: Any, field_ids: Sequence[int],
                           written: list) -> Any:
-    java = IcebergJava.of(spark)
-    path, size, metrics = _write(spark, table, keys, "eq-deletes", written)
-    ids = java_array(spark, jvm_of(spark).int, field_ids)
+    java = IcebergJava.of(lake)
+    path, size, metrics = _write(lake, table, keys, "eq-deletes", written)
+    ids = java_array(lake.gateway, lake.jvm.int, field_ids)
     return (java.file_metadata.deleteFileBuilder(spec).ofEqualityDeletes(ids).withPath(path)
             .withFormat(java.parquet).withFileSizeInBytes(size).withMetrics(metrics).build())
 
 
-def position_delete_file(spark: SparkSession, table: Any, spec: Any, deletes: Any, written: list) -> Any:
+def position_delete_file(lake: Lake, table: Any, spec: Any, deletes: Any, written: list) -> Any:
     """A position delete file of ``deletes`` (``position_delete_schema()`` rows, sorted by path
     and position) written into ``table``."""
-    java = IcebergJava.of(spark)
+    java = IcebergJava.of(lake)
     # full bounds of file_path: readers match a delete file to the data files it names by them
-    path, size, metrics = _write(spark, table, deletes, "pos-deletes", written,
+    path, size, metrics = _write(lake, table, deletes, "pos-deletes", written,
                                  java.position_delete_metrics(table), store_schema=False)
     return (java.file_metadata.deleteFileBuilder(spec).ofPositionDeletes().withPath(path)
             .withFormat(java.parquet).withFileSizeInBytes(size).withMetrics(metrics).build())
 
 
-def _located_deletes(spark: SparkSession, table: Any, planned_head: int, keys: Any,
+def _located_deletes(lake: Lake, table: Any, planned_head: int, keys: Any,
                      key_fields: Sequence[Mapping[str, Any]]) -> Optional[Any]:
     """The position deletes of the rows ``keys`` have in ``table`` at ``planned_head``; None
     when a data file there has a delete this module does not read (equality deletes, deletion
@@ -191,12 +189,12 @@ def _located_deletes(spark: SparkSession, table: Any, planned_head: int, keys: A
     if int(table.operations().current().formatVersion()) >= 3:
         return None  # format 3 takes deletion vectors, not position delete files: Spark writes them
     began = time.monotonic()
-    files = row_locator.files_to_search(spark, table, planned_head, keys, int(key_fields[0]["id"]))
+    files = row_locator.files_to_search(lake, table, planned_head, keys, int(key_fields[0]["id"]))
     if files is None:
         return None
     planned = time.monotonic()
     try:
-        found = locate(files, keys, [int(f["id"]) for f in key_fields], row_locator.opener(spark, table))
+        found = locate(files, keys, [int(f["id"]) for f in key_fields], row_locator.opener(lake, table))
     except (row_locator.Unreadable, KeyColumnsMissing) as exc:
         log.info("%s: the rows to replace are located by the MERGE (%s)", table.name(), exc)
         return None
@@ -230,18 +228,17 @@ def takes_position_deletes(table: Any, spec: Any) -> bool:
 _NOT_WRITTEN = -1
 
 
-def writable_table(spark: SparkSession, name: str, deletes: bool) -> Optional[tuple[Any, Any, list[dict]]]:
+def writable_table(lake: Lake, name: str, deletes: bool) -> Optional[tuple[Any, Any, list[dict]]]:
     """Iceberg table ``name`` as last committed, its partition spec and its schema's fields,
     when a direct commit (here or in :mod:`.direct_snapshot`) can write it (see
     :func:`_writable`); else None, and Spark writes it."""
-    table = catalog.iceberg_table(spark, name)
+    table = lake.load_table(name)
     if table is None:
         return None
-    table.refresh()
     spec = table.spec()
     if not _writable(table, spec, deletes=deletes):
         return None
-    return table, spec, _schema_fields(spark, table)
+    return table, spec, _schema_fields(lake, table)
 
 
 class _NotDirect(Exception):
@@ -249,7 +246,7 @@ class _NotDirect(Exception):
     Spark commits the table."""
 
 
-def commit_changes(spark: SparkSession, name: str, changes: Union[DirectChanges, Iterable[Optional[DirectChanges]]],
+def commit_changes(lake: Lake, name: str, changes: Union[DirectChanges, Iterable[Optional[DirectChanges]]],
                    primary_key: Sequence[str], props: Mapping[str, str], *, planned_head: Optional[int],
                    replace: bool, deletes: str = DELETES_POSITION) -> Optional[int]:
     """Commit ``changes`` to Iceberg table ``name``, planned on snapshot ``planned_head``:
@@ -263,7 +260,7 @@ def commit_changes(spark: SparkSession, name: str, changes: Union[DirectChanges,
     writes; then Spark does."""
     import pyarrow.compute as pc
 
-    found = writable_table(spark, name, deletes=not replace)
+    found = writable_table(lake, name, deletes=not replace)
     if found is None:
         return _NOT_WRITTEN
     table, spec, fields = found
@@ -283,22 +280,22 @@ def commit_changes(spark: SparkSession, name: str, changes: Union[DirectChanges,
                 if rows is None or keys is None:
                     raise _NotDirect()
                 if rows.num_rows:
-                    data_files.append(_data_file(spark, table, spec, rows, written))
+                    data_files.append(_data_file(lake, table, spec, rows, written))
                 if replace or not keys.num_rows or planned_head is None:
                     continue  # an empty table has no rows to replace
                 if deletes == DELETES_POSITION:
-                    located = _located_deletes(spark, table, planned_head, keys, [by_name[k] for k in primary_key])
+                    located = _located_deletes(lake, table, planned_head, keys, [by_name[k] for k in primary_key])
                     if located is None:
                         raise _NotDirect()
                     if located.num_rows:
-                        delete_files.append(position_delete_file(spark, table, spec, located, written))
+                        delete_files.append(position_delete_file(lake, table, spec, located, written))
                         searched.update(pc.unique(located.column("file_path")).to_pylist())
                 elif deletes == DELETES_EQUALITY:
                     delete_files.append(_equality_delete_file(
-                        spark, table, spec, keys, [by_name[k]["id"] for k in primary_key], written))
+                        lake, table, spec, keys, [by_name[k]["id"] for k in primary_key], written))
             if not replace and not data_files and not delete_files:
                 return planned_head  # nothing to change (or deletes of keys the table does not hold)
-            runtime.commit_update(_update(spark, table, data_files, delete_files, sorted(searched),
+            commits.commit_update(_update(lake, table, data_files, delete_files, sorted(searched),
                                           planned_head=planned_head, replace=replace), props)
     except _NotDirect:
         return _NOT_WRITTEN
@@ -306,12 +303,12 @@ def commit_changes(spark: SparkSession, name: str, changes: Union[DirectChanges,
     return None if snapshot is None else int(snapshot.snapshotId())
 
 
-def overwrite_update(spark: SparkSession, table: Any, data_files: list, planned_head: Optional[int]) -> Any:
+def overwrite_update(lake: Lake, table: Any, data_files: list, planned_head: Optional[int]) -> Any:
     """An overwrite making ``data_files`` the whole content of ``table`` (here after a TRUNCATE,
     and for :mod:`.direct_snapshot`), validated from ``planned_head`` (None: the table had no
     snapshot when the batch was planned): it fails when another writer committed data or
     deletes since."""
-    always = IcebergJava.of(spark).always_true
+    always = IcebergJava.of(lake).always_true
     update = table.newOverwrite().overwriteByRowFilter(always)
     for data_file in data_files:
         update = update.addFile(data_file)
@@ -322,19 +319,19 @@ def overwrite_update(spark: SparkSession, table: Any, data_files: list, planned_
     return update.conflictDetectionFilter(always).validateNoConflictingData().validateNoConflictingDeletes()
 
 
-def row_delta_update(spark: SparkSession, table: Any, data_files: list, delete_files: list) -> Any:
+def row_delta_update(lake: Lake, table: Any, data_files: list, delete_files: list) -> Any:
     """A row delta adding ``data_files`` and ``delete_files`` to ``table``, which had no
     snapshot when the batch was planned (validated from its first one)."""
-    return _update(spark, table, data_files, delete_files, [], planned_head=None, replace=False)
+    return _update(lake, table, data_files, delete_files, [], planned_head=None, replace=False)
 
 
-def _update(spark: SparkSession, table: Any, data_files: list, delete_files: list, searched: list[str], *,
+def _update(lake: Lake, table: Any, data_files: list, delete_files: list, searched: list[str], *,
             planned_head: Optional[int], replace: bool) -> Any:
     """The one commit of a direct commit's files: an overwrite of the whole table (``replace``)
     or a row delta, validated from ``planned_head`` (None: from the table's first snapshot)."""
     if replace:
-        return overwrite_update(spark, table, data_files, planned_head)
-    always = IcebergJava.of(spark).always_true
+        return overwrite_update(lake, table, data_files, planned_head)
+    always = IcebergJava.of(lake).always_true
     update = table.newRowDelta()
     for data_file in data_files:
         update = update.addRows(data_file)
@@ -348,14 +345,14 @@ def _update(spark: SparkSession, table: Any, data_files: list, delete_files: lis
     return update.conflictDetectionFilter(always).validateNoConflictingDataFiles().validateNoConflictingDeleteFiles()
 
 
-def append_rows(spark: SparkSession, name: str, rows: Any, props: Mapping[str, str], *,
+def append_rows(lake: Lake, name: str, rows: Any, props: Mapping[str, str], *,
                 planned_head: Optional[int], conflicts: Optional[tuple[str, str]] = None) -> bool:
     """Append ``rows`` (a pyarrow table with the table's column names) to Iceberg table
     ``name`` in one commit, validated from ``planned_head`` (None: from the table's first
     snapshot): rows appended since by another writer whose column ``conflicts[0]`` may hold
     ``conflicts[1]`` (any rows, without ``conflicts``) fail it. False (nothing written) when
     this module does not write the table."""
-    found = writable_table(spark, name, deletes=False)
+    found = writable_table(lake, name, deletes=False)
     if found is None:
         return False
     table, spec, fields = found
@@ -365,13 +362,13 @@ def append_rows(spark: SparkSession, name: str, rows: Any, props: Mapping[str, s
     data = conform(rows, schema)
     if data is None:
         return False
-    java = IcebergJava.of(spark)
+    java = IcebergJava.of(lake)
     where = java.always_true if conflicts is None else java.equal(conflicts[0], conflicts[1])
     with WrittenFiles(table) as written:
-        update = table.newRowDelta().addRows(_data_file(spark, table, spec, data, written))
+        update = table.newRowDelta().addRows(_data_file(lake, table, spec, data, written))
         if planned_head is not None:
             update = update.validateFromSnapshot(planned_head)
-        runtime.commit_update(update.conflictDetectionFilter(where).validateNoConflictingDataFiles(), props)
+        commits.commit_update(update.conflictDetectionFilter(where).validateNoConflictingDataFiles(), props)
     return True
 
 
@@ -416,7 +413,7 @@ def fold_ahead(work: TableWork, max_bytes: int) -> Optional[bool]:
     return work.folded is not None
 
 
-def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str, max_bytes: int,
+def apply_direct(lake: Lake, work: TableWork, batch: Batch, stream: str, max_bytes: int,
                  deletes: str = DELETES_POSITION, budget: Optional[ByteBudget] = None) -> Optional[dict]:
     """The table's batch committed directly (see the module's docstring), with the table's
     snapshot id after it; None when it is not a candidate, and nothing was written.
@@ -443,10 +440,10 @@ def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str
             changes, work.folded = work.folded or _fold(work, max_bytes, size=size), None
             if changes is None:
                 return None
-            snapshot_id = commit_changes(spark, work.name, changes, work.primary_key, props,
+            snapshot_id = commit_changes(lake, work.name, changes, work.primary_key, props,
                                          planned_head=work.state.head, replace=bool(work.resets), deletes=deletes)
     else:
-        if writable_table(spark, work.name, deletes=not work.resets) is None:
+        if writable_table(lake, work.name, deletes=not work.resets) is None:
             return None  # before reading the batch: Spark writes this table
         ranges = key_ranges(work.files, work.primary_key[0], parts)
         if ranges is None:
@@ -471,7 +468,7 @@ def apply_direct(spark: SparkSession, work: TableWork, batch: Batch, stream: str
 
             pending = folded()
             try:
-                snapshot_id = commit_changes(spark, work.name, pending, work.primary_key, props,
+                snapshot_id = commit_changes(lake, work.name, pending, work.primary_key, props,
                                              planned_head=work.state.head, replace=bool(work.resets),
                                              deletes=deletes)
             finally:

@@ -6,24 +6,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from typing import Callable, Optional
-
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
+from typing import Any, Callable, Optional
 
 from ...schema_history.ops import AlterOp
-from ...spark.iceberg_jvm import IcebergJvm, SparkNeeded
 from ...staging.contract import ENVELOPE_COLUMNS
+from ...staging.storage import read_parquet_schema
 from ...common.tables import iceberg_table_name
+from ..column_types import sql_type
 from ..contract import TableContract
 from ..layout import TableLayouts
-from ..batches import Batch, compare_checkpoints
-from ..batches import binlog_point as _position
+from ..batches import Batch
 from ..ddl_plan import column_defaults as _column_defaults
 from ..ddl_plan import column_renames as _column_renames
 from ..ddl_plan import ddl_ops as _ddl_ops
 from ..ddl_plan import insert_defaults as _insert_defaults
-from ..errors import MergeJobError
+from ..errors import MergeJobError, SparkNeeded
+from ..exactly_once import table_gate
 from ..iceberg_contract import (
     MODE_CHANGELOG,
     MODE_MERGE,
@@ -32,23 +30,22 @@ from ..iceberg_contract import (
     PROP_PRIMARY_KEY,
     PROP_SOURCE,
 )
-from ..sql import literal as _lit
-from ..sql import quote as _q
-from ..direct_changes import DirectChanges
-from ..staged_facts import StagedFacts, staged_facts
-from .catalog import AppliedState, applied_state, committed_batch, stored_properties, table_exists
-from .collapse import read_staged, staged_schema
-from .column_types import arrow_to_spark, sql_type
-from .schema import (
-    CHANGELOG_ENVELOPE,
+from ..schema_plan import (
+    CHANGELOG_ENVELOPE_NAMES,
+    Columns,
     SchemaPlan,
     TableCreation,
     create_table_statements,
     plain_creation,
     plan_schema,
     schema_statements,
-    table_columns,
 )
+from ..sql import literal as _lit
+from ..sql import quote as _q
+from ..direct_changes import DirectChanges
+from ..staged_facts import StagedFacts, staged_facts
+from .base import Lake
+from .state import NOTHING, AppliedState, applied_state, committed_batch
 
 
 @dataclasses.dataclass
@@ -58,8 +55,7 @@ class TableWork:
     name: str                          # catalog.namespace.table
     entry: Optional[dict]              # the manifest's table entry (None: DDL only)
     files: list[str]
-    staged: list[DataFrame]            # the files as Spark reads them (see frames())
-    layouts: list[list[tuple[str, T.DataType]]]
+    layouts: list[Columns]             # per staged file: its image's columns and staged Arrow types
     mode: str
     primary_key: list[str]
     exists: bool
@@ -82,7 +78,7 @@ class TableWork:
     #: a change log's position already logged, inside a snapshot batch: its changes before are not appended
     logged_to: Optional[tuple[int, int]] = None
     #: the columns of the data-contract options the table has (after its statements)
-    contract_columns: list[tuple[str, T.DataType]] = dataclasses.field(default_factory=list)
+    contract_columns: Columns = dataclasses.field(default_factory=list)
     #: the statements only create the table: what they say, for Iceberg's Java API
     creation: Optional[TableCreation] = None
     #: the changes folded before the batch's commits (``direct_commit.fold_ahead``), until committed
@@ -90,6 +86,8 @@ class TableWork:
     #: a snapshot's rows read hold each key once (the source's primary key), unless its direct
     #: commit found one twice: then Spark collapses every row, not only the changed keys'
     reads_distinct: bool = True
+    #: the staged files as the Spark engine reads them, made on its first use
+    frames_read: list = dataclasses.field(default_factory=list)
 
     @property
     def source(self) -> str:
@@ -102,12 +100,6 @@ class TableWork:
         if self.read_facts is not None:
             self._facts, self.read_facts = self.read_facts(), None
         return self._facts
-
-    def frames(self, spark: SparkSession) -> list[DataFrame]:
-        """The staged files as Spark reads them, made on first use (a direct commit needs none)."""
-        if len(self.staged) < len(self.files):
-            self.staged = [read_staged(spark, path) for path in self.files]
-        return self.staged
 
     @property
     def staged_rows(self) -> int:
@@ -123,31 +115,33 @@ def float_key(work: TableWork) -> bool:
     """Whether a key column of the table is a FLOAT or a DOUBLE: its -0 and +0 are one key in
     the source but two in Arrow's hashing and sorting, so only Spark (which compares them as
     equal in joins and groupings) merges such a table."""
-    from pyspark.sql import types as T
+    import pyarrow as pa
 
     plan = work.plan
-    return plan is not None and any(isinstance(plan.type_of(k), (T.FloatType, T.DoubleType))
+    return plan is not None and any(pa.types.is_floating(plan.type_of(k))
                                     for k in work.primary_key if k in dict(plan.columns))
 
 
-def run_statements(spark: SparkSession, work: TableWork) -> list[str]:
-    """Run the table's schema statements (the ones only creating it through Iceberg's Java API
-    when there is no Spark); they are then taken off ``work.statements``. Returns them."""
+def run_statements(lake: Lake, work: TableWork, sql: Optional[Callable[[str], Any]] = None) -> list[str]:
+    """Run the table's schema statements through ``sql`` (Spark SQL); without it, a table's
+    plain creation through Iceberg's Java API, and SparkNeeded for any other statement. They
+    are then taken off ``work.statements``. Returns them."""
     ran = list(work.statements)
-    if isinstance(spark, IcebergJvm) and ran:
+    if sql is None and ran:
         if work.creation is None:
             raise SparkNeeded(f"{work.name}: {ran[0].split('(')[0].strip()}")
-        spark.create_table(work.name, work.creation.columns, work.creation.properties, work.creation.order)
+        lake.create_table(work.name, work.creation.columns, work.creation.properties, work.creation.order)
     else:
-        for sql in ran:
-            log.info("%s", sql)
-            spark.sql(sql)
+        for statement in ran:
+            log.info("%s", statement)
+            assert sql is not None
+            sql(statement)
     work.statements = []
     work.statements_run = ran
     return ran
 
 
-def _altered_layout(batch: Batch, work: "TableWork") -> Optional[list[tuple[str, T.DataType]]]:
+def _altered_layout(batch: Batch, work: "TableWork") -> Optional[Columns]:
     """The table's columns after the batch's last ``alter`` op that lists them (the dump's
     schema history gives them), as staged types; None when the batch has none."""
     from airflow_provider_binlog.schema_history import ColumnDef
@@ -161,23 +155,23 @@ def _altered_layout(batch: Batch, work: "TableWork") -> Optional[list[tuple[str,
             last = op.columns
     if last is None:
         return None
-    return [(c["name"], arrow_to_spark(str(arrow_type_for(codec_column(ColumnDef.from_json(c))))))
-            for c in last]
+    return [(c["name"], arrow_type_for(codec_column(ColumnDef.from_json(c)))) for c in last]
 
 
 log = logging.getLogger(__name__)
 
-_CONTRACT_TYPES = {"string": T.StringType(), "timestamp": T.TimestampType(), "bigint": T.LongType(),
-                   "boolean": T.BooleanType()}
+def contract_columns(contract: TableContract) -> Columns:
+    """The data contract's extra columns of a table, with their Arrow types."""
+    import pyarrow as pa
 
-
-def contract_spark_columns(contract: TableContract) -> list[tuple[str, T.DataType]]:
-    return [(n, _CONTRACT_TYPES[t]) for n, t in contract.extra_columns()]
+    types = {"string": pa.string(), "timestamp": pa.timestamp("us", tz="UTC"), "bigint": pa.int64(),
+             "boolean": pa.bool_()}
+    return [(n, types[t]) for n, t in contract.extra_columns()]
 
 
 # long: one table's plan in the order its checks must run (resets, schema statements, contract,
 # layout)
-def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: str,
+def prepare_table(lake: Lake, batch: Batch, catalog: str, namespace: str,
                    schema: str, table: str, entry: Optional[dict], resets: list[dict],
                    layouts: TableLayouts, contract: Optional[TableContract] = None,
                    change_log_of: bool = False) -> TableWork:
@@ -185,8 +179,8 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
     of the table (``contract.change_log`` is its name's suffix)."""
     suffix = (contract.change_log or "") if change_log_of and contract is not None else ""
     name = f"{catalog}.{namespace}.{iceberg_table_name(schema, table)}{suffix}"
-    exists = table_exists(spark, name)
-    properties = stored_properties(spark, name) if exists else {}
+    properties = lake.properties(name)
+    exists = bool(properties) or lake.table_exists(name)
     source = json.dumps([schema, table])
     if exists and properties.get(PROP_SOURCE) not in (None, source):
         raise MergeJobError(f"{name} holds source table {properties.get(PROP_SOURCE)}, not "
@@ -203,39 +197,16 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
         raise MergeJobError(f"{schema}.{table} has no primary key any more, but {name} is merged "
                             f"by key; give the table a primary key again, or rename the Iceberg "
                             f"table to start a new one (it will be a change log)")
-    state = applied_state(spark, name) if exists else AppliedState(None, None, None, None, None)
-    work = TableWork(schema, table, name, entry, [], [], [], mode, primary_key, exists, properties,
-                     state, None, [])
+    state = applied_state(lake, name) if exists else NOTHING
+    work = TableWork(schema, table, name, entry, [], [], mode, primary_key, exists, properties, state, None, [])
     if mode == MODE_MERGE and contract is not None:  # a change log has its envelope already
         work.contract = contract
-    snapshot = batch.manifest.is_snapshot
-    if state.checkpoint is not None:
-        if compare_checkpoints(batch.end, state.checkpoint) <= 0:
-            applied = not snapshot or committed_batch(spark, name, batch.batch_id)
-            if not applied and compare_checkpoints(batch.end, state.checkpoint) < 0:
-                # a reload of some tables that the incremental load went past before it was merged:
-                # skipping it would silently keep the content it was taken to replace
-                raise MergeJobError(
-                    f"{name} is at [{state.checkpoint}], past the end of snapshot {batch.batch_id} "
-                    f"[{batch.end}], which it never applied: the incremental load went further before this "
-                    f"snapshot was merged. Take the snapshot again (its merge must run before the next "
-                    f"incremental merge of the table)")
-            if applied:
-                work.status = "already-applied"
-                return work
-            # a snapshot at the table's own position that it never applied (a reload to repair
-            # the table while the source was idle): it replaces the content all the same
-        elif not snapshot and compare_checkpoints(batch.start, state.checkpoint) < 0:
-            # the table went further than the batch start (a batch cut differently before):
-            # apply only the changes after its checkpoint (a snapshot replaces it whole)
-            work.since = _position(state.checkpoint)
-            if work.since is None:
-                raise MergeJobError(f"{name} is at [{state.checkpoint}] inside batch "
-                                    f"{batch.batch_id}, which needs binlog coordinates to resume")
-        elif snapshot and mode == MODE_CHANGELOG and compare_checkpoints(batch.start, state.checkpoint) < 0:
-            # a change log the incremental load already wrote past the snapshot's start: the
-            # snapshot's rows all go in, its changes only after what is logged (never twice)
-            work.logged_to = _position(state.checkpoint)
+    gate = table_gate(batch.start, batch.end, batch.batch_id, batch.manifest.is_snapshot, mode == MODE_CHANGELOG,
+                      name, state.checkpoint, lambda: committed_batch(lake, name, batch.batch_id))
+    if gate.applied:
+        work.status = "already-applied"
+        return work
+    work.since, work.logged_to = gate.since, gate.logged_to
     work.resets = [r for r in resets if work.since is None or r["_position"] >= work.since]
     altered = _altered_layout(batch, work) if mode == MODE_MERGE else None
     if entry is None and not work.resets and not (altered and exists):
@@ -251,13 +222,12 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
     if entry is not None:
         work.files = [str(p) for p in batch.manifest.files(entry)]
         for path in work.files:
-            # the schema from the file's footer; Spark reads it only for a type outside the contract
-            staged = staged_schema(path) or read_staged(spark, path).schema
+            staged = read_parquet_schema(path)  # from the file's footer
             missing = [c for c in ENVELOPE_COLUMNS if c not in staged.names]
             if missing:
                 raise MergeJobError(f"{path}: not a staged file of this format (no {', '.join(missing)})")
-            image = staged["_after"].dataType
-            work.layouts.append([(f.name, f.dataType) for f in image.fields])
+            image = staged.field("_after").type
+            work.layouts.append([(f.name, f.type) for f in image])
         for old, new in renames:
             # staged rows from before the rename name the column as it was: read them under the new name
             for k, layout in enumerate(work.layouts):
@@ -276,19 +246,18 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
                                         f"{schema}.{table} are not staged")
     if mode == MODE_CHANGELOG:
         for layout in work.layouts:
-            clash = [n for n, _ in layout if n in dict(CHANGELOG_ENVELOPE)]
+            clash = [n for n, _ in layout if n in CHANGELOG_ENVELOPE_NAMES]
             if clash:
                 raise MergeJobError(f"{schema}.{table}: column(s) {clash} clash with the envelope "
                                     f"columns of its change-log table")
     current = None
-    wanted = contract_spark_columns(work.contract)
+    wanted = contract_columns(work.contract)
     kept = set(json.loads(properties.get(PROP_CONTRACT_COLUMNS, "[]"))) | {n for n, _ in wanted}
-    actual: list[tuple[str, T.DataType]] = []
+    actual: Columns = []
     if exists:
-        current = actual = table_columns(spark, name)
+        current = actual = lake.columns(name)
         if mode == MODE_CHANGELOG:
-            envelope = dict(CHANGELOG_ENVELOPE)
-            current = [c for c in current if c[0] not in envelope]
+            current = [c for c in current if c[0] not in CHANGELOG_ENVELOPE_NAMES]
         else:  # the data-contract columns are not the source's
             current = [c for c in current if c[0] not in kept]
     rename_statements = []
@@ -335,7 +304,7 @@ def prepare_table(spark: SparkSession, batch: Batch, catalog: str, namespace: st
                           f"{_lit(json.dumps(sorted(kept)))})")
     work.contract_columns = wanted
     if mode == MODE_CHANGELOG:  # image columns stay after the envelope
-        after_envelope = f" AFTER {_q(CHANGELOG_ENVELOPE[-1][0])}"
+        after_envelope = f" AFTER {_q(CHANGELOG_ENVELOPE_NAMES[-1])}"
         statements = [s[:-len(" FIRST")] + after_envelope if s.startswith("ALTER") and s.endswith(" FIRST")
                       else s for s in statements]
     work.statements = rename_statements + statements

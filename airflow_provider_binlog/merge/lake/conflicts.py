@@ -116,4 +116,28 @@ def staged_branch(table: Any, name: str, planned_head: Optional[int], batch_id: 
                 table.manageSnapshots().removeBranch(branch).commit()
 
 
-__all__ = ["STAGE_BRANCH_PREFIX", "concurrent_commit", "conflicts_raised_as", "is_conflict", "staged_branch"]
+def remove_stale_branches(table: Any, older_than_seconds: float) -> list[str]:
+    """Remove the staging branches of ``table`` a killed merge left behind (whose head is older
+    than ``older_than_seconds``): their snapshots keep files that expiry could drop. Returns
+    their names."""
+    import time
+
+    cutoff = (time.time() - older_than_seconds) * 1000
+    table.refresh()
+    refs = table.refs()
+    stale = []
+    for name in list(refs.keySet()):
+        if str(name).startswith(STAGE_BRANCH_PREFIX):
+            head = table.snapshot(refs.get(name).snapshotId())
+            if head is None or head.timestampMillis() < cutoff:
+                stale.append(str(name))
+    if stale:
+        update = table.manageSnapshots()
+        for name in stale:
+            update = update.removeBranch(name)
+        update.commit()
+    return stale
+
+
+__all__ = ["STAGE_BRANCH_PREFIX", "concurrent_commit", "conflicts_raised_as", "is_conflict", "remove_stale_branches",
+           "staged_branch"]

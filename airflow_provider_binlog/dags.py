@@ -8,9 +8,9 @@ returns two DAGs:
     ``wait_for_changes`` (:class:`~.sensors.position.BinlogPositionSensor`: the server's
     binlog is ahead of the stored checkpoint) -> ``dump``
     (:class:`~.operators.dump.BinlogDumpOperator` from the stored checkpoint to the position
-    the sensor saw) -> ``merge`` (:class:`~.operators.merge.BinlogMergeOperator`: MERGE into
-    Iceberg, then the checkpoint store is advanced; with ``maintenance=True`` the same Spark
-    job then compacts the tables and expires old snapshots). A run that sees no new data
+    the sensor saw) -> ``merge`` (:class:`~.operators.merge.BinlogMergeOperator`: the batch
+    committed to Iceberg, then the checkpoint store is advanced; with ``maintenance=True`` a
+    Spark job then compacts the tables and expires old snapshots). A run that sees no new data
     before ``sensor_timeout`` is skipped (``skip_when_idle``).
 
 ``binlog_backfill__<source_id>`` (no schedule; triggered with parameters)

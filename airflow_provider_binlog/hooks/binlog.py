@@ -437,16 +437,18 @@ class BinlogHook(BaseHook):
 
         ``method="watermark"`` (the default) reads the tables by key chunks between binlog
         watermarks (:mod:`~airflow_provider_binlog.capture.watermark`): no lock, no
-        RELOAD, no transaction longer than one chunk; the batch runs from the first watermark to
-        the last. A table without a usable key (no primary key, no unique key of NOT NULL
-        columns) is read in one consistent transaction at a position inside the batch instead.
+        transaction longer than one chunk; the batch runs from the first watermark to the last.
+        A table without a usable key (no primary key, no unique key of NOT NULL columns) is read
+        in one consistent transaction at a position inside the batch instead (on MySQL after a
+        short ``FLUSH TABLES WITH READ LOCK``, which needs RELOAD).
         ``method="consistent"`` reads every table in one consistent transaction with the binlog
         coordinates of its start (:func:`~airflow_provider_binlog.capture.snapshot.take_snapshot`);
         the user needs RELOAD on MySQL, for the short ``FLUSH TABLES WITH READ LOCK`` that pins
         the position.
-        With ``resume_key`` it is sealed after every chunk, and a snapshot of the same key whose
-        process died is continued there. ``reader`` and ``read_connections`` choose how its
-        chunks are read (see :func:`~airflow_provider_binlog.capture.watermark.snapshot.take_watermark_snapshot`:
+        With ``resume_key`` its work is sealed as it goes (after about a million rows or 30
+        seconds), and a snapshot of the same key whose process died is continued there.
+        ``reader`` and ``read_connections`` choose how its chunks are read (see
+        :func:`~airflow_provider_binlog.capture.watermark.snapshot.take_watermark_snapshot`:
         straight into Arrow with connectorx where it can, over that many connections); a
         connection with TLS is read with pymysql.
 

@@ -5,10 +5,11 @@ creates a small ``shop`` schema with sample rows, and runs the example DAGs
 (``dags/binlog_cdc.py`` of the source checkout, or :mod:`.quickstart_dag` of the installed
 package; made by :func:`airflow_provider_binlog.dags.make_cdc_dags`) with
 ``dag.test()`` on an SQLite metadata database: the backfill DAG in mode ``snapshot``, then
-rounds of random changes each followed by a run of the incremental DAG. The merges go through
-``spark-submit`` with a local Spark into an Iceberg warehouse on disk. At the end it reads the
-Iceberg tables with Spark and compares them, row by row and column by column, with the
-MariaDB tables.
+rounds of random changes each followed by a run of the incremental DAG. The merges go into an
+Iceberg warehouse on disk, with the Spark connection's ``local[2]`` master: on Iceberg's Java API
+first, and through ``spark-submit`` with a local Spark for a batch that needs Spark. At the end
+it reads the Iceberg tables with Spark and compares them, row by row and column by column, with
+the MariaDB tables.
 
 Everything lives under the work directory (``.work/quickstart`` by default): ``airflow/``
 (AIRFLOW_HOME: ``airflow.db``, the DAG file, task logs), ``staging/``, ``warehouse/``,

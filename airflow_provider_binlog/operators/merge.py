@@ -1,4 +1,5 @@
-"""``BinlogMergeOperator``: apply staged dumps to Iceberg with the merge job, via spark-submit."""
+"""``BinlogMergeOperator``: apply staged dumps to Iceberg with the merge job, via spark-submit or
+first on Iceberg's Java API on the worker (``merge_engine``)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -114,8 +115,10 @@ def asset_extra(uri: str, summary: dict, catalog: str, namespace: str) -> dict:
 
 
 class BinlogMergeOperator(BaseOperator):
-    """Apply staged dumps (usually the dump task's XCom) to Iceberg with the merge job (``SparkSubmitHook``).
-    Returns per table the rows inserted/updated/deleted and snapshot id, and the end checkpoint.
+    """Apply staged dumps (usually the dump task's XCom) to Iceberg with the merge job: through
+    ``spark-submit`` (``SparkSubmitHook``), or first on Iceberg's Java API on the worker, as
+    ``merge_engine`` chooses. Returns per table the rows inserted/updated/deleted and snapshot id,
+    the end checkpoint and the ``engine`` that ran.
 
     The Iceberg catalog (named ``catalog`` in the job's SQL) comes from ``warehouse``,
     ``catalog_conn_id`` or ``catalog_settings`` (at most one), else from the

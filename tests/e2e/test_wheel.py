@@ -108,7 +108,7 @@ def test_the_wheel_installs_and_registers_on_python_3_13(installed, tmp_path):
     """Python 3.13, where the spark extra leaves out the embedded Iceberg jar (its wheel needs
     < 3.13): the provider installs with Airflow and registers; the merge then takes Iceberg's
     runtime from Maven or the cluster. About 1.5 minutes more: run with BINLOG_WHEEL_PY313=1
-    (README, Development)."""
+    (CONTRIBUTING.md)."""
     import glob
     import shutil
 

@@ -1,6 +1,6 @@
 """Lock-free snapshot by key chunks and binlog watermarks (the DBLog / Flink CDC algorithm,
-with watermarks read as binlog positions: no writes to the source, no lock, no RELOAD grant, no
-transaction longer than one chunk's read).
+with watermarks read as binlog positions: no writes to the source, and for a keyed table no
+lock, no RELOAD grant and no transaction longer than one chunk's read).
 
 Each table is read in chunks of its key order (``WHERE key > last ORDER BY key LIMIT n``, one
 autocommit statement each). After each chunk the server's binlog position is read: the chunk's

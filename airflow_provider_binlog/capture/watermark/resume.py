@@ -1,5 +1,6 @@
-"""The progress a resumable watermark snapshot seals after every chunk, as JSON: how far each
-table was read, its chunk keys tagged with their types."""
+"""The progress a resumable watermark snapshot seals (after the chunk that brings it to about a
+million rows staged since the last seal, or 30 seconds after it), as JSON: how far each table was
+read, its chunk keys tagged with their types."""
 from __future__ import annotations
 
 import datetime as dt

@@ -55,9 +55,10 @@ def take_watermark_snapshot(connect: Callable[[], Any], replica_factory: Callabl
     :class:`~airflow_provider_binlog.replica.ReplicaConnection` (it reads the binlog as server
     id 0, next to any running load).
 
-    With ``resume_key``, the staged work is sealed after every chunk; a snapshot with the same
-    key whose process died (killed, a lost worker) is continued where its last chunk was
-    sealed, so at most the chunk being read then is read again.
+    With ``resume_key``, the staged work is sealed after the chunk that brings it to about a
+    million rows staged since the last seal, or 30 seconds after it; a snapshot with the same
+    key whose process died (killed, a lost worker) is continued where its work was last
+    sealed, so at most the chunks read since then are read again.
 
     ``reader``: ``"arrow"`` reads chunks straight into Arrow with connectorx
     (:mod:`~airflow_provider_binlog.capture.arrow_reader`; ``arrow_url`` is its ``mysql://``

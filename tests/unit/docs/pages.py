@@ -18,9 +18,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def manual() -> list[Path]:
-    """The pages that describe the code as it is: the README, CONTRIBUTING.md and docs/."""
+    """The pages that describe the code as it is: the README, CONTRIBUTING.md and docs/ with its
+    subdirectories (the how-to guides)."""
     return [p for p in (ROOT / "README.md", ROOT / "CONTRIBUTING.md") if p.exists()] \
-        + sorted((ROOT / "docs").glob("*.md"))
+        + sorted((ROOT / "docs").rglob("*.md"))
 
 
 def pages() -> list[Path]:

@@ -40,14 +40,32 @@ def test_every_relative_link_reaches_a_file_and_a_heading_of_it(page):
 def test_the_pages_link_to_each_other_and_to_anchors():
     """The check sees the links: the README's to docs/ pages and their anchors."""
     targets = {link.target for link in parse(ROOT / "README.md").links}
-    assert {"docs/merge.md#direct-commits", "docs/configuration.md#the-iceberg-runtime",
-            "docs/ui-screenshot.png"} <= targets
+    assert {"docs/merge.md#direct-commits", "docs/configuration.md#which-engine-runs-my-merge",
+            "docs/README.md", "docs/ui-screenshot.png"} <= targets
 
 
-def test_every_docs_page_is_linked_from_the_readme():
-    linked = {(ROOT / link.target.partition("#")[0]).resolve() for link in parse(ROOT / "README.md").links
-              if not _SCHEME.match(link.target)}
-    assert [name(p) for p in manual() if p.parent == ROOT / "docs" and p not in linked] == []
+def linked_from(page: Path) -> set[Path]:
+    """The files a page's relative links reach."""
+    return {(page.parent / unquote(link.target.partition("#")[0])).resolve() for link in parse(page).links
+            if link.target and not _SCHEME.match(link.target) and not link.target.startswith("#")}
+
+
+INDEX = ROOT / "docs" / "README.md"
+
+
+def test_the_readme_links_the_manual_and_the_contributor_guide():
+    assert {INDEX, ROOT / "CONTRIBUTING.md", ROOT / "docs" / "glossary.md"} <= linked_from(ROOT / "README.md")
+
+
+def test_every_docs_page_is_linked_from_the_table_of_contents():
+    """docs/README.md lists every page under docs/, how-to guides included."""
+    linked = linked_from(INDEX)
+    assert [name(p) for p in manual() if ROOT / "docs" in p.parents and p != INDEX and p not in linked] == []
+
+
+def test_the_table_of_contents_has_the_four_parts():
+    headings = [line[3:].strip() for line in INDEX.read_text().splitlines() if line.startswith("## ")]
+    assert headings == ["How-to guides", "Reference", "Explanation", "Glossary"]
 
 
 @pytest.mark.parametrize("heading, anchor", [

@@ -15,7 +15,7 @@ import re
 import pytest
 
 from tests.unit.docs.arguments import callables, calls, unknown_keywords
-from tests.unit.docs.pages import Block, manual, name, parse
+from tests.unit.docs.pages import ROOT, Block, manual, name, parse
 
 PARTIAL = re.compile(r"^\s*#\s*partial:", re.M)
 BLOCKS = [(page, block) for page in manual() for block in parse(page).blocks if block.language == "python"]
@@ -109,10 +109,32 @@ RUNNABLE = [(page, block) for page, block in BLOCKS
 
 
 def test_the_whole_dag_snippets_are_run():
-    """The factory's example in airflow.md and its sensor and dump tasks are among them."""
+    """The README's production DAG, the factory's example in airflow.md and its sensor and dump
+    tasks, and the how-to's DAG file are among them."""
     called = {(name(page), c) for page, block in RUNNABLE for c, _ in calls(tree_of(page, block))}
-    assert {("docs/airflow.md", "make_cdc_dags"), ("docs/airflow.md", "BinlogDumpOperator"),
-            ("docs/airflow.md", "BinlogPositionSensor"), ("docs/configuration.md", "make_cdc_dags")} <= called
+    assert {("README.md", "make_cdc_dags"), ("docs/airflow.md", "make_cdc_dags"),
+            ("docs/airflow.md", "BinlogDumpOperator"), ("docs/airflow.md", "BinlogPositionSensor"),
+            ("docs/configuration.md", "make_cdc_dags"), ("docs/how-to/deploy.md", "make_cdc_dags")} <= called
+
+
+def test_the_readmes_production_dag_is_a_whole_dag_file_that_builds_both_dags(tmp_path, monkeypatch):
+    """The README's one Python block is a DAG file as it stands: run as the DAG processor runs
+    it (no server, no connection looked up), it makes the source's two DAGs, at most 20 lines."""
+    from airflow.sdk import DAG
+
+    readme = ROOT / "README.md"
+    (block,) = [b for b in parse(readme).blocks if b.language == "python"]
+    assert (readme, block) in RUNNABLE
+    assert len(block.code.splitlines()) <= 20
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {"__name__": "readme_dag"}
+    exec(compile(block.code, f"README.md:{block.line}", "exec"), namespace)
+    dags = sorted(v.dag_id for v in namespace.values() if isinstance(v, DAG))
+    assert dags == ["binlog_backfill__shop", "binlog_cdc__shop"]
+    # the commands after it name those DAGs
+    for dag_id in dags:
+        assert f"airflow dags trigger {dag_id}" in readme.read_text() or f"airflow dags unpause {dag_id}" \
+            in readme.read_text()
 
 
 @pytest.mark.parametrize("page, block", RUNNABLE, ids=[f"{name(p)}:{b.line}" for p, b in RUNNABLE])

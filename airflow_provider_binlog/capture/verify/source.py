@@ -9,7 +9,7 @@ before the transaction and this one are the ones the caller must look at."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ...codec.events import TableMap
 from ...codec.gtid import Flavor
@@ -162,11 +162,19 @@ def position_now(conn) -> tuple[str, int]:
     return row[0], int(row[1])
 
 
-def checksums(conn, flavor: str, t: SourceTable, ranges: Sequence[KeyRange],
-              exclude: Sequence[Sequence[tuple]]) -> tuple[list[Checksum], tuple[str, int]]:
+def checksums(conn, flavor: str, t: SourceTable, ranges: Sequence[KeyRange], exclude: Sequence[Sequence[tuple]],
+              changed_since: Optional[Callable[[tuple[str, int]], Sequence[Sequence[tuple]]]] = None
+              ) -> tuple[list[Checksum], tuple[str, int], list[tuple]]:
     """The checksum of each key range (without the keys of its ``exclude`` list), all read in
-    one consistent transaction, and its binlog position (see the module)."""
+    one consistent transaction, its binlog position (see the module), and per range the keys
+    taken out afterwards.
+
+    On MariaDB, ``changed_since(position)`` is called inside the transaction, once its exact
+    position is known: it gives per range the keys changed between the reads' start and that
+    position (which the reads saw); their rows are subtracted in the same snapshot, so the sums
+    hold no key changed since. Elsewhere the caller compares the keys changed around the read."""
     sums: list[Checksum] = []
+    taken: list[tuple] = [() for _ in ranges]
     hashed = row_hash_sql(t.forms)
     with conn.cursor() as cur:
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
@@ -178,11 +186,21 @@ def checksums(conn, flavor: str, t: SourceTable, ranges: Sequence[KeyRange],
                 sums.append(Checksum(int(count), int(total)))
             if flavor == Flavor.MARIADB:
                 position = snapshot_binlog_position(cur)
+                if changed_since is not None:
+                    for i, keys in enumerate(changed_since(position)):
+                        if not keys:
+                            continue
+                        where, args = range_sql(t, KeyRange(keys=tuple(keys)), ())
+                        cur.execute(f"SELECT COUNT(*), COALESCE(SUM({hashed}), 0) FROM {t.quoted} WHERE {where}",
+                                    args)
+                        count, total = cur.fetchone()
+                        sums[i] = Checksum(sums[i].rows - int(count), sums[i].hash_sum - int(total))
+                        taken[i] = tuple(keys)
         finally:
             cur.execute("COMMIT")
     if flavor != Flavor.MARIADB:
         position = position_now(conn)
-    return sums, position
+    return sums, position, taken
 
 
 __all__ = ["Checksum", "KeyRange", "SourceTable", "checksums", "key_bounds", "next_upto", "position_now",

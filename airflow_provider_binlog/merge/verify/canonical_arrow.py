@@ -35,12 +35,12 @@ def _float_text(array: pa.Array) -> pa.Array:
 
 
 def with_length(array: pa.Array) -> pa.Array:
+    """``<bytes>:<value>`` of each text or bytes value, as ``large_binary``."""
     if pa.types.is_fixed_size_binary(array.type):
         array = pc.cast(array, pa.binary())
-    length = _text(pc.binary_length(array))
-    if pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type):
-        return pc.binary_join_element_wise(pc.cast(length, pa.binary()), pa.scalar(b":"), array, pa.scalar(b""))
-    return pc.binary_join_element_wise(length, ":", array, "")
+    length = pc.cast(_text(pc.binary_length(array)), pa.large_binary())
+    binary = pa.large_binary()
+    return pc.binary_join_element_wise(length, pa.scalar(b":", binary), pc.cast(array, binary), pa.scalar(b"", binary))
 
 
 def column_text(array: pa.Array, form: ColumnForm) -> pa.Array:

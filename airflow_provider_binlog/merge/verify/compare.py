@@ -70,19 +70,31 @@ class SourceSide:
         return self._sorted[lo:hi]
 
     def read(self, ranges: Sequence[KeyRange], also_exclude: Optional[Sequence[Sequence[tuple]]] = None) -> SourceRead:
-        """The ranges' checksums in one transaction (see the module)."""
+        """The ranges' checksums in one transaction (see the module). On MariaDB the keys
+        changed while the reads ran are subtracted inside it (``checksums``' ``changed_since``):
+        one read always does; elsewhere a range whose keys changed meanwhile is read again."""
         extra = list(also_exclude) if also_exclude is not None else [()] * len(ranges)
         flight = [False] * len(ranges)
+        moved = [False] * len(ranges)
+        excluded: list[tuple] = []
         for _ in range(READ_TRIES):
             self.changes.follow_to(*position_now(self.conn))
             excluded = [tuple(self.changed_in(r)) for r in ranges]
             flight = [len(e) > self.max_excluded for e in excluded]
             skip = [(() if f else e) + tuple(x) for e, f, x in zip(excluded, flight, extra)]
-            sums, position = checksums(self.conn, self.flavor, self.table, ranges, skip)
+
+            def changed_since(position: tuple[str, int]) -> list[tuple]:
+                self.changes.follow_to(*position)
+                return [() if f else tuple(k for k in self.changed_in(r) if k not in set(e) and k not in set(x))
+                        for r, e, f, x in zip(ranges, excluded, flight, extra)]
+
+            sums, position, taken = checksums(self.conn, self.flavor, self.table, ranges, skip, changed_since)
             self.changes.follow_to(*position)
-            moved = [len(self.changed_in(r)) != len(e) and not f for r, e, f in zip(ranges, excluded, flight)]
+            excluded = [e + t for e, t in zip(excluded, taken)]
+            moved = [not f and any(k not in set(e) and k not in set(x) for k in self.changed_in(r))
+                     for r, e, f, x in zip(ranges, excluded, flight, extra)]
             if not any(moved):
-                return SourceRead([None if f else s for s, f in zip(sums, flight)], excluded, position)
+                break
         return SourceRead([None if f or m else s for s, f, m in zip(sums, flight, moved)], excluded, position)
 
     def source_key(self, key: tuple) -> tuple:

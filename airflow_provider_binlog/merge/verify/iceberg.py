@@ -11,7 +11,7 @@ import datetime as dt
 import json
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -121,20 +121,24 @@ def literal_value(value: Any, field_type: Any) -> Any:
 def row_filter(table: Any, key_names: Sequence[str], ranges: Sequence[KeyRange]) -> Any:
     """A PyIceberg filter that holds every row of ``ranges`` (on the first key column; the exact
     ranges are applied on the rows read): pruning by the files' bounds."""
-    from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, In, LessThanOrEqual, Or
+    from pyiceberg import expressions as ex
+
+    # the predicates' typing (pydantic fields) and their constructors disagree: called as documented
+    ge, le, one_of = cast(Any, ex.GreaterThanOrEqual), cast(Any, ex.LessThanOrEqual), cast(Any, ex.In)
+    AlwaysTrue, And, Or = ex.AlwaysTrue, ex.And, ex.Or
 
     first = key_names[0]
     ftype = _field_type(table, first)
     out = None
     for r in ranges:
         if r.keys is not None:
-            part: Any = In(term=first, literals={literal_value(k[0], ftype) for k in r.keys}) if r.keys else None
+            part: Any = one_of(first, {literal_value(k[0], ftype) for k in r.keys}) if r.keys else None
         else:
             part = AlwaysTrue()
             if r.after is not None:
-                part = And(part, GreaterThanOrEqual(term=first, literal=literal_value(r.after[0], ftype)))
+                part = And(part, ge(first, literal_value(r.after[0], ftype)))
             if r.upto is not None:
-                part = And(part, LessThanOrEqual(term=first, literal=literal_value(r.upto[0], ftype)))
+                part = And(part, le(first, literal_value(r.upto[0], ftype)))
         if part is not None:
             out = part if out is None else Or(out, part)
     return out

@@ -112,7 +112,7 @@ class TableVerifier:
                               hint="the table differs from the source in its columns: reload it")
         self.report.checkpoint = f"{cp.file}:{cp.position}"
         tm = self.table.tm
-        history = seed_history(conn, [tm.schema], self.flavor)
+        history = seed_history(conn, lambda db: db == tm.schema, self.flavor)
         read_state = table_to_read(tm, self.table.key)
         changes = KeyChanges(self.replica_factory, {(tm.schema, tm.table): read_state}, history,
                              (cp.file, int(cp.position)))

@@ -37,6 +37,10 @@ EDGE_ROWS = [
     (4, "2024-02-30", "9999-12-31 23:59:59", None, "1", "0", "0.1", 1, 1, None, "0.0.0.0", None, None, None, "x",
      None),
     (5, "9999-12-31", None, None, None, None, "1e-310", None, None, None, None, 2024, 128, "a,b", "é", "-00:00:01"),
+    # the largest doubles below 2^60 and 2^1: LOG2 rounds them up to the power of two
+    (6, None, None, None, None, "16777215", "1152921504606846720", None, None, None, None, None, None, None, None, None),
+    (7, None, None, None, None, "-1.9999999", "1.9999999999999998", None, None, None, None, None, None, None, None,
+     None),
 ]
 MASKED = ("id INT PRIMARY KEY, email VARCHAR(100), phone VARCHAR(20), blob_ VARBINARY(20), n BIGINT UNSIGNED, "
           "born DATE, amount DECIMAL(10,2), secret_ VARCHAR(10), f FLOAT")
@@ -114,6 +118,7 @@ def test_the_server_and_arrow_give_every_row_the_same_canonical_text_and_hash(ma
     edges = _source(mariadb, "edges", None)[1]
     assert edges[1].split(b",")[1:4] == [b"N", b"N", b"N"]  # zero dates: null, as staged
     assert edges[1].split(b",")[5:7] == [b"4503599627370496p-201", b"1p-1074"]  # FLOAT's and DOUBLE's least subnormals
+    assert edges[6].split(b",")[5:7] == [b"9007198717870080p-29", b"9007199254740990p7"]  # 2^24 - 1, 2^60 - 2^8
     assert edges[3].split(b",")[1:3] == [b"N", str(-354285 * 86_400_000_000).encode()]  # year 0; 1000-01-01
     masked = _source(mariadb, "masked", masking)[1]
     assert masked[1].split(b",")[2] == b"4:+41 "  # truncated to 4 characters

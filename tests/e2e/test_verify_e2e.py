@@ -36,8 +36,8 @@ def _xcom(dag_run, task_id: str, key: str = "return_value"):
     return None if value is None else XComModel.deserialize_value(SimpleNamespace(value=value))
 
 
-def test_the_verify_dag_names_the_differences_and_its_repair_mode_makes_the_table_equal(  # noqa: F811
-        mariadb, dags_folder, spark, tmp_path, spark_warehouse, monkeypatch):
+def test_the_verify_dag_names_the_differences_and_its_repair_mode_makes_the_table_equal(
+        mariadb, dags_folder, spark, tmp_path, spark_warehouse, monkeypatch):  # noqa: F811
     create_user(mariadb)
     mariadb.execute("DROP DATABASE IF EXISTS ver")
     mariadb.execute("CREATE DATABASE ver")

@@ -38,7 +38,8 @@ EDGE_ROWS = [
      None),
     (5, "9999-12-31", None, None, None, None, "1e-310", None, None, None, None, 2024, 128, "a,b", "é", "-00:00:01"),
     # the largest doubles below 2^60 and 2^1: LOG2 rounds them up to the power of two
-    (6, None, None, None, None, "16777215", "1152921504606846720", None, None, None, None, None, None, None, None, None),
+    (6, None, None, None, None, "16777215", "1152921504606846720", None, None, None, None, None, None, None, None,
+     None),
     (7, None, None, None, None, "-1.9999999", "1.9999999999999998", None, None, None, None, None, None, None, None,
      None),
 ]

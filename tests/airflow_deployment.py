@@ -125,6 +125,7 @@ DAG_FILE = '''"""The deployment test's sources, made by the factory."""
 import datetime as dt
 
 from airflow_provider_binlog.dags import OnNewBinlogData, make_cdc_dags
+from airflow_provider_binlog.operators.verify_dag import make_verify_dag
 
 COMMON = dict(catalog="lake", warehouse={warehouse!r}, spark_conn_id={spark!r}, sensor_timeout={sensor_timeout},
               default_args={{"retries": 1, "retry_delay": dt.timedelta(seconds=5)}})
@@ -134,6 +135,10 @@ DAG_SOURCE = '''
 {name}_cdc, {name}_backfill = make_cdc_dags(
     {source_id!r}, binlog_conn_id={conn_id!r}, tables=["{database}.*"], namespace={namespace!r},
     staging_dir={staging!r}, schedule={schedule}, {options}**COMMON)
+{name}_verify = make_verify_dag(
+    {source_id!r}, binlog_conn_id={conn_id!r}, tables=["{database}.*"], namespace={namespace!r},
+    staging_dir={staging!r}, catalog="lake", warehouse={warehouse!r}, spark_conn_id={spark!r}, schedule=None,
+    tries=2, merge_wait_seconds=120, poll_seconds=5)
 '''
 
 
@@ -142,7 +147,8 @@ def dag_file(sources: Iterable[Source], *, warehouse: Path, staging: Path, senso
     for s in sources:
         text += DAG_SOURCE.format(name=s.source_id, source_id=s.source_id, conn_id=s.conn_id, database=s.database,
                                   namespace=s.namespace, staging=str(staging / s.source_id), schedule=s.schedule,
-                                  options=f"{s.options}, " if s.options else "")
+                                  options=f"{s.options}, " if s.options else "", warehouse=str(warehouse),
+                                  spark=SPARK_CONN_ID)
     return text
 
 

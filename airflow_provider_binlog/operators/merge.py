@@ -17,6 +17,7 @@ from airflow.sdk import BaseOperator
 from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
 from airflow_provider_binlog.staging.storage import SECRET_ENV, delete_file
 from airflow_provider_binlog.operators.links import BinlogCdcViewLink, SparkApplicationLink, spark_application_url
+from airflow_provider_binlog.operators.merge_events import asset_extra, iceberg_asset_uri
 from airflow_provider_binlog.operators.engine_choice import (
     ICEBERG_JAVA,
     EngineChoiceError,
@@ -77,41 +78,6 @@ def _truthy(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() not in ("", "0", "false", "no", "off", "none")
     return bool(value)
-
-
-def iceberg_asset_uri(catalog: str, namespace: str, table: str) -> str:
-    """The asset URI of an Iceberg table: ``iceberg://<catalog>/<namespace>/<table>``."""
-    return f"iceberg://{catalog}/{namespace}/{table}"
-
-
-def asset_extra(uri: str, summary: dict, catalog: str, namespace: str) -> dict:
-    """The ``extra`` of an asset event for a merge ``summary``.
-
-    For ``iceberg://<catalog>/<namespace>/<table>``: that table's ``source``, ``inserted``,
-    ``updated``, ``deleted``, ``snapshot_id`` and ``status`` (zeros when the run did not touch
-    it). For any other asset (one for a whole source): the totals and ``tables``, the counts
-    per source table. Both hold ``end_checkpoint``, ``batches`` and ``mode`` (``snapshot`` or
-    ``incremental``)."""
-    batches = summary.get("batches") or []
-    extra: dict = {"end_checkpoint": summary.get("end_checkpoint"),
-                   "batches": [list(b) for b in batches],
-                   "mode": summary.get("mode") or "incremental"}
-    prefix = iceberg_asset_uri(catalog, namespace, "")
-    if uri.startswith(prefix) and "/" not in uri[len(prefix):]:
-        name = f"{catalog}.{namespace}.{uri[len(prefix):]}"
-        for source, info in (summary.get("tables") or {}).items():
-            if info.get("iceberg_table") == name:
-                extra.update(source=source, iceberg_table=name, inserted=info.get("inserted", 0),
-                             updated=info.get("updated", 0), deleted=info.get("deleted", 0),
-                             snapshot_id=info.get("snapshot_id"), status=info.get("status"))
-                return extra
-        extra.update(iceberg_table=name, inserted=0, updated=0, deleted=0, status="not-in-batch")
-        return extra
-    extra.update(inserted=summary.get("inserted", 0), updated=summary.get("updated", 0),
-                 deleted=summary.get("deleted", 0),
-                 tables={source: {k: info.get(k, 0) for k in ("inserted", "updated", "deleted")}
-                         for source, info in (summary.get("tables") or {}).items()})
-    return extra
 
 
 class BinlogMergeOperator(BaseOperator):

@@ -9,6 +9,7 @@ import datetime as dt
 from typing import Any, Mapping, Optional
 from urllib.parse import quote
 
+from .verified import verified_card
 from .charts import MERGE_COLOUR, OP_COLOURS, esc, human_bytes, human_count, lag_chart, legend, rows_chart
 from .status import OPS, RED_STATES, human_age
 
@@ -333,7 +334,8 @@ def render_source(source: Mapping, now: dt.datetime) -> str:
             + _problems(source)
             + '<div class="grid">' + _server_card(source) + _checkpoint_card(source, now) + _lag_card(source)
             + _retention_card(source) + _dump_card(source, now) + _merge_card(source, now) + "</div>"
-            + _snapshots(source, now) + _charts(source) + _tables(source, now) + "</section>")
+            + _snapshots(source, now) + _charts(source) + _tables(source, now)
+            + verified_card(source) + "</section>")  # the last verification (verified.py)
 
 
 def render_page(status: Mapping, *, refresh_seconds: int = 60, json_href: str = "status.json") -> str:

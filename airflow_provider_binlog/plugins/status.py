@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
+from .verified import read_verified
 from .ttl_cache import TtlCache
 from ..checkpoints import Checkpoint, FileCheckpointStore, SavedCheckpoint, open_checkpoint_store
 from ..replica.position import PositionCheck, check_position, read_server_state
@@ -248,6 +249,7 @@ def _collect(config: SourceConfig, conn: Any, st: _Status, *, now: dt.datetime, 
     data["last_merge"] = advances[0] if advances else None
     data["tables"] = _table_totals(dumps, advances)
     data["lag_history"] = _lag_history(dumps, data["lag"], now)
+    data["verified"] = read_verified(config.staging_dirs, config.key)  # the last verification (verified.py)
     _check_stalled(st, check, history, now, stall)
 
 

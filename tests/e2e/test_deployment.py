@@ -53,7 +53,7 @@ from airflow_provider_binlog.dags import LOADING_TASKS, UNFINISHED_STATES  # noq
 
 from tests.airflow_conn import SECRET, USER, create_user  # noqa: E402
 from tests.airflow_deployment import (  # noqa: E402
-    ALTER, CRON, EVENT, SOURCES, Writer, create_schema, epoch, freshness, initial_load,
+    ALTER, CRON, EVENT, SOURCES, TABLES, Writer, create_schema, epoch, freshness, initial_load,
     make_deployment, server_seq, stored_seq, summary, table_differences, wait_loaded,
 )
 
@@ -238,7 +238,7 @@ def test_both_paths_in_a_real_deployment(deployment, mariadb, tmp_path):
 
     dep, warehouse, store = deployment
     server = mariadb
-    dep.wait_dags([d for s in SOURCES for d in (s.incremental, s.backfill)])
+    dep.wait_dags([d for s in SOURCES for d in (s.incremental, s.backfill, f"binlog_verify__{s.source_id}")])
     create_schema(server, [s.database for s in SOURCES])
     writer = Writer(server, [s.database for s in SOURCES], rows_per_second=ROWS_PER_SECOND)
     writer.seed()
@@ -360,6 +360,15 @@ def test_both_paths_in_a_real_deployment(deployment, mariadb, tmp_path):
     for s in SOURCES:
         assert table_differences(server, warehouse, s) == [], dep.report()
 
+    # the verify DAG of each source, run by the scheduler: every table verified equal, and so
+    # shown by the Binlog CDC view (below)
+    from airflow_provider_binlog.operators.verify_dag import verify_dag_id
+
+    for s in SOURCES:
+        dep.set_paused(verify_dag_id(s.source_id), False)
+        verify_run = dep.wait_run(verify_dag_id(s.source_id), dep.trigger(verify_dag_id(s.source_id)), timeout=600)
+        assert verify_run["state"] == "success", (verify_run, dep.report())
+
     # the event-driven DAG: at least 2 runs, at most one per checkpoint advanced + 2
     history = open_checkpoint_store(str(store)).history(EVENT.source_id)
     advanced = len(history) - 1  # the entries after the snapshot's
@@ -373,6 +382,9 @@ def test_both_paths_in_a_real_deployment(deployment, mariadb, tmp_path):
     assert status == 200, data
     found = {src["conn_id"]: (src["state"], src["checkpoint_key"]) for src in data["sources"]}
     assert found == {s.conn_id: ("ok", s.source_id) for s in SOURCES}, data
+    verified = {src["conn_id"]: {t: r["status"] for t, r in (src.get("verified") or {}).get("tables", {}).items()}
+                for src in data["sources"]}
+    assert verified == {s.conn_id: {f"{s.database}.{t}": "equal" for t in TABLES} for s in SOURCES}, verified
     assert SECRET not in json.dumps(data)
 
     # freshness of every writer commit

@@ -20,6 +20,9 @@ from .layout import TableLayouts
 from .sql import check_identifier
 
 DEFAULT_CATALOG = "lake"
+#: The environment variable that carries the checkpoint store's URL to the job when it holds a
+#: password (``checkpoint_store`` in the options then has it without the password).
+STORE_ENV = "BINLOG_CHECKPOINT_STORE"
 DEFAULT_EXPIRE_OLDER_THAN_DAYS = 7.0
 DEFAULT_RETAIN_LAST = 10
 
@@ -203,3 +206,21 @@ _CHECKS: dict[str, Any] = {
 }
 
 __all__ = ["DEFAULT_CATALOG", "DEFAULT_EXPIRE_OLDER_THAN_DAYS", "DEFAULT_RETAIN_LAST", "MergeOptions"]
+
+
+def store_without_password(url: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+    """``(url without its password, url)`` when the checkpoint store's URL holds a password,
+    else ``(url, None)``: the first goes in the options (on the job's command line), the second
+    in its environment (:data:`STORE_ENV`)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if not url or "://" not in url:
+        return url, None
+    parts = urlsplit(url)
+    if not parts.password:
+        return url, None
+    host = parts.hostname or ""
+    netloc = f"{parts.username}@{host}" if parts.username else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc)), url

@@ -17,6 +17,7 @@ from airflow.sdk import BaseOperator
 from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
 from airflow_provider_binlog.staging.storage import SECRET_ENV, delete_file
 from airflow_provider_binlog.operators.links import BinlogCdcViewLink, SparkApplicationLink, spark_application_url
+from airflow_provider_binlog.merge.options import STORE_ENV, store_without_password
 from airflow_provider_binlog.operators.merge_events import asset_extra, iceberg_asset_uri
 from airflow_provider_binlog.operators.engine_choice import (
     ICEBERG_JAVA,
@@ -365,6 +366,25 @@ class BinlogMergeOperator(BaseOperator):
         env.update(self.env_vars)
         return env
 
+    def _store_env(self, url: Optional[str], master: str) -> dict:
+        """The checkpoint store's URL for the job's environment when it holds a password (never
+        on a command line)."""
+        if not url:
+            return {}
+        if "yarn" in master or "k8s" in master:
+            raise AirflowException(
+                f"the checkpoint store's password cannot reach a {master} driver without appearing on the "
+                f"spark-submit command line: leave it out of the URL and give it to the driver as the "
+                f"PostgreSQL client reads it (PGPASSWORD, a .pgpass file; docs/checkpoint-stores.md)")
+        try:
+            from urllib.parse import urlsplit
+
+            from airflow.sdk.log import mask_secret
+            mask_secret(urlsplit(url).password or "")
+        except ImportError:  # pragma: no cover - an Airflow without the Task SDK's masker
+            pass
+        return {STORE_ENV: url}
+
     def execute(self, context) -> dict:
         from .turns import yield_to_running_runs
 
@@ -387,12 +407,14 @@ class BinlogMergeOperator(BaseOperator):
             output = (f"{_staging_root(paths[0])}/.merge-result-{uuid.uuid4().hex}.json" if cluster
                       else str(Path(tmp) / "result.json"))
             store, key = self._checkpoint_store()
-            options = self.merge_options(store, key)
+            public_store, secret_store = store_without_password(store)
+            options = self.merge_options(public_store, key)
             job_args: list[str] = []
             for p in paths:
                 job_args += ["--manifest", p]
             job_args += ["--options", options.to_json_text()]
-            env = self._env(catalog, cluster=cluster, master=master, staging=staging)
+            env = {**self._env(catalog, cluster=cluster, master=master, staging=staging),
+                   **self._store_env(secret_store, master)}
             conf = self._with_openlineage(self._spark_conf(catalog, master), context)
             result, applied = None, []
             choice = self._engine_choice(master, cluster, conf, catalog, options.direct_max_bytes)

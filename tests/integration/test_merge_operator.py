@@ -275,3 +275,37 @@ def test_merges_of_existing_tables_run_without_spark_and_a_batch_needing_spark_i
     monkeypatch.setenv("AIRFLOW__BINLOG__MERGE_ENGINE", "jvm")
     with pytest.raises(Exception, match="merge_engine is 'jvm'"):
         merge(fifth)
+
+
+def test_no_process_the_merge_starts_has_the_checkpoint_stores_password_on_its_command_line(
+        tmp_path, local_spark_connection, monkeypatch):
+    """The store's URL travels to the job in its environment: neither the engine without Spark
+    nor spark-submit shows the password in its argv (``ps``, Spark's UI)."""
+    import subprocess
+
+    from airflow_provider_binlog.operators import merge_job
+
+    manifest = tmp_path / "m" / "manifest.json"
+    manifest.parent.mkdir()
+    manifest.write_text("{}")
+    started: list = []
+    real_popen = subprocess.Popen
+
+    class Recording(real_popen):  # records every process the merge starts, then lets it run
+        def __init__(self, args, *a, **kw):
+            started.append((list(args), dict(kw.get("env") or {})))
+            super().__init__(["false"], *a[1:], **{k: v for k, v in kw.items() if k != "env"})
+
+    monkeypatch.setattr(subprocess, "Popen", Recording)
+    monkeypatch.setattr(merge_job.subprocess, "Popen", Recording)
+    url = "postgresql://loader:s3cr3t-pw@127.0.0.1:1/binlog"
+    for engine in ("iceberg-java", "spark"):
+        started.clear()
+        op = BinlogMergeOperator(task_id="merge", manifests=str(manifest), namespace="x",
+                                 conn_id=local_spark_connection, warehouse=str(tmp_path / "wh"),
+                                 checkpoint_store_uri=url, checkpoint_key="k", merge_engine=engine)
+        with pytest.raises(Exception):
+            op.execute(context={})
+        assert started, engine
+        assert not [args for args, _ in started if any("s3cr3t-pw" in a for a in args)], engine
+        assert any("s3cr3t-pw" in json.dumps(env) for _, env in started), engine  # it travels, off the argv

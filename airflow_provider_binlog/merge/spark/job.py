@@ -6,6 +6,7 @@ With ``--engine iceberg`` the JVM starts on a thread first, while the merge's ow
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -123,13 +124,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if isinstance(raw, dict) and isinstance(raw.get("catalog"), str):
             starting = _JvmStarting(_jvm_conf(args, raw, secrets), raw["catalog"], args.java_option)
     try:
-        from ..options import MergeOptions
+        from ..options import STORE_ENV, MergeOptions
 
         try:
             options = MergeOptions.from_json(args.options)
         except MergeJobError as exc:  # a bad option, layout or data contract: nothing started
             _write_json(args.output_json, {"error": str(exc), "error_type": type(exc).__name__})
             _parser().error(f"--options: {exc}")
+        if options.checkpoint_store is not None and os.environ.get(STORE_ENV):  # with its password
+            options = dataclasses.replace(options, checkpoint_store=os.environ[STORE_ENV])
         if args.engine == "iceberg":
             if starting is None:
                 starting = _JvmStarting(_jvm_conf(args, {"warehouse": options.warehouse, "catalog": options.catalog},

@@ -128,3 +128,14 @@ def test_the_jvm_started_while_the_options_load_is_stopped_when_they_are_refused
         job.main(["--engine", "iceberg", "--manifest", str(tmp_path), "--output-json", str(tmp_path / "o.json"),
                   "--options", '{"namespace": "n", "catalog": "lake", "warehouse": "/w", "retain_last": 0}'])
     assert started == [("lake", "/w")] and stopped == [True]
+
+
+def test_a_checkpoint_store_url_with_a_password_is_split_between_the_options_and_the_environment():
+    from airflow_provider_binlog.merge.options import store_without_password
+
+    assert store_without_password("postgresql+psycopg://loader:pw@db.internal:6432/etl?sslmode=require") == (
+        "postgresql+psycopg://loader@db.internal:6432/etl?sslmode=require",
+        "postgresql+psycopg://loader:pw@db.internal:6432/etl?sslmode=require")
+    assert store_without_password("postgresql://loader@db/etl") == ("postgresql://loader@db/etl", None)
+    assert store_without_password("/var/lib/binlog/checkpoints") == ("/var/lib/binlog/checkpoints", None)
+    assert store_without_password(None) == (None, None)

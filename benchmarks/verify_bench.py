@@ -39,12 +39,12 @@ def main(argv=None) -> int:
     from airflow_provider_binlog.common.tables import TableFilter
     from airflow_provider_binlog.local.mariadb import MariaDBServer
     from airflow_provider_binlog.merge.options import MergeOptions
-    from airflow_provider_binlog.merge.spark.batch import apply_manifests
+    from airflow_provider_binlog.merge.lake.batch import apply_manifests
+    from airflow_provider_binlog.merge.lake.java import JavaLake
     from airflow_provider_binlog.merge.verify.iceberg import CatalogSpec, load_table, pin
     from airflow_provider_binlog.merge.verify.run import Settings, TableVerifier
     from airflow_provider_binlog.replica import ReplicaConnection
-    from airflow_provider_binlog.spark.iceberg_jvm import IcebergJvm
-    from airflow_provider_binlog.spark.runtime import find_java17_home, local_spark_conf
+    from airflow_provider_binlog.spark.runtime import find_java17_home, local_spark_conf, spark_jars_dirs
 
     try:
         srv = MariaDBServer(SERVER_OPTIONS)
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
                                                tables=TableFilter(["bench.big"]), flavor="mariadb",
                                                server={"server_id": srv.server_id}, reader="arrow", arrow_url=url)
             snapshot = time.perf_counter() - t0
-            jvm = IcebergJvm(local_spark_conf(warehouse, "lake"), "lake", find_java17_home())
+            jvm = JavaLake(local_spark_conf(warehouse, "lake"), "lake", find_java17_home(), spark_jars_dirs())
             try:
                 t0 = time.perf_counter()
                 apply_manifests(jvm, [manifest], MergeOptions(namespace="bench", checkpoint_store=str(

@@ -68,7 +68,7 @@ DEPLOYMENT_SKIP = ("a real Airflow deployment (10 to 20 minutes): run it with BI
 
 
 LONG_SKIP = ("a long end-to-end run (the wheel, the cluster topology, failover and layout DAGs; figures in "
-             "README.md, section Tests): run it with BINLOG_LONG_TESTS=1")
+             "CONTRIBUTING.md, section Markers and switches): run it with BINLOG_LONG_TESTS=1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

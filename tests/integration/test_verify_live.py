@@ -28,7 +28,6 @@ from airflow_provider_binlog.checkpoints import FileCheckpointStore  # noqa: E40
 from airflow_provider_binlog.common.tables import TableFilter  # noqa: E402
 from airflow_provider_binlog.merge.contract import DataContract  # noqa: E402
 from airflow_provider_binlog.merge.options import MergeOptions  # noqa: E402
-from airflow_provider_binlog.merge.spark.batch import apply_manifests  # noqa: E402
 from airflow_provider_binlog.merge.verify.iceberg import CatalogSpec, load_table, pin  # noqa: E402
 from airflow_provider_binlog.merge.verify.report import CHANGED, EXTRA, MISSING  # noqa: E402
 from airflow_provider_binlog.merge.verify.run import Settings, TableVerifier  # noqa: E402
@@ -36,6 +35,7 @@ from airflow_provider_binlog.replica.schemas import InformationSchemaSource  # n
 from airflow_provider_binlog.staging.manifest import file_sha256  # noqa: E402
 from tests.integration.test_dump_live import replica  # noqa: E402
 from tests.integration.test_watermark_snapshot_live import arrow_url, replica_factory  # noqa: E402
+from tests.merging import apply_manifests  # noqa: E402
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.spark]
 

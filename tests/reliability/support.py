@@ -221,11 +221,11 @@ def iceberg_state(spark, namespace: str, db: str, tables: Iterable[str] = TABLES
     out = {}
     for table in tables:
         name = f"{catalog}.{namespace}.{iceberg_table_name(db, table)}"
-        if refresh:
-            spark.sql(f"REFRESH TABLE {name}")
-        if not spark.catalog.tableExists(name):
+        if not spark.catalog.tableExists(name):  # none yet: every merge so far was killed or refused
             out[table] = {} if KEYS.get(table) else collections.Counter()
             continue
+        if refresh:
+            spark.sql(f"REFRESH TABLE {name}")
         df = spark.table(name)
         fields = [f.name for f in df.schema.fields]
         rows = [r.asDict() for r in df.collect()]

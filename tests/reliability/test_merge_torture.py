@@ -126,5 +126,6 @@ def test_merges_started_at_once_and_killed_at_random_apply_every_batch_once(
     S.changelog_matches(got["events"], manifests, DB, "events")
     if url is not None:
         assert open_checkpoint_store(url).load("torture") == manifests[-1].end
+    print(f"merge torture, store {mode}: {counts}")
     record_trials(f"merge torture, store {mode} (runs; killed, refused, applied in the facts)", counts["runs"],
                   **{k: v for k, v in counts.items() if k != "runs"}, duplicate_keys=0, rows_lost=0)

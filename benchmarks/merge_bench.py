@@ -12,7 +12,7 @@ warehouse, and creates two Iceberg tables of the same source table ``bench.items
 ``name VARCHAR``, nullable ``note VARCHAR``) in the namespaces ``bench_small`` and
 ``bench_large``, holding ``--small`` and ``--large`` rows (default 1,000,000 and 10,000,000;
 even ids ``0, 2, 4, ...``).  They are created with the merge job's own statements
-(``merge.spark.schema.create_table_statements``), so they have its default layout: format version 2,
+(``merge.schema_plan.create_table_statements``), so they have its default layout: format version 2,
 ``WRITE ORDERED BY id``, merge-on-read MERGE/UPDATE/DELETE with one position delete file per
 write task and partition (``merge.iceberg_contract.DEFAULT_TABLE_PROPERTIES``), plus the ``binlog.*``
 table properties.  They are loaded from ``spark.range`` with the rows sorted by id (one file
@@ -163,23 +163,23 @@ def create_table(spark, namespace: str, manifest, start: Checkpoint, rows: int,
     loaded with ``rows`` rows sorted by id; the load commit holds ``start``."""
     from airflow_provider_binlog.spark.runtime import run_with_commit_properties
     from airflow_provider_binlog.merge import iceberg_contract as contract
-    from airflow_provider_binlog.merge.spark.collapse import read_staged
-    from airflow_provider_binlog.merge.spark.column_types import iceberg_type_for_spark
+    import pyarrow.parquet as pq
+
+    from airflow_provider_binlog.merge.column_types import iceberg_arrow_type, sql_type
     from airflow_provider_binlog.merge.layout import TableLayout
-    from airflow_provider_binlog.merge.spark.schema import create_table_statements
+    from airflow_provider_binlog.merge.schema_plan import create_table_statements
 
     name = f"{CATALOG}.{namespace}.{iceberg_table_name(*SOURCE)}"
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{namespace}")
     # the columns the merge job derives from the staged files
-    staged = read_staged(spark, str(manifest.files(manifest.tables[0])[0])).schema
-    columns = [(f.name, iceberg_type_for_spark(f.dataType))
-               for f in staged["_after"].dataType.fields]
+    staged = pq.read_schema(str(manifest.files(manifest.tables[0])[0])).field("_after").type
+    columns = [(f.name, iceberg_arrow_type(f.type)) for f in staged]
     for sql in create_table_statements(name, SOURCE, columns, contract.MODE_MERGE, ["id"],
                                        TableLayout(properties=extra_properties or {})):
         spark.sql(sql)
     partitions = max(1, rows // 250_000)
     data = spark.range(0, 2 * rows, 2, numPartitions=partitions).selectExpr(*ROW_SQL)
-    data = data.select(*[data[n].cast(t).alias(n) for n, t in columns])
+    data = data.select(*[data[n].cast(sql_type(t)).alias(n) for n, t in columns])
     # spark.range is already ordered by id across its partitions: keep that split (no
     # shuffle), one sorted run of ids per file
     summary = {contract.SUMMARY_CHECKPOINT: checkpoint_text(start),

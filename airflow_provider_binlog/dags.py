@@ -60,6 +60,7 @@ from .errors import ProviderError
 from .hooks.binlog import BinlogHook
 from .operators.dump import BinlogDumpOperator
 from .operators.merge import BinlogMergeOperator, iceberg_asset_uri
+from .operators.retention import BinlogStagingRetentionOperator
 from .operators.snapshot import BinlogSnapshotOperator
 from .sensors.position import BinlogPositionSensor
 from .common.tables import TableFilter, iceberg_table_name
@@ -292,6 +293,8 @@ def make_cdc_dags(
     masking: Union[Mapping[str, Any], str, None] = None,
     masking_secret_conn_id: Optional[str] = None,
     staging_conn_id: Optional[str] = None,
+    staging_retention: Union[dt.timedelta, float, None] = None,
+    staging_consumers: Optional[Sequence[str]] = None,
     snapshot_method: str = "watermark",
     snapshot_chunk_rows: Optional[int] = None,
     snapshot_read_connections: int = 1,
@@ -359,6 +362,13 @@ def make_cdc_dags(
     :param staging_conn_id: an ``aws``, ``google_cloud_platform`` or ``wasb`` connection with the
         credentials of a ``staging_dir`` on S3, GCS or Azure, for the dump, the snapshot and the
         merge (default: each machine's credential chain; docs/configuration.md).
+    :param staging_retention: remove staged batches once merged: the minimum age of a removed
+        batch (``timedelta`` or seconds; a day keeps what a retried reload needs). After each
+        merge, the task ``remove_merged_batches`` removes the batches every load reading
+        ``staging_dir`` is past; default None: staged batches are kept (docs/configuration.md).
+    :param staging_consumers: the checkpoint keys of the other loads merging from
+        ``staging_dir`` (same checkpoint store), whose batches retention keeps until they too
+        are past them.
     :param snapshot_method: how the backfill's snapshot reads the tables: ``watermark`` (the
         default: key chunks between binlog watermarks, no lock; a table without a usable key in
         one consistent transaction) or ``consistent`` (docs/snapshots.md);
@@ -479,12 +489,18 @@ def make_cdc_dags(
             yield_to_dag_id=backfill_dag_id(source_id),
             tables=tables, exclude=exclude or None, max_rows=max_rows, max_bytes=max_bytes,
             max_seconds=max_seconds, checkpoint_key=key, checkpoint_store_uri=checkpoint_store_uri, **masked)
-        BinlogMergeOperator(
+        merge = BinlogMergeOperator(
             task_id="merge", manifests=dump.output, namespace=namespace, catalog=catalog,
             maintenance=maintenance, maintenance_every=maintenance_every,
             expire_older_than_days=expire_older_than_days, retain_last=retain_last,
             outlets=[*assets, *aliases], yield_to_dag_id=backfill_dag_id(source_id),
             **spark, **store)
+        if staging_retention is not None:
+            merge >> BinlogStagingRetentionOperator(
+                task_id="remove_merged_batches", staging_dir=staging_dir,
+                checkpoint_keys=[key, *[k for k in staging_consumers or () if k != key]],
+                binlog_conn_id=binlog_conn_id, checkpoint_store_uri=checkpoint_store_uri,
+                min_age=staging_retention, staging_conn_id=staging_conn_id)
 
     with DAG(
         dag_id=backfill_dag_id(source_id),

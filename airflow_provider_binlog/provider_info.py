@@ -118,6 +118,7 @@ def get_provider_info() -> dict:
         "operators": [
             {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_binlog.operators.dump",
                                                              "airflow_provider_binlog.operators.merge",
+                                                             "airflow_provider_binlog.operators.retention",
                                                              "airflow_provider_binlog.operators.snapshot"]},
         ],
         "sensors": [

@@ -25,6 +25,7 @@ def test_the_reference_page_is_the_one_the_code_generates():
 def test_the_reference_covers_the_factory_and_every_operator_sensor_trigger_and_hook_the_provider_registers():
     names = {entry.name for entry in generator().entries()}
     assert names == {"make_cdc_dags", "OnNewBinlogData", "BinlogDumpOperator", "BinlogSnapshotOperator",
+                     "BinlogStagingRetentionOperator",
                      "BinlogMergeOperator", "BinlogPositionSensor", "BinlogPositionTrigger", "BinlogNewDataTrigger",
                      "BinlogHook", "IcebergCatalogHook"}
 

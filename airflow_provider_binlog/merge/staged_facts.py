@@ -34,6 +34,9 @@ class StagedFacts:
     #: distinct values of the first key column, before and after images, sorted; when there
     #: are more than the key filter takes, only that many and one more
     first_key_values: list[Any]
+    #: some insert's image lacks a column (a MINIMAL image leaves out what the statement did not
+    #: set: its value is the column's default, which only Spark's MERGE fills in)
+    partial_inserts: bool = False
 
 
 def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequence[str],
@@ -51,7 +54,7 @@ def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequ
 
     if not primary_key or total_size(files, staged_bytes) > max_bytes:
         return None
-    key_changes = partial = enough = False
+    key_changes = partial = partial_inserts = enough = False
     values: list[Any] = []
     keyset = set(primary_key)
     for part, path in enumerate(files):
@@ -73,6 +76,9 @@ def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequ
         for batch in source.iter_batches(batch_size=FACT_BATCH_ROWS, columns=["_op", *images, "_after_absent"]):
             updates = pc.equal(batch.column("_op"), "update")
             absent = batch.column("_after_absent")
+            if not partial_inserts:
+                partial_inserts = pc.any(pc.and_(pc.equal(batch.column("_op"), "insert"), pc.greater(
+                    pc.fill_null(pc.list_value_length(absent), 0), 0))).as_py() or False
             if not partial and pc.any(pc.and_(updates, pc.greater(pc.fill_null(pc.list_value_length(absent), 0),
                                                                    0))).as_py():
                 lacking = {name for row in pc.filter(absent, updates).to_pylist() for name in (row or ())}
@@ -88,7 +94,7 @@ def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequ
                 distinct = _distinct(values)
                 enough = len(distinct) > max_key_values  # more than a key filter takes: no more needed
                 values = [distinct.slice(0, max_key_values + 1) if enough else distinct]
-    return StagedFacts(key_changes, partial, _first_values(values, max_key_values))
+    return StagedFacts(key_changes, partial, _first_values(values, max_key_values), partial_inserts)
 
 
 def _distinct(arrays: list) -> Any:

@@ -374,9 +374,11 @@ def append_rows(lake: Lake, name: str, rows: Any, props: Mapping[str, str], *,
 
 def _plan_allows_direct(work: TableWork) -> bool:
     """What the table's plan says of a direct commit: merged by key into a table that exists, no
-    schema statement, default backfill, renamed column or data-contract column."""
+    schema statement, default backfill, renamed column or data-contract column. Columns with a
+    default do not keep a table from it: only an image that leaves such a column out needs the
+    default (``work.insert_defaults``), and the direct folds refuse every image lacking a column."""
     return (work.mode == MODE_MERGE and work.exists and bool(work.files) and not work.statements
-            and not work.defaults and not work.insert_defaults and not any(work.fields)
+            and not work.defaults and not any(work.fields)
             and not work.contract_columns and not float_key(work))
 
 
@@ -386,7 +388,7 @@ def direct_candidate(work: TableWork) -> bool:
     change no key and to hold whole images."""
     facts = work.facts
     return (_plan_allows_direct(work) and facts is not None and not facts.key_changes
-            and not facts.partial_updates)
+            and not facts.partial_updates and not facts.partial_inserts)
 
 
 def _fold(work: TableWork, max_bytes: Optional[int], files: Optional[Sequence[str]] = None,

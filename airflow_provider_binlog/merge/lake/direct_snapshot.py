@@ -69,11 +69,13 @@ _COPY_THREADS = 4
 
 def snapshot_candidate(work: TableWork) -> bool:
     """Whether a table's share of a snapshot batch may be committed directly: merged by key,
-    rows staged, no rename, default, data-contract column or column added inside the batch,
-    and only the snapshot's own reset (no TRUNCATE inside it)."""
+    rows staged, no rename, default backfill, data-contract column or column added inside the
+    batch, and only the snapshot's own reset (no TRUNCATE inside it). Column defaults are no
+    bar: the snapshot's rows are whole, and a change whose image lacks a column is refused by
+    the fold (:func:`..direct_changes.fold_changes`), leaving the table to Spark."""
     plan = work.plan
     return (work.mode == MODE_MERGE and bool(work.files) and work.since is None and len(work.resets) == 1
-            and not work.defaults and not work.insert_defaults and not any(work.fields)
+            and not work.defaults and not any(work.fields)
             and not work.contract_columns and plan is not None and not float_key(work)
             and not any(v > 0 for v in plan.valid_from.values()))
 

@@ -97,3 +97,11 @@ def test_a_key_column_whose_name_holds_a_dot_is_read(tmp_path):
                               end={"file": "mysql-bin.000001", "pos": 104}, server={"flavor": "mysql"})
     facts = staged_facts([str(p) for p in manifest.files(manifest.tables[0])], ["k.x"], ["k.x", "a"])
     assert facts.key_changes and facts.first_key_values == [1, 2]
+
+
+def test_an_insert_image_lacking_a_column_is_a_partial_insert_and_whole_ones_are_not(tmp_path):
+    whole = staged(tmp_path / "whole", ("insert", [(1, 10, Decimal("1.50"))]))
+    assert not staged_facts(whole, ["id"], COLUMNS).partial_inserts
+    minimal = staged(tmp_path / "minimal", ("insert", [(2, ABSENT, Decimal("2.00"))]))
+    facts = staged_facts(minimal, ["id"], COLUMNS)
+    assert facts.partial_inserts and not facts.partial_updates

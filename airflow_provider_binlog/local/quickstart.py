@@ -385,6 +385,8 @@ def _report_run(console: TextIO, number: int, label: str, dag_run, seconds: floa
         console.write(f"    {source:<16} {info.get('inserted', 0):>6} inserted {info.get('updated', 0):>6} updated "
                       f"{info.get('deleted', 0):>6} deleted   -> {info.get('iceberg_table', '-')}\n")
     console.write(f"    end checkpoint: {_checkpoint_text(merge.get('end_checkpoint'))}\n")
+    if merge.get("engine"):  # which engine committed: iceberg-java (no Spark application), spark, or both
+        console.write(f"    merge engine: {merge['engine']}\n")
     events = asset_events(dag_run)
     if events:
         console.write(f"    asset events: {', '.join(sorted(e['uri'] for e in events))}\n")

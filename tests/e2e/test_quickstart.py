@@ -1,5 +1,5 @@
 """``python -m airflow_provider_binlog quickstart``: the main job end to end in a subprocess (a
-private MariaDB, the example DAGs run with dag.test() on SQLite, spark-submit merges into an
+private MariaDB, the example DAGs run with dag.test() on SQLite, merges on Iceberg's Java API into an
 Iceberg warehouse on disk, Iceberg compared with MariaDB)."""
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ def test_quickstart_loads_the_sample_shop_into_iceberg(tmp_path):
     # the quickstart too)
     runs = re.findall(r"^run (\d+): .*\((binlog_\w+), \d+ s\)$", output, re.M)
     assert runs == [("1", "binlog_backfill__shop"), ("2", "binlog_cdc__shop")]
+    # the embedded default merges on Iceberg's Java API in the worker: no Spark application
+    assert re.findall(r"^    merge engine: (\S+)$", output, re.M) == ["iceberg-java", "iceberg-java"]
     snapshot = output.split("run 2:")[0]
     assert re.search(r"shop\.customers\s+50 inserted\s+0 updated\s+0 deleted\s+-> lake\.shop_cdc\.shop__customers",
                      snapshot)
@@ -55,7 +57,8 @@ def test_quickstart_loads_the_sample_shop_into_iceberg(tmp_path):
     assert (workdir / "airflow" / "airflow.db").is_file()
     assert (workdir / "airflow" / "dags" / "binlog_cdc.py").read_text() == (ROOT / "dags" / "binlog_cdc.py").read_text()
     assert (workdir / "warehouse" / "shop_cdc" / "shop__orders" / "metadata").is_dir()
-    assert "Spark-Submit cmd" in (workdir / "quickstart.log").read_text()
+    # and no merge submitted a Spark application
+    assert "Spark-Submit cmd" not in (workdir / "quickstart.log").read_text()
 
 
 def test_quickstart_refuses_a_directory_it_did_not_make(tmp_path):

@@ -102,6 +102,12 @@ SERVER_CONFIGS = {
 TOPOLOGY = {"full-metadata": "embedded", "minimal-metadata-minimal-image-compressed": "cluster"}
 
 
+#: On the cluster, retention is on: the checkpoint key of another load reading the location, and
+#: objects of other applications (at the bucket's root and under the staging prefix) it must keep.
+AUDIT_KEY = "e2e_audit"
+FOREIGN = ("1/0123456789abcdef0123456789abcdef/artifacts/model.pkl",
+           "e2e/mlruns/0123456789abcdef0123456789abcdef/artifacts/model.pkl", "e2e/notes.txt")
+
 #: The cluster topology is a long run (BINLOG_LONG_TESTS=1).
 @pytest.fixture(scope="module", params=[
     pytest.param(name, marks=[pytest.mark.long] if TOPOLOGY[name] == "cluster" else [])
@@ -124,6 +130,8 @@ class Load:
     job_options: dict      # the merge job's catalog options, for a rerun in this process
     cluster: Any = None
     reader: Any = None     # the same catalog read by PyIceberg, without a JVM
+    s3: Any = None         # the S3-API server of the staging (cluster)
+    staging_dir: str = ""
 
 
 @pytest.fixture()
@@ -137,7 +145,13 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
         s3 = request.getfixturevalue("s3_server")
         for key, value in s3.env().items():
             monkeypatch.setenv(key, value)
-        kwargs["staging_dir"] = f"s3://{s3.create_bucket()}/e2e"
+        bucket = s3.create_bucket()
+        kwargs["staging_dir"] = f"s3://{bucket}/e2e"
+        # retention on, for this load and another that reads the location (its checkpoint set
+        # by the test at the end); another application's objects in the bucket and the prefix
+        kwargs.update(staging_retention=0, staging_consumers=[AUDIT_KEY])
+        for key in FOREIGN:
+            s3.client().put_object(Bucket=bucket, Key=key, Body=b"not staging")
     if topology == "embedded":
         store_uri, catalog = str(tmp_path / "store"), "lake"
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_E2E", json.dumps({"conn_type": "spark", "host": "local[2]"}))
@@ -185,7 +199,8 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
         spec.loader.exec_module(module)
         return getattr(module, name)
 
-    yield Load(load, open_checkpoint_store(store_uri), store_uri, catalog, job_options, cluster, reader)
+    yield Load(load, open_checkpoint_store(store_uri), store_uri, catalog, job_options, cluster, reader,
+               s3 if topology == "cluster" else None, kwargs["staging_dir"])
     path.unlink()
 
 
@@ -368,6 +383,38 @@ def assert_staged_where_configured(dags, manifest: str) -> None:
     assert files and all(f.startswith(manifest.rsplit("/", 1)[0] + "/") for f in files)
 
 
+def retained(dags, state: str) -> dict:
+    """The retention task's state in an incremental run: on the cluster only."""
+    return {"remove_merged_batches": state} if dags.cluster is not None else {}
+
+
+def staged_batches(dags) -> list[str]:
+    """The names of the batches published under the staging prefix (cluster: on S3)."""
+    from airflow_provider_binlog.staging.confine import is_batch_name
+    from airflow_provider_binlog.staging.storage import ObjectStaging
+
+    return sorted(n for n in ObjectStaging(dags.staging_dir).children() if is_batch_name(n))
+
+
+def assert_retention_keeps_what_another_load_needs_and_other_objects(dags, server, load) -> None:
+    """While the other load has merged nothing, every batch stays; once it is where this load is,
+    the next run removes every merged batch (the snapshot's too), and nothing of another
+    application's."""
+    bucket = dags.staging_dir.split("/")[2]
+    staged = staged_batches(dags)
+    assert len(staged) >= 5, staged  # the snapshot and the incremental batches, all kept so far
+    dags.store.save(AUDIT_KEY, dags.store.load(SOURCE_ID))
+    server.execute("UPDATE shop.customers SET tier = IF(tier = 'gold', 'silver', 'gold') ORDER BY id LIMIT 3")
+    dag_run, state, states = run(load, "binlog_cdc")
+    assert state == "success" and states["remove_merged_batches"] == "success", states
+    removed = run_results(dag_run)["remove_merged_batches"]
+    assert sorted(removed) == staged, (removed, staged)  # this run's batch is past the other load's checkpoint
+    assert staged_batches(dags) == [run_results(dag_run)["dump"]["dump_id"]]
+    client = dags.s3.client()
+    for key in FOREIGN:
+        assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == b"not staging", key
+
+
 def heads(spark, catalog: str) -> dict:
     out = {}
     for table in [*KEYED, "events", "_binlog_batches"]:
@@ -450,7 +497,7 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
             totals[table].update(counts)
         dag_run, state, states = run(load, incremental)
         assert state == "success" and states == {"wait_for_changes": "success", "dump": "success",
-                                                 "merge": "success"}, states
+                                                 "merge": "success", **retained(dags, "success")}, states
         results = run_results(dag_run)
         engines.append(results["merge"]["engine"])
         last_dump = results["dump"]
@@ -482,7 +529,8 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
     before, checkpoint = heads(spark, catalog), store.load(SOURCE_ID)
     dag_run, state, states = run(load, incremental)
     assert state == "success"
-    assert states == {"wait_for_changes": "skipped", "dump": "skipped", "merge": "skipped"}
+    assert states == {"wait_for_changes": "skipped", "dump": "skipped", "merge": "skipped",
+                      **retained(dags, "skipped")}
     assert asset_events(dag_run) == []
     assert heads(spark, catalog) == before and store.load(SOURCE_ID) == checkpoint
 
@@ -511,17 +559,20 @@ def test_snapshot_then_incremental_runs_keep_iceberg_equal_to_mariadb(dags, serv
     # applies it; a cluster master gets spark-submit at once
     assert engines == ["spark" if dags.cluster is not None else "iceberg-java+spark"] * 5, engines
     if dags.cluster is not None:  # the merges through spark-submit ran as applications of the cluster
-        # (the replay is refused without Spark; reruns and skips submit nothing)
+        # and so does the refused replay, whose gap the job finds (reruns and skips submit nothing)
         merges = [a["name"] for a in dags.cluster.completed_apps()]
-        assert merges == [f"binlog-merge-{NAMESPACE}"] * 5, (merges, engines)
+        assert merges == [f"binlog-merge-{NAMESPACE}"] * 6, (merges, engines)
         # 6. a batch that needs no Spark (keyed rows only): by default still an application of
         # the cluster; with merge_engine iceberg-java none, the merge on the worker
-        for engine, applications in (("auto", 6), ("iceberg-java", 6)):
+        for engine, applications in (("auto", 7), ("iceberg-java", 7)):
             monkeypatch.setenv("AIRFLOW__BINLOG__MERGE_ENGINE", engine)
-            server.execute("UPDATE shop.customers SET tier = IF(tier = 'gold', 'silver', 'gold') "
-                           "ORDER BY id LIMIT 5")
+            # deletes: their key is the whole image a direct commit needs, even with MINIMAL
+            # images (an update's or an insert's partial image takes Spark)
+            server.execute("DELETE FROM shop.customers ORDER BY id DESC LIMIT 2")
             dag_run, state, states = run(load, incremental)
             assert state == "success" and states["merge"] == "success", states
             assert run_results(dag_run)["merge"]["engine"] == ("spark" if engine == "auto" else "iceberg-java")
             assert len(dags.cluster.completed_apps()) == applications
             assert_iceberg_equals_mariadb(spark, server, catalog, dags.reader)
+        # 7. retention: kept while another load reading the location has merged nothing
+        assert_retention_keeps_what_another_load_needs_and_other_objects(dags, server, load)

@@ -10,7 +10,8 @@ from typing import Any, Optional
 
 class ConnectionSampler:
     """``with ConnectionSampler(server, user) as s: ...``; then ``s.peak``, ``s.peak_streams``,
-    ``s.peak_sessions`` (the connections other than replication streams) and ``s.samples``.
+    ``s.peak_sessions`` (the connections other than replication streams), ``s.peak_rows`` (the
+    user's rows of the process list when the peak was first seen) and ``s.samples``.
     The sampler's own connection is root's, so it is never counted for another user."""
 
     def __init__(self, server: Any, user: str, interval: float = 0.02) -> None:
@@ -18,6 +19,7 @@ class ConnectionSampler:
         self.user = user
         self.interval = interval
         self.peak = self.peak_streams = self.peak_sessions = self.samples = 0
+        self.peak_rows: list[tuple] = []  # the process list's rows of the user at the peak
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._error: Optional[BaseException] = None
@@ -27,9 +29,13 @@ class ConnectionSampler:
         try:
             with conn.cursor() as cur:
                 while not self._stop.is_set():
-                    cur.execute("SELECT COMMAND FROM information_schema.PROCESSLIST WHERE USER = %s", (self.user,))
-                    commands = [row[0] for row in cur.fetchall()]
+                    cur.execute("SELECT ID, COMMAND, TIME_MS, STATE, LEFT(INFO, 60) "
+                                "FROM information_schema.PROCESSLIST WHERE USER = %s ORDER BY ID", (self.user,))
+                    rows = [tuple(row) for row in cur.fetchall()]
+                    commands = [row[1] for row in rows]
                     streams = sum(1 for c in commands if c == "Binlog Dump")
+                    if len(commands) > self.peak:
+                        self.peak_rows = rows
                     self.peak = max(self.peak, len(commands))
                     self.peak_streams = max(self.peak_streams, streams)
                     self.peak_sessions = max(self.peak_sessions, len(commands) - streams)

@@ -4,7 +4,8 @@ connection budget, and an incremental batch touching some of its tables against 
 Run from the repository root::
 
     .venv/bin/python benchmarks/thousand_tables_bench.py [--tables 1000] [--touched 200]
-        [--rows 1000] [--updates 100] [--read-connections 4] [--parse-repeats 5] [--keep DIR]
+        [--rows 1000] [--updates 100] [--read-connections 4] [--parse-repeats 5]
+        [--skip parse,load] [--keep DIR]
 
 Setup (untimed), as ``benchmarks/many_tables_bench.py`` does it: a private Airflow (SQLite), a
 private MariaDB, the connections, staging and an Iceberg warehouse on disk, ``--tables`` tables
@@ -141,7 +142,7 @@ def measure_snapshot(say, fail, load, server, count: int, args, workdir) -> int:
         dag_run, seconds, state = run_timed(load, backfill_dag_id(SOURCE_ID), {"mode": "snapshot"})
     tasks = describe_run(say, f"initial snapshot of {count} tables", dag_run, seconds)
     if state != "success":
-        return fail(1, f"the initial snapshot ended {state}: {qs.task_states(dag_run)}")
+        return fail(2, f"the initial snapshot ended {state}: {qs.task_states(dag_run)}")
     by_task = {t[0]: t[2] or 0.0 for t in tasks}
     reads = sampled.peak_sessions - 1  # the snapshot's own session holds the watermarks
     say()
@@ -154,6 +155,8 @@ def measure_snapshot(say, fail, load, server, count: int, args, workdir) -> int:
     say(f"    connections of {server.repl_user!r}, peak over {sampled.samples} samples: {sampled.peak} "
         f"({sampled.peak_streams} replication stream, {sampled.peak_sessions} sessions: the snapshot's own "
         f"and {reads} reads)")
+    for row in sampled.peak_rows:
+        say(f"        at the peak: id {row[0]} {row[1]} {row[2]} ms {row[3] or ''} {row[4] or ''}")
     within = reads <= args.read_connections
     say(f"target reads <= budget {args.read_connections}: {reads} {'met' if within else 'NOT met'}")
     return 0 if within else 1
@@ -212,7 +215,8 @@ def main(argv=None) -> int:
     ap.add_argument("--updates", type=int, default=100, help="rows updated per touched table (default 100)")
     ap.add_argument("--read-connections", type=int, default=4, help="snapshot_read_connections (default 4)")
     ap.add_argument("--parse-repeats", type=int, default=5, help="parses of each DAG file (default 5)")
-    ap.add_argument("--skip", default="", help="'parse': leave out the DAG parsing")
+    ap.add_argument("--skip", default="", help="steps to leave out, comma-separated: 'parse' (the DAG "
+                                               "parsing), 'load' (the snapshot and the incremental runs)")
     ap.add_argument("--keep", metavar="DIR", help="use DIR as the work directory and keep it")
     args = ap.parse_args(argv)
     if not 1 <= args.touched <= args.tables or args.rows < 1 or not 1 <= args.updates <= args.rows \
@@ -251,23 +255,26 @@ def run(args, workdir: pathlib.Path, log_path: pathlib.Path) -> int:
         try:
             server = MariaDBServer({**SERVER_OPTIONS, "max_connections": "400"})
             t0 = time.perf_counter()
-            create_tables(server, args.tables, args.rows)
-            say(f"MariaDB {server.version}: {args.tables} tables of {args.rows:,} rows created in "
-                f"{time.perf_counter() - t0:.0f}s; 2 cores shared with other work")
+            if "load" not in args.skip:
+                create_tables(server, args.tables, args.rows)
+                say(f"MariaDB {server.version}: {args.tables} tables of {args.rows:,} rows created in "
+                    f"{time.perf_counter() - t0:.0f}s; 2 cores shared with other work")
             os.environ.update(qs.connection_environment(server, checkpoints, REPLICA_SERVER_ID))
             qs.migrate_metadata_db(dict(os.environ), log_path)
             dag_file = write_dag_file(home / "dags" / "binlog_many.py", repr(["many.*"]), args.read_connections,
                                       staging, warehouse)
             if "parse" not in args.skip:
                 measure_parsing(say, dag_file, args.tables, args, staging, warehouse, workdir)
+            if "load" in args.skip:
+                return 0
 
             def load(dag_id):
                 return qs.load_dags(dag_file)[dag_id]
 
             status = measure_snapshot(say, fail, load, server, args.tables, args, workdir)
-            if status:
+            if status > 1:
                 return status
-            status = measure_incremental(say, fail, load, server, args)
+            status = max(status, measure_incremental(say, fail, load, server, args))
             differ, spark = verify(say, server, warehouse, args.tables, args.touched)
             return fail(1, f"tables differ: {differ[:10]}") if differ else status
         except Exception as exc:

@@ -31,7 +31,6 @@ from airflow.sdk import BaseHook
 
 from ..checkpoints import Checkpoint, CheckpointStore, open_checkpoint_store
 from ..codec.gtid import Flavor
-from ..capture.dump import run_dump
 from ..capture.options import DumpOptions, SnapshotOptions
 from ..errors import ProviderError
 from ..replica.position import PositionCheck, check_position
@@ -389,6 +388,8 @@ class BinlogHook(BaseHook):
         table_filter = TableFilter(options.tables, options.exclude)
         if keyed is None:
             keyed = load_masking(options.masking, options.masking_secret_conn_id)
+        from ..capture.dump import run_dump  # the capture and staging stack: not at DAG parse time
+
         replica = self.get_replica()
         plain = self._plain_connect_kwargs()
         try:

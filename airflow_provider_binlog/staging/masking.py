@@ -28,17 +28,28 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Optional, cast
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from ..errors import ProviderError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ..schema_history.ops import AlterOp
 
 EXCLUDE, HASH, TRUNCATE = "exclude", "hash", "truncate"
-#: the type of a hashed column in the staged files (and in Iceberg)
-HASHED_TYPE = pa.string()
+
+
+def hashed_type() -> "pa.DataType":
+    """The type of a hashed column in the staged files (and in Iceberg): a string. (pyarrow is
+    imported when masking is applied, not with the rules, which a DAG file parses.)"""
+    import pyarrow as pa
+
+    return pa.string()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "HASHED_TYPE":  # the name this module had for hashed_type()
+        return hashed_type()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class MaskingError(ProviderError, ValueError):
@@ -136,13 +147,16 @@ class Masking:
 
     def mask_array(self, rule: ColumnRule, array: pa.Array) -> pa.Array:
         """The staged values of a column under its rule (not ``exclude``)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         if rule.action == HASH:
             if pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type):
                 raw = array.to_pylist()
             else:
                 text = array if pa.types.is_string(array.type) else array.cast(pa.string())
                 raw = [None if v is None else v.encode() for v in text.to_pylist()]
-            return pa.array([None if v is None else self.hash_bytes(v) for v in raw], HASHED_TYPE)
+            return pa.array([None if v is None else self.hash_bytes(v) for v in raw], hashed_type())
         if pa.types.is_string(array.type):
             return pc.utf8_slice_codeunits(array, 0, rule.length)
         return pc.binary_slice(array, 0, rule.length)
@@ -157,6 +171,8 @@ class Masking:
 
 
 def check_truncatable(rule: ColumnRule, arrow_type: pa.DataType, where: str) -> None:
+    import pyarrow as pa
+
     if rule.action == TRUNCATE and not (pa.types.is_string(arrow_type) or pa.types.is_binary(arrow_type)):
         raise MaskingError(f"masking: {where} is {arrow_type}, not text or binary: it cannot be truncated "
                            f"(rule {rule.pattern!r}); hash or exclude it instead")
@@ -164,13 +180,15 @@ def check_truncatable(rule: ColumnRule, arrow_type: pa.DataType, where: str) -> 
 
 def masked_image_type(image: pa.StructType, rules: Mapping[str, ColumnRule], where: str) -> pa.StructType:
     """A staged image type with the rules applied: excluded fields left out, hashed ones strings."""
+    import pyarrow as pa
+
     fields = []
     for f in image:
         rule = rules.get(f.name)
         if rule is None:
             fields.append(f)
         elif rule.action == HASH:
-            fields.append(pa.field(f.name, HASHED_TYPE, f.nullable))
+            fields.append(pa.field(f.name, hashed_type(), f.nullable))
         elif rule.action == TRUNCATE:
             check_truncatable(rule, f.type, f"{where}.{f.name}")
             fields.append(f)
@@ -253,7 +271,7 @@ def masked_entry(masking: Masking, schema: str, table: str, columns: list[dict[s
         if rule is None:
             kept.append(c)
         elif rule.action == HASH:
-            kept.append({**c, "arrow_type": str(HASHED_TYPE), "masked": HASH})
+            kept.append({**c, "arrow_type": str(hashed_type()), "masked": HASH})
         elif rule.action == TRUNCATE:
             kept.append({**c, "masked": TRUNCATE})
     omitted: dict[str, str] = {}

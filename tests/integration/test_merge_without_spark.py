@@ -329,6 +329,38 @@ def test_a_batch_within_the_direct_bytes_is_folded_once_before_the_commits_and_i
     assert pair_state(spark, "lake.nospark_once.s__pair") == pairs
 
 
+def test_the_metrics_of_the_files_a_direct_commit_writes_are_those_iceberg_reads_from_their_footers(
+        spark, spark_warehouse, lake, tmp_path):
+    import glob
+
+    from airflow_provider_binlog.merge.lake.direct_commit import IcebergJava
+
+    _log, _wide, _pairs, manifest = _loaded_then_changed(spark, tmp_path, "nospark_metrics", 25)
+    apply_manifests(lake, [manifest], MergeOptions(namespace="nospark_metrics"))
+    java = IcebergJava.of(lake)
+    to_bytes = lake.jvm.org.apache.iceberg.util.ByteBuffers.toByteArray
+
+    def plain(metrics):
+        def entries(values):
+            return None if values is None else {int(k): bytes(to_bytes(v)) if hasattr(v, "remaining") else v
+                                                for k, v in dict(values).items()}
+        return (metrics.recordCount(), *(entries(m) for m in (
+            metrics.columnSizes(), metrics.valueCounts(), metrics.nullValueCounts(), metrics.nanValueCounts(),
+            metrics.lowerBounds(), metrics.upperBounds())))
+
+    checked = 0
+    for name in ("s__wide", "s__pair"):
+        table = lake.load_table(f"lake.nospark_metrics.{name}")
+        files = glob.glob(f"{spark_warehouse}/nospark_metrics/{name}/data/*.parquet")
+        assert any("binlog-data-" in f for f in files) and any("binlog-pos-deletes-" in f for f in files)
+        for path in files:
+            for config in (java.metrics_config.forTable(table), java.position_delete_metrics(table)):
+                assert plain(java.metrics(table, path, config)) == plain(
+                    java.file_metrics(table.io().newInputFile(path), config)), path
+                checked += 1
+    assert checked >= 8
+
+
 def test_the_java_engine_runs_on_the_jars_of_the_spark_at_spark_home_as_spark_submit_does(
         spark_warehouse, tmp_path, monkeypatch):
     """An Iceberg runtime kept in ``$SPARK_HOME/jars`` (no ``spark.jars``) is on the class path."""

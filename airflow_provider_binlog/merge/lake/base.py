@@ -44,19 +44,41 @@ class Lake:
         self.jvm = gateway.jvm
         self.caching = caching
         self.namespaces = namespaces
+        self._classes: dict[str, Any] = {}
+        self._identifiers: dict[str, Any] = {}
+
+    def java_class(self, name: str) -> Any:
+        """The Java class ``name`` (``org.apache.iceberg.SchemaParser``), looked up once: each
+        step of a lookup through py4j is a round trip, and each package step a class search of
+        the JVM's whole class path."""
+        found = self._classes.get(name)
+        if found is None:
+            found = self.jvm
+            for part in name.split("."):
+                found = getattr(found, part)
+            self._classes[name] = found
+        return found
 
     # --- names ----------------------------------------------------------------------------
 
     def identifier(self, table: str) -> Any:
-        """The ``TableIdentifier`` of ``catalog.namespace.table`` (its catalog must be this one)."""
+        """The ``TableIdentifier`` of ``catalog.namespace.table`` (its catalog must be this one),
+        made once per table."""
+        made = self._identifiers.get(table)
+        if made is not None:
+            return made
         catalog, *namespace, name = table.split(".")
         if catalog != self.name or not namespace:
             raise MergeJobError(f"{table} is not a table of catalog {self.name}")
-        return self.jvm.org.apache.iceberg.catalog.TableIdentifier.of(self.namespace(namespace), name)
+        # the levels hold no dot (split on them above): parsed, they are the same identifier
+        # as TableIdentifier.of(Namespace.of(levels), name), in one call
+        made = self._identifiers[table] = self.java_class("org.apache.iceberg.catalog.TableIdentifier").parse(
+            ".".join([*namespace, name]))
+        return made
 
     def namespace(self, parts: Sequence[str]) -> Any:
-        return self.jvm.org.apache.iceberg.catalog.Namespace.of(
-            java_array(self.gateway, self.jvm.java.lang.String, list(parts)))
+        return self.java_class("org.apache.iceberg.catalog.Namespace").of(
+            java_array(self.gateway, self.java_class("java.lang.String"), list(parts)))
 
     # --- tables ---------------------------------------------------------------------------
 
@@ -82,22 +104,25 @@ class Lake:
         """Drop what the catalog caches of ``table``: the next load reads it as last committed."""
         self.catalog.invalidateTable(self.identifier(table))
 
-    def properties(self, table: str) -> dict[str, str]:
-        """The properties stored in the table's metadata ({} when there is no table)."""
-        loaded = self.load_table(table)
+    def properties(self, table: str, loaded: Optional[Any] = None) -> dict[str, str]:
+        """The properties stored in the table's metadata ({} when there is no table); of
+        ``loaded``, the table as loaded already, when given."""
+        loaded = self.load_table(table) if loaded is None else loaded
         if loaded is None:
             return {}
-        return json.loads(self.jvm.org.apache.iceberg.util.JsonUtil.mapper().writeValueAsString(loaded.properties()))
+        mapper = self.java_class("org.apache.iceberg.util.JsonUtil").mapper()
+        return json.loads(mapper.writeValueAsString(loaded.properties()))
 
     def fields(self, loaded: Any) -> list[dict]:
         """The fields of a loaded table's current schema (its JSON form, read in one call)."""
-        return json.loads(self.jvm.org.apache.iceberg.SchemaParser.toJson(loaded.schema()))["fields"]
+        return json.loads(self.java_class("org.apache.iceberg.SchemaParser").toJson(loaded.schema()))["fields"]
 
-    def columns(self, table: str) -> list[tuple[str, Any]]:
-        """The table's columns and their Arrow types; MergeJobError for a type the merge does not write."""
+    def columns(self, table: str, loaded: Optional[Any] = None) -> list[tuple[str, Any]]:
+        """The table's columns and their Arrow types; MergeJobError for a type the merge does
+        not write. Of ``loaded``, the table as loaded already, when given."""
         from ..iceberg_arrow import arrow_type
 
-        loaded = self.load_table(table)
+        loaded = self.load_table(table) if loaded is None else loaded
         if loaded is None:
             raise MergeJobError(f"{table} is not a table of catalog {self.name}")
         out = []

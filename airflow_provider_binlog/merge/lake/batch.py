@@ -101,7 +101,7 @@ def apply_batch(lake: Lake, batch: Batch, options: MergeOptions, store: Optional
     work = plan_tables(lake, batch, options)
     moves = _moves(batch)
     if spark is None:
-        reason = spark_reason(work, snapshot, moves, options.direct_max_bytes)
+        reason = spark_reason(work, snapshot, moves, options.direct_max_bytes, options.parallel_tables)
         if reason is not None:
             raise SparkNeeded(reason)
 

@@ -15,7 +15,8 @@ from ..ddl_plan import reset_records as _reset_records
 from ..errors import MergeJobError
 from ..options import MergeOptions
 from .base import Lake
-from .direct_commit import direct_candidate, fold_ahead
+from ...staging.storage import total_size
+from .direct_commit import direct_candidate, fold_ahead, plan_allows_direct
 from .direct_snapshot import snapshot_candidate
 from .table_work import TableWork, float_key, prepare_table
 from .threads import each_table
@@ -78,17 +79,41 @@ def plan_tables(lake: Lake, batch: Batch, options: MergeOptions) -> list[TableWo
     return each_table(plan, items, options.parallel_tables)
 
 
-def spark_reason(work: list[TableWork], snapshot: bool, moves: Any, max_bytes: int) -> Optional[str]:
+def _folded_ahead(work: list[TableWork], max_bytes: int, threads: int) -> dict[int, Optional[bool]]:
+    """The tables :func:`spark_reason`'s walk folds ahead, folded from ``threads`` threads
+    (:func:`.direct_commit.fold_ahead`'s result by ``id`` of the table's work): those its walk
+    reaches whose plan allows a direct commit and whose staged bytes fit in what is left of
+    ``max_bytes``, as if every table before takes a direct commit (the walk stops at the
+    first that does not: the tables after it are then folded in vain, never more than
+    ``max_bytes`` of staged changes in all)."""
+    chosen, left = [], max_bytes
+    for w in work:
+        if w.status != "ready":
+            continue
+        if float_key(w) or w.statements:  # the walk stops here
+            break
+        if w.staged_bytes <= left and plan_allows_direct(w) and \
+                total_size(w.files, w.staged_bytes) <= max_bytes:
+            chosen.append(w)
+            left -= w.staged_bytes
+    folded = each_table(lambda w: fold_ahead(w, max_bytes), chosen, threads)
+    return {id(w): result for w, result in zip(chosen, folded)}
+
+
+def spark_reason(work: list[TableWork], snapshot: bool, moves: Any, max_bytes: int,
+                 threads: int = 1) -> Optional[str]:
     """Why the batch needs Spark, decided before anything of it is committed (None: every table
     to write takes a direct commit as far as its plan tells). A table to create with a layout
     or to alter, a change log, key changes or partial images, a FLOAT or DOUBLE key, a rename
     between tables take Spark. The changes of tables of at most ``max_bytes`` staged, together
-    at most ``max_bytes``, are folded here, which tells as much and is what their commits need."""
+    at most ``max_bytes``, are folded here (from ``threads`` threads), which tells as much and
+    is what their commits need."""
     if moves:
         return "a table renamed onto another"
     if max_bytes <= 0:
         return "direct commits are off (direct_max_bytes=0)"
     ahead = max_bytes
+    done = {} if snapshot else _folded_ahead(work, max_bytes, threads)
     for w in work:
         if w.status != "ready":
             continue
@@ -97,7 +122,7 @@ def spark_reason(work: list[TableWork], snapshot: bool, moves: Any, max_bytes: i
         if w.statements and not (snapshot and w.creation is not None):
             return f"{w.name}: {w.statements[0].split('(')[0].strip()}"
         if not snapshot and w.staged_bytes <= ahead:
-            folded = fold_ahead(w, max_bytes)
+            folded = done[id(w)] if id(w) in done else fold_ahead(w, max_bytes)
             if folded is False:
                 return f"{w.name}: its changes need Spark's MERGE"
             if folded:

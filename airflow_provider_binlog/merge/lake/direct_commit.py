@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import time
 import uuid
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
@@ -63,6 +64,49 @@ class IcebergJava:
         self.always_true = iceberg.expressions.Expressions.alwaysTrue()
         self.equal = iceberg.expressions.Expressions.equal
         self.schema_json = iceberg.SchemaParser.toJson
+        self._jvm = jvm
+        self._footers: Any = None  # what reads a local file's footer (None: not looked up yet)
+        self._footers_lock = threading.Lock()
+
+    def _footer_reader(self) -> Any:  # a tuple, or False
+        """``(read options builder, Parquet configuration, LocalInputFile, open, footerMetrics,
+        java.io.File, Stream.empty)`` of the Parquet that Iceberg's runtime shades, the
+        configuration made once; False when the runtime has no such classes."""
+        with self._footers_lock:
+            if self._footers is None:
+                from py4j.java_gateway import JavaClass
+
+                jvm = self._jvm
+                parquet = jvm.org.apache.iceberg.shaded.org.apache.parquet
+                classes = (parquet.ParquetReadOptions, parquet.conf.HadoopParquetConfiguration,
+                           parquet.io.LocalInputFile, parquet.hadoop.ParquetFileReader)
+                if all(isinstance(c, JavaClass) for c in classes):  # (a missing class is a package)
+                    options, configuration, local_input, reader = classes
+                    self._footers = (options.builder, configuration(), local_input, reader.open,
+                                     jvm.org.apache.iceberg.parquet.ParquetUtil.footerMetrics, jvm.java.io.File,
+                                     jvm.java.util.stream.Stream.empty)
+                else:  # an Iceberg runtime without shaded Parquet
+                    self._footers = False
+            return self._footers
+
+    def metrics(self, table: Any, location: str, config: Any) -> Any:
+        """Iceberg's metrics of the Parquet file at ``location`` of ``table`` under ``config``, as
+        ``ParquetUtil.fileMetrics`` gives them: from the file's footer. A local file's footer is
+        read with read options made from one Parquet configuration kept for the JVM, where
+        ``fileMetrics`` makes a new one (a Hadoop configuration parsed from its XML resources,
+        searched for on the whole class path) for every file; the same read options otherwise,
+        the same footer, the same metrics."""
+        local = local_path(location, table)
+        footers = self._footer_reader() if local is not None else None
+        if footers:
+            builder, parquet_conf, local_input, open_reader, footer_metrics, java_file, no_fields = footers
+            reader = open_reader(local_input(java_file(local).toPath()), builder(parquet_conf).build())
+            try:
+                footer = reader.getFooter()
+            finally:
+                reader.close()
+            return footer_metrics(footer, no_fields(), config, None)
+        return self.file_metrics(table.io().newInputFile(location), config)
 
     @classmethod
     def of(cls, lake: Lake) -> "IcebergJava":
@@ -150,7 +194,7 @@ def _write(lake: Lake, table: Any, data: Any, kind: str, written: list,
         finally:
             out.close()
     config = java.metrics_config.forTable(table) if metrics_config is None else metrics_config
-    metrics = java.file_metrics(table.io().newInputFile(path), config)
+    metrics = java.metrics(table, path, config)
     return path, size, metrics
 
 
@@ -372,7 +416,7 @@ def append_rows(lake: Lake, name: str, rows: Any, props: Mapping[str, str], *,
     return True
 
 
-def _plan_allows_direct(work: TableWork) -> bool:
+def plan_allows_direct(work: TableWork) -> bool:
     """What the table's plan says of a direct commit: merged by key into a table that exists, no
     schema statement, default backfill, renamed column or data-contract column. Columns with a
     default do not keep a table from it: only an image that leaves such a column out needs the
@@ -384,10 +428,10 @@ def _plan_allows_direct(work: TableWork) -> bool:
 
 def direct_candidate(work: TableWork) -> bool:
     """Whether the table's batch is simple enough for a direct commit: its plan allows one (see
-    :func:`_plan_allows_direct`), and its staged changes are known (read without Spark) to
+    :func:`plan_allows_direct`), and its staged changes are known (read without Spark) to
     change no key and to hold whole images."""
     facts = work.facts
-    return (_plan_allows_direct(work) and facts is not None and not facts.key_changes
+    return (plan_allows_direct(work) and facts is not None and not facts.key_changes
             and not facts.partial_updates and not facts.partial_inserts)
 
 
@@ -406,7 +450,7 @@ def fold_ahead(work: TableWork, max_bytes: int) -> Optional[bool]:
     :func:`apply_direct` (one read of the staged files tells whether the changes are simple
     and what to commit). True when folded, False when the changes are not simple (Spark must
     merge them), None when not folded here (then the staged facts decide)."""
-    if max_bytes <= 0 or not _plan_allows_direct(work):
+    if max_bytes <= 0 or not plan_allows_direct(work):
         return None
     size = total_size(work.files, work.staged_bytes)
     if size > max_bytes:

@@ -174,7 +174,7 @@ class _DataFiles:
     def _data_file(self, location: str, size: int) -> Any:
         """The data file at ``location``, with the metrics of its footer."""
         java = IcebergJava.of(self.lake)
-        metrics = java.file_metrics(self.table.io().newInputFile(location), java.metrics_config.forTable(self.table))
+        metrics = java.metrics(self.table, location, java.metrics_config.forTable(self.table))
         return (java.data_files.builder(self.spec).withPath(location).withFormat(java.parquet)
                 .withFileSizeInBytes(size).withMetrics(metrics).build())
 

@@ -35,9 +35,8 @@ def files_to_search(lake: Lake, table: Any, snapshot_id: int, keys: Any,
 
     Each task crosses py4j as Iceberg's own JSON form (``ScanTaskParser``): three calls a
     file instead of some seventy for its fields one by one."""
-    jvm = lake.jvm
-    expressions = jvm.org.apache.iceberg.expressions.Expressions
-    to_json = jvm.org.apache.iceberg.ScanTaskParser.toJson
+    expressions = lake.java_class("org.apache.iceberg.expressions.Expressions")
+    to_json = lake.java_class("org.apache.iceberg.ScanTaskParser").toJson
     schema = table.schemas().get(table.snapshot(snapshot_id).schemaId())
     then = schema.findColumnName(first_key_id) if schema is not None else None
     condition = expressions.alwaysTrue() if then is None else _bounds_filter(expressions, then, keys.column(0))

@@ -4,7 +4,7 @@ through Iceberg's Java API: its head snapshot and the checkpoint of its last bat
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from ...checkpoints import Checkpoint
 from ..errors import MergeJobError
@@ -26,12 +26,12 @@ class AppliedState:
 NOTHING = AppliedState(None, None, None, None, None)
 
 
-def applied_state(lake: Lake, table: str, stream: Optional[str] = None) -> AppliedState:
+def applied_state(lake: Lake, table: str, stream: Optional[str] = None, loaded: Optional[Any] = None) -> AppliedState:
     """Walk the main branch of ``table`` from its head to the newest snapshot whose summary
     holds a ``binlog.checkpoint`` (of ``stream``, when given). Snapshots of other commits
-    (compaction, manual changes) are passed over."""
+    (compaction, manual changes) are passed over. ``loaded``: the table as loaded already."""
     head: Optional[int] = None
-    for snapshot_id, cp, batch, snap_stream, micros in _main_branch(lake, table):
+    for snapshot_id, cp, batch, snap_stream, micros in _main_branch(lake, table, loaded):
         head = snapshot_id if head is None else head
         if cp is not None and (stream is None or snap_stream == stream):
             try:
@@ -59,10 +59,11 @@ def head_snapshot(lake: Lake, table: str) -> Optional[int]:
 _Snapshot = tuple[int, Optional[str], Optional[str], Optional[str], int]
 
 
-def _main_branch(lake: Lake, table: str) -> Iterator[_Snapshot]:
+def _main_branch(lake: Lake, table: str, loaded: Optional[Any] = None) -> Iterator[_Snapshot]:
     """The snapshots of the main branch from its head back (as far as they are kept):
-    ``(snapshot id, checkpoint, batch id, stream, committed-at micros)``, read one at a time."""
-    loaded = lake.load_table(table)
+    ``(snapshot id, checkpoint, batch id, stream, committed-at micros)``, read one at a time
+    (of ``loaded``, the table as loaded already, when given)."""
+    loaded = lake.load_table(table) if loaded is None else loaded
     snapshot = None if loaded is None else loaded.currentSnapshot()
     while snapshot is not None:
         summary = snapshot.summary()

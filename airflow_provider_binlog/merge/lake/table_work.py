@@ -179,8 +179,9 @@ def prepare_table(lake: Lake, batch: Batch, catalog: str, namespace: str,
     of the table (``contract.change_log`` is its name's suffix)."""
     suffix = (contract.change_log or "") if change_log_of and contract is not None else ""
     name = f"{catalog}.{namespace}.{iceberg_table_name(schema, table)}{suffix}"
-    properties = lake.properties(name)
-    exists = bool(properties) or lake.table_exists(name)
+    loaded = lake.load_table(name)  # once: its properties, state and columns are of one version
+    exists = loaded is not None
+    properties = lake.properties(name, loaded) if exists else {}
     source = json.dumps([schema, table])
     if exists and properties.get(PROP_SOURCE) not in (None, source):
         raise MergeJobError(f"{name} holds source table {properties.get(PROP_SOURCE)}, not "
@@ -197,7 +198,7 @@ def prepare_table(lake: Lake, batch: Batch, catalog: str, namespace: str,
         raise MergeJobError(f"{schema}.{table} has no primary key any more, but {name} is merged "
                             f"by key; give the table a primary key again, or rename the Iceberg "
                             f"table to start a new one (it will be a change log)")
-    state = applied_state(lake, name) if exists else NOTHING
+    state = applied_state(lake, name, loaded=loaded) if exists else NOTHING
     work = TableWork(schema, table, name, entry, [], [], mode, primary_key, exists, properties, state, None, [])
     if mode == MODE_MERGE and contract is not None:  # a change log has its envelope already
         work.contract = contract
@@ -255,7 +256,7 @@ def prepare_table(lake: Lake, batch: Batch, catalog: str, namespace: str,
     kept = set(json.loads(properties.get(PROP_CONTRACT_COLUMNS, "[]"))) | {n for n, _ in wanted}
     actual: Columns = []
     if exists:
-        current = actual = lake.columns(name)
+        current = actual = lake.columns(name, loaded)
         if mode == MODE_CHANGELOG:
             current = [c for c in current if c[0] not in CHANGELOG_ENVELOPE_NAMES]
         else:  # the data-contract columns are not the source's

@@ -49,8 +49,12 @@ def test_password_and_extras_never_leak(mariadb, monkeypatch, tmp_path, caplog, 
     poke = BinlogPositionSensor(task_id="wait", binlog_conn_id=conn_id, poke_interval=0.1, timeout=10).poke({})
     assert poke.is_done
     texts.append(json.dumps(poke.xcom_value, default=str))
-    xcom = BinlogDumpOperator(task_id="dump", binlog_conn_id=conn_id, staging_dir=str(tmp_path / "staging"),
-                              tables=["rel_sec.*"]).execute({})
+    xcom = BinlogDumpOperator(
+        task_id="dump",
+        binlog_conn_id=conn_id,
+        tables=["rel_sec.*"],
+        staging=str(tmp_path / "staging"),
+    ).execute({})
     texts.append(json.dumps(xcom, default=str))
     for path in (tmp_path / "staging").rglob("*"):
         texts.append(str(path))

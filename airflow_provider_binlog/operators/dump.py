@@ -81,7 +81,7 @@ class BinlogDumpOperator(SettingsOperator):
         yield_to_running_runs(context, self.yield_to_dag_id, "dump")
         hook = BinlogHook(self.binlog_conn_id, checkpoint_store_uri=self.checkpoint_store_uri)
         began = time.monotonic()
-        result = hook.dump(staging_dir=self.staging.location, start=self.start or None, stop=self.stop or "current",
+        result = hook.dump(staging=self.staging, start=self.start or None, stop=self.stop or "current",
                            options=self.dump_options())
         try:  # a metric must not fail a staged dump
             from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
@@ -101,8 +101,7 @@ class BinlogDumpOperator(SettingsOperator):
         return DumpOptions(tables=self.tables, exclude=self.exclude, max_rows=self.limits.max_rows,
                            max_bytes=self.limits.max_bytes, max_seconds=self.limits.max_seconds,
                            checkpoint_key=self.checkpoint_key or None, masking=self.masking,
-                           masking_secret_conn_id=self.masking_secret_conn_id,
-                           staging_conn_id=self.staging.conn_id or None)
+                           masking_secret_conn_id=self.masking_secret_conn_id)
 
     def get_openlineage_facets_on_complete(self, task_instance) -> Any:
         """OpenLineage: the source tables in, their staged files out (see :mod:`..utils.lineage`)."""

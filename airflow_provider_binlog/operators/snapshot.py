@@ -115,7 +115,7 @@ class BinlogSnapshotOperator(SettingsOperator):
         report = SnapshotProgress(self.binlog_conn_id, self.snapshot.method,
                                   context.get("ti") if hasattr(context, "get") else None, self.log)
         try:
-            result = hook.snapshot(staging_dir=self.staging.location, options=self.snapshot_options(),
+            result = hook.snapshot(self.staging, options=self.snapshot_options(),
                                    progress=report.progress, resume_key=self._resume_key(context),
                                    estimates=report.estimates)
         finally:
@@ -135,8 +135,7 @@ class BinlogSnapshotOperator(SettingsOperator):
         return SnapshotOptions(method=self.snapshot.method, reader=self.snapshot.reader,
                                chunk_rows=self.snapshot.chunk_rows, read_connections=self.snapshot.read_connections,
                                tables=self.tables or None, exclude=self.exclude or None, masking=self.masking,
-                               masking_secret_conn_id=self.masking_secret_conn_id,
-                               staging_conn_id=self.staging.conn_id or None)
+                               masking_secret_conn_id=self.masking_secret_conn_id)
 
     @staticmethod
     def _resume_key(context) -> Optional[str]:

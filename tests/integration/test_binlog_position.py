@@ -175,7 +175,7 @@ def test_the_sensor_xcom_is_the_dump_stop(source, tmp_path):
     insert(server, 2)
     value = sensor(conn_id).execute({})          # poke mode: returns the XCom value
     insert(server)                               # after the sensor: not in this dump
-    result = hook.dump(staging_dir=tmp_path / "staging", stop=value)
+    result = hook.dump(staging=tmp_path / "staging", stop=value)
     assert (result["end"]["file"], result["end"]["pos"]) == (value["target"]["file"], value["target"]["pos"])
     assert result["rows"]["sensedb.t"]["insert"] == 2
     assert result["start"] == value["start"]

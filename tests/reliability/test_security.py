@@ -84,7 +84,7 @@ def test_password_and_extras_never_leak(mariadb, monkeypatch, tmp_path, caplog, 
     ]
     for failing, kwargs in failures:
         with pytest.raises(Exception) as info:
-            BinlogHook(failing).dump(staging_dir=tmp_path / "staging-fail", **kwargs)
+            BinlogHook(failing).dump(staging=tmp_path / "staging-fail", **kwargs)
         texts += [str(info.value), repr(info.value), str(info.value.__cause__ or ""),
                   str(info.value.__context__ or "")]
         if not kwargs:
@@ -166,7 +166,7 @@ def test_dump_over_tls_to_a_server_that_requires_it(tls_server, tmp_path, monkey
     from airflow_provider_binlog.hooks.binlog import BinlogHook
     conn_mod.create_user(server)
     conn_id = conn_mod.set_connection(monkeypatch, server, extra={"ssl_ca": str(server.ca)})
-    out = BinlogHook(conn_id).dump(staging_dir=tmp_path / "hook", start=start, tables=["rel_tls.*"])
+    out = BinlogHook(conn_id).dump(staging=tmp_path / "hook", start=start, tables=["rel_tls.*"])
     assert out["rows"] == result.rows
     record_trials("TLS with require_secure_transport=ON (verified CA, refused plain and unknown CA)")
 

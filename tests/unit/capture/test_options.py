@@ -14,7 +14,7 @@ RULES = {"hash": ["shop.users.email"], "exclude": ["shop.users.password"]}
 def test_dump_options_json_round_trip():
     options = DumpOptions(tables=["shop.*"], exclude=["shop.tmp_*"], max_rows=10, max_bytes=1 << 20,
                           max_seconds=30, checkpoint_key="shop", workers=0, masking=RULES,
-                          masking_secret_conn_id="mask_key", staging_conn_id="s3", retries=5,
+                          masking_secret_conn_id="mask_key", retries=5,
                           backoff_seconds=0.5, progress_seconds=2.0)
     assert options.tables == ("shop.*",) and options.max_seconds == 30.0
     assert DumpOptions.from_json(options.to_json()) == options
@@ -25,7 +25,7 @@ def test_dump_options_json_round_trip():
 def test_snapshot_options_json_round_trip():
     options = SnapshotOptions(method="consistent", reader="pymysql", chunk_rows=500, read_connections=4,
                               tables=["shop.*"], exclude=["shop.tmp_*"], masking=RULES,
-                              masking_secret_conn_id="mask_key", staging_conn_id="gcs")
+                              masking_secret_conn_id="mask_key")
     assert SnapshotOptions.from_json(options.to_json()) == options
     assert SnapshotOptions.from_json(options.to_json_text()) == options
     assert SnapshotOptions.from_json({}) == SnapshotOptions()
@@ -41,7 +41,6 @@ def test_snapshot_options_json_round_trip():
     ({"workers": -1}, "workers must be a whole number of staging processes of at least 0"),
     ({"masking": {"hash": ["shop.users.email"]}}, "masking: hash rules need a secret key"),
     ({"masking_secret_conn_id": 3}, "masking_secret_conn_id must be a non-empty string"),
-    ({"staging_conn_id": ""}, "staging_conn_id must be a non-empty string"),
     ({"retries": -1}, "retries must be a whole number of retries of at least 0"),
     ({"backoff_seconds": -1}, "backoff_seconds must be a number of seconds 0 or more"),
     ({"progress_seconds": 0}, "progress_seconds must be a number of seconds above 0"),
@@ -63,7 +62,6 @@ def test_dump_options_refuse_bad_values(values, message):
     ({"exclude": 5}, "exclude must be a list of schema.table patterns"),
     ({"masking": {"hash": ["shop.users.email"]}}, "masking: hash rules need a secret key"),
     ({"masking_secret_conn_id": ""}, "masking_secret_conn_id must be a non-empty string"),
-    ({"staging_conn_id": 1}, "staging_conn_id must be a non-empty string"),
 ])
 def test_snapshot_options_refuse_bad_values(values, message):
     with pytest.raises(CaptureOptionError, match=message):

@@ -1,7 +1,7 @@
 """DAG factory: the scheduled incremental load and the manually triggered backfill of one
 binlog source.
 
-``make_cdc_dags("shop", binlog_conn_id=..., tables=["shop.*"], staging_dir=..., namespace=...)``
+``make_cdc_dags("shop", binlog_conn_id=..., tables=["shop.*"], staging=..., lake=LakeSettings(namespace=...))``
 returns two DAGs:
 
 ``binlog_cdc__<source_id>`` (on ``schedule``, one run at a time, no catchup)
@@ -9,9 +9,10 @@ returns two DAGs:
     binlog is ahead of the stored checkpoint) -> ``dump``
     (:class:`~.operators.dump.BinlogDumpOperator` from the stored checkpoint to the position
     the sensor saw) -> ``merge`` (:class:`~.operators.merge.BinlogMergeOperator`: the batch
-    committed to Iceberg, then the checkpoint store is advanced; with ``maintenance=True`` a
-    Spark job then compacts the tables and expires old snapshots). A run that sees no new data
-    before ``sensor_timeout`` is skipped (``skip_when_idle``).
+    committed to Iceberg, then the checkpoint store is advanced; with
+    ``MergeSettings(maintenance=True)`` a Spark job then compacts the tables and expires old
+    snapshots). A run that sees no new data before the ``wait``'s ``timeout`` is skipped (its
+    ``skip_when_idle``).
 
 ``binlog_backfill__<source_id>`` (no schedule; triggered with parameters)
     ``plan`` checks the parameters -> ``choose`` -> ``snapshot``
@@ -46,12 +47,13 @@ their dump and merge (``yield_to_dag_id``). Neither DAG needs pausing.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from airflow.sdk import DAG, Asset, AssetAlias, AssetWatcher, Param, PokeReturnValue, TriggerRule, task
 
@@ -61,9 +63,19 @@ from .hooks.binlog import BinlogHook
 from .operators.dump import BinlogDumpOperator
 from .operators.merge import BinlogMergeOperator, iceberg_asset_uri
 from .operators.retention import BinlogStagingRetentionOperator
+from .operators.settings import (
+    BatchLimits,
+    LakeSettings,
+    MergeSettings,
+    SnapshotSettings,
+    SparkSettings,
+    WaitSettings,
+    settings_of,
+)
 from .operators.snapshot import BinlogSnapshotOperator
 from .sensors.position import BinlogPositionSensor
 from .common.tables import TableFilter, iceberg_table_name
+from .staging.ref import StagingRef
 from .triggers.new_data import BinlogNewDataTrigger, WakeupGate, check_poke_interval
 
 BACKFILL_MODES = ("snapshot", "from_position", "from_gtid")
@@ -84,10 +96,10 @@ class OnNewBinlogData:
 
     A :class:`~.triggers.new_data.BinlogNewDataTrigger` watches the binlog in the triggerer
     (every ``poke_interval`` seconds) through an :class:`~airflow.sdk.AssetWatcher` on the asset
-    ``binlog://<source_id>/changes``, with the factory's ``min_bytes``, ``min_transactions`` and
-    ``max_threshold_wait``. It fires once per checkpoint, at least ``min_interval`` seconds
-    apart, again after ``refire_after`` seconds when no run advanced the checkpoint. Needs a
-    running triggerer."""
+    ``binlog://<source_id>/changes``, with the thresholds ``min_bytes``, ``min_transactions``
+    and ``max_threshold_wait`` of the ``wait`` settings. It fires once per checkpoint, at least
+    ``min_interval`` seconds apart, again after ``refire_after`` seconds when no run advanced
+    the checkpoint. Needs a running triggerer."""
 
     poke_interval: float = 5.0
     min_interval: float = 10.0
@@ -263,59 +275,25 @@ def make_cdc_dags(
     binlog_conn_id: str = BinlogHook.default_conn_name,
     tables: Sequence[str],
     exclude: Optional[Sequence[str]] = None,
-    staging_dir: str,
-    namespace: str,
-    catalog: str = "lake",
-    spark_conn_id: str = "spark_default",
-    warehouse: Optional[str] = None,
-    catalog_conn_id: Optional[str] = None,
-    catalog_settings: Optional[Mapping[str, Any]] = None,
-    spark_deploy_mode: Optional[str] = None,
-    spark_conf: Optional[Mapping[str, Any]] = None,
-    spark_packages: Optional[str] = None,
-    spark_jars: Optional[Sequence[str]] = None,
-    iceberg_runtime: Optional[str] = None,
-    parallel_tables: Optional[int] = None,
-    merge_direct_max_bytes: Optional[int] = None,
-    merge_direct_deletes: Optional[str] = None,
+    staging: Union[StagingRef, str],
+    staging_retention: Union[dt.timedelta, float, None] = None,
+    staging_consumers: Optional[Sequence[str]] = None,
+    lake: LakeSettings,
+    spark: Optional[SparkSettings] = None,
+    merge: Optional[MergeSettings] = None,
     merge_engine: Optional[str] = None,
+    snapshot: Optional[SnapshotSettings] = None,
+    limits: Optional[BatchLimits] = None,
+    wait: Optional[WaitSettings] = None,
+    masking: Union[Mapping[str, Any], str, None] = None,
+    masking_secret_conn_id: Optional[str] = None,
     checkpoint_store_uri: Optional[str] = None,
     checkpoint_key: Optional[str] = None,
     schedule: Any = DEFAULT_SCHEDULE,
     start_date: Optional[dt.datetime] = None,
-    maintenance: bool = False,
-    maintenance_every: Union[dt.timedelta, float, None] = None,
-    expire_older_than_days: Optional[float] = None,
-    retain_last: Optional[int] = None,
-    table_layout: Union[Mapping[str, Any], str, None] = None,
-    table_properties: Optional[Mapping[str, str]] = None,
-    data_contract: Union[Mapping[str, Any], str, None] = None,
-    masking: Union[Mapping[str, Any], str, None] = None,
-    masking_secret_conn_id: Optional[str] = None,
-    staging_conn_id: Optional[str] = None,
-    staging_retention: Union[dt.timedelta, float, None] = None,
-    staging_consumers: Optional[Sequence[str]] = None,
-    snapshot_method: str = "watermark",
-    snapshot_chunk_rows: Optional[int] = None,
-    snapshot_read_connections: int = 1,
-    min_bytes: Optional[int] = None,
-    min_transactions: Optional[int] = None,
-    max_threshold_wait: Union[dt.timedelta, float, None] = None,
-    poke_interval: float = 60.0,
-    sensor_timeout: float = 600.0,
-    sensor_mode: str = "reschedule",
     deferrable: Optional[bool] = None,
-    skip_when_idle: bool = True,
-    max_lag_seconds: Optional[float] = None,
-    on_max_lag: str = "notify",
-    lag_notifier: Optional[Callable[[Any], Any]] = None,
-    max_rows: Optional[int] = None,
-    max_bytes: Optional[int] = None,
-    max_seconds: Optional[float] = None,
     default_args: Optional[Mapping[str, Any]] = None,
     tags: Optional[Sequence[str]] = None,
-    backfill_wait_poke_interval: float = 30.0,
-    backfill_wait_timeout: float = 6 * 3600.0,
 ) -> tuple[DAG, DAG]:
     """The incremental DAG ``binlog_cdc__<source_id>`` and the backfill DAG
     ``binlog_backfill__<source_id>`` of one source (see the module documentation).
@@ -326,81 +304,59 @@ def make_cdc_dags(
     :param tables: ``schema.table`` include patterns (``shop.*``); explicit names give one
         asset per table.
     :param exclude: ``schema.table`` patterns to leave out.
-    :param staging_dir: where dumps and snapshots are staged (shared with Spark).
-    :param namespace: the Iceberg namespace of the tables (``<schema>__<table>``).
-    :param catalog: the Iceberg catalog name.
-    :param spark_conn_id: the Spark connection of ``spark-submit``.
-    :param warehouse: embedded catalog mode: a Hadoop catalog on this path and the Iceberg jars
-        shipped with the package.
-    :param catalog_conn_id: instead, an Airflow connection of type ``iceberg_catalog`` (JDBC on
-        PostgreSQL, REST, Hive, Glue, Nessie; see docs/catalogs.md).
-    :param catalog_settings: instead, the catalog as a dict: ``type``, ``uri``, ``warehouse``,
-        ``properties``, ``jars``. With none of the three, ``spark_conf`` configures it
-        (``spark.sql.catalog.<catalog>...``) with ``spark_packages``/``spark_jars``.
-    :param iceberg_runtime: how the merge puts Iceberg on Spark when ``spark_packages`` and
-        ``spark_jars`` are unset: ``maven`` (Spark fetches the stock
-        ``iceberg-spark-runtime-3.5_2.12``), ``provided`` (the cluster's Spark has Iceberg) or
-        ``embedded`` (the jar of the ``spark`` extra, offline). Default: ``embedded`` for a local
-        Spark where that jar is installed, else ``maven``.
-    :param spark_deploy_mode: ``client`` or ``cluster`` (default: the Spark connection's).
+    :param staging: where dumps and snapshots are staged (shared with Spark): a location, or a
+        :class:`~airflow_provider_binlog.staging.ref.StagingRef` of a location on S3, GCS or Azure
+        and the ``aws``, ``google_cloud_platform`` or ``wasb`` connection with its credentials, for
+        the dump, the snapshot and the merge (without one: each machine's credential chain;
+        docs/configuration.md).
+    :param staging_retention: remove staged batches once merged: the minimum age of a removed
+        batch (``timedelta`` or seconds; a day keeps what a retried reload needs). After each
+        merge, the task ``remove_merged_batches`` removes the batches every load reading
+        ``staging`` is past; default None: staged batches are kept (docs/configuration.md).
+    :param staging_consumers: the checkpoint keys of the other loads merging from ``staging``
+        (same checkpoint store), whose batches retention keeps until they too are past them.
+    :param lake: the Iceberg side, a :class:`~airflow_provider_binlog.operators.settings.LakeSettings`:
+        the namespace of the tables (``<schema>__<table>``), the catalog (``warehouse`` for the
+        embedded mode, ``catalog_conn_id`` or ``catalog_settings``; docs/catalogs.md; with none of
+        them, the ``spark``'s ``conf`` configures it), ``table_layout``, ``table_properties`` and
+        ``data_contract`` (docs/merge.md, docs/data-contract.md).
+    :param spark: how ``spark-submit`` runs the merge, a
+        :class:`~airflow_provider_binlog.operators.settings.SparkSettings`: the Spark connection,
+        deploy mode, ``conf``, ``packages``, ``jars`` and ``iceberg_runtime`` (default: its defaults).
+    :param merge: how the merges commit and maintain the tables, a
+        :class:`~airflow_provider_binlog.operators.settings.MergeSettings`: ``parallel_tables``,
+        ``direct_max_bytes``, ``direct_deletes`` and, for the incremental merges, ``maintenance``
+        (compact and expire snapshots after each merge; ``maintenance_every``,
+        ``expire_older_than_days``, ``retain_last``).
+    :param merge_engine: ``auto``, ``spark`` or ``iceberg-java``, the merge operators'
+        ``merge_engine`` (default: ``[binlog] merge_engine``, ``auto``: Iceberg's Java API first
+        with a ``local`` master, ``spark-submit`` with any cluster master).
+    :param snapshot: how the backfill's snapshot reads the tables, a
+        :class:`~airflow_provider_binlog.operators.settings.SnapshotSettings`: ``method``
+        ``watermark`` (the default: key chunks between binlog watermarks, no lock) or
+        ``consistent`` (docs/snapshots.md), ``chunk_rows``, ``read_connections``.
+    :param limits: the cap of one incremental dump, a
+        :class:`~airflow_provider_binlog.operators.settings.BatchLimits` (``max_rows``,
+        ``max_bytes``, ``max_seconds``); the next run continues where it stopped.
+    :param wait: how the incremental DAG waits for new data and the backfill for its turn, a
+        :class:`~airflow_provider_binlog.operators.settings.WaitSettings`: the sensor's thresholds
+        (``min_bytes``, ``min_transactions``, ``max_threshold_wait``), ``poke_interval``,
+        ``timeout``, ``mode``, ``skip_when_idle`` (skip the run instead of failing it when the
+        sensor times out), the lag alarm (``max_lag_seconds``, ``on_max_lag``, ``lag_notifier``)
+        and the backfill's ``wait_for_incremental`` (``backfill_poke_interval``,
+        ``backfill_timeout``); while the backfill runs, incremental runs skip their dump.
+    :param masking: columns to exclude, hash (HMAC-SHA256 keyed by the password of connection
+        ``masking_secret_conn_id``) or truncate in the dump and the snapshot, before anything
+        is staged (docs/data-contract.md).
     :param checkpoint_store_uri: the checkpoint store; default: the connection's extra
         ``checkpoint_store_uri``.
     :param checkpoint_key: the key of this source's checkpoint in the store (default:
         ``source_id``).
     :param schedule: of the incremental DAG (cron, timedelta, timetable or ``None``), or
         :class:`OnNewBinlogData` to start a run when the binlog has new data (event-driven).
-    :param maintenance: compact and expire snapshots after each incremental merge; with
-        ``maintenance_every`` (a timedelta or hours) only tables maintained longer ago, with
-        ``expire_older_than_days`` and ``retain_last`` for the snapshots.
-    :param table_layout: partition spec, sort order and properties of the Iceberg tables, for
-        all and per ``schema.table`` (docs/merge.md); ``table_properties`` for every table.
-    :param data_contract: change columns, soft deletes and change logs of the merged tables,
-        for all and per ``schema.table`` (docs/data-contract.md).
-    :param masking: columns to exclude, hash (HMAC-SHA256 keyed by the password of connection
-        ``masking_secret_conn_id``) or truncate in the dump and the snapshot, before anything
-        is staged (docs/data-contract.md).
-    :param staging_conn_id: an ``aws``, ``google_cloud_platform`` or ``wasb`` connection with the
-        credentials of a ``staging_dir`` on S3, GCS or Azure, for the dump, the snapshot and the
-        merge (default: each machine's credential chain; docs/configuration.md).
-    :param staging_retention: remove staged batches once merged: the minimum age of a removed
-        batch (``timedelta`` or seconds; a day keeps what a retried reload needs). After each
-        merge, the task ``remove_merged_batches`` removes the batches every load reading
-        ``staging_dir`` is past; default None: staged batches are kept (docs/configuration.md).
-    :param staging_consumers: the checkpoint keys of the other loads merging from
-        ``staging_dir`` (same checkpoint store), whose batches retention keeps until they too
-        are past them.
-    :param snapshot_method: how the backfill's snapshot reads the tables: ``watermark`` (the
-        default: key chunks between binlog watermarks, no lock; a table without a usable key in
-        one consistent transaction) or ``consistent`` (docs/snapshots.md);
-        ``snapshot_chunk_rows`` rows per chunk (by default 10,000; 50,000 for a watermark
-        snapshot's table read straight into Arrow), over ``snapshot_read_connections``
-        connections (1).
-    :param parallel_tables: tables of a batch the merge job plans and commits at once
-        (default 8).
-    :param merge_direct_max_bytes: staged bytes a direct commit folds at once (up to 32 key
-        ranges of them per table are committed without a Spark job; the merge operator's
-        ``direct_max_bytes``; default 32 MiB, 0: off).
-    :param merge_direct_deletes: how those commits drop the rows they replace: ``"position"``
-        deletes, read by every Iceberg reader (default), or ``"equality"`` deletes, read by JVM
-        engines only (the merge operator's ``direct_deletes``).
-    :param merge_engine: ``auto``, ``spark`` or ``iceberg-java``, the merge operators'
-        ``merge_engine`` (default: ``[binlog] merge_engine``, ``auto``: Iceberg's Java API first
-        with a ``local`` master, ``spark-submit`` with any cluster master).
-    :param min_bytes: sensor threshold (also ``min_transactions``, ``max_threshold_wait``).
-    :param poke_interval: seconds between sensor checks.
-    :param sensor_timeout: seconds the sensor waits for new data.
-    :param sensor_mode: ``reschedule`` (frees the worker slot between checks) or ``poke``.
-    :param deferrable: wait in the triggerer instead; default: Airflow's ``[operators]
-        default_deferrable``.
-    :param skip_when_idle: skip the run (instead of failing it) when the sensor times out.
-    :param max_lag_seconds: when the load is further behind in source time, the sensor calls
-        ``lag_notifier`` and goes on (``on_max_lag="notify"``) or fails (``"fail"``).
-    :param max_rows: cap of one incremental dump (also ``max_bytes``, ``max_seconds``); the
-        next run continues where it stopped.
+    :param deferrable: the sensor waits in the triggerer instead; default: Airflow's
+        ``[operators] default_deferrable``.
     :param default_args: for the tasks of both DAGs (``retries``, ...).
-    :param backfill_wait_poke_interval: the backfill's first task, ``wait_for_incremental``,
-        waits until no incremental run is loading (checking every so many seconds, for at most
-        ``backfill_wait_timeout``); while the backfill runs, incremental runs skip their dump.
     """
     if not isinstance(source_id, str) or not _SOURCE_ID.fullmatch(source_id):
         raise ValueError(f"source_id must be letters, digits, '_', '.', '-' starting with a letter "
@@ -414,26 +370,25 @@ def make_cdc_dags(
     TableFilter(tables, exclude)  # checks the patterns
     key = checkpoint_key or source_id
     start = start_date or DEFAULT_START_DATE
+    staging = StagingRef.of(staging)
+    if not isinstance(lake, LakeSettings):
+        raise TypeError(f"lake must be a LakeSettings(namespace=...), not {type(lake).__name__}")
+    spark = settings_of(SparkSettings, spark, "spark")
+    merge = settings_of(MergeSettings, merge, "merge")
+    snapshot = settings_of(SnapshotSettings, snapshot, "snapshot")
+    limits = settings_of(BatchLimits, limits, "limits")
+    wait = settings_of(WaitSettings, wait, "wait")
+    catalog, namespace = lake.catalog, lake.namespace
     registration = source_registration(binlog_conn_id=binlog_conn_id, checkpoint_key=key,
-                                       staging_dir=staging_dir, checkpoint_store_uri=checkpoint_store_uri)
+                                       staging_dir=staging.location, checkpoint_store_uri=checkpoint_store_uri)
     assets = cdc_assets(source_id, tables, catalog=catalog, namespace=namespace, registration=registration)
     tag_list = list(tags) if tags is not None else ["binlog", "cdc", source_id]
-    spark = {"conn_id": spark_conn_id, "warehouse": warehouse, "conf": dict(spark_conf or {}),
-             "packages": spark_packages, "jars": list(spark_jars) if spark_jars else None,
-             "iceberg_runtime": iceberg_runtime,
-             "parallel_tables": parallel_tables, "direct_max_bytes": merge_direct_max_bytes,
-             "direct_deletes": merge_direct_deletes, "merge_engine": merge_engine,
-             "catalog_conn_id": catalog_conn_id,
-             "catalog_settings": dict(catalog_settings) if catalog_settings else None,
-             "deploy_mode": spark_deploy_mode,
-             "table_layout": dict(table_layout) if isinstance(table_layout, Mapping) else table_layout,
-             "table_properties": dict(table_properties) if table_properties else None,
-             "data_contract": dict(data_contract) if isinstance(data_contract, Mapping) else data_contract,
-             "staging_conn_id": staging_conn_id}
-    store = {"binlog_conn_id": binlog_conn_id, "checkpoint_store_uri": checkpoint_store_uri,
-             "checkpoint_key": key}
+    # what both merges take; only the incremental one maintains the tables
+    merged = {"lake": lake, "spark": spark, "merge_engine": merge_engine, "staging": staging,
+              "binlog_conn_id": binlog_conn_id, "checkpoint_store_uri": checkpoint_store_uri, "checkpoint_key": key}
+    backfill_merge = dataclasses.replace(merge, maintenance=False)
     masked = {"masking": dict(masking) if isinstance(masking, Mapping) else masking,
-              "masking_secret_conn_id": masking_secret_conn_id, "staging_conn_id": staging_conn_id}
+              "masking_secret_conn_id": masking_secret_conn_id, "staging": staging}
     asset_text = ", ".join(f"`{a.uri}`" for a in assets)
     if not all(is_explicit(p) for p in tables):  # each table's own asset, through an alias
         aliases = [AssetAlias(name=tables_alias_name(source_id))]
@@ -441,14 +396,14 @@ def make_cdc_dags(
     else:
         aliases = []
 
-    sensor_thresholds: dict[str, Any] = {"min_bytes": min_bytes, "min_transactions": min_transactions,
-                                         "max_threshold_wait": max_threshold_wait}
+    sensor_thresholds: dict[str, Any] = {"min_bytes": wait.min_bytes, "min_transactions": wait.min_transactions,
+                                         "max_threshold_wait": wait.max_threshold_wait}
+    poke_interval, sensor_timeout, skip_when_idle = wait.poke_interval, wait.timeout, wait.skip_when_idle
     if isinstance(schedule, OnNewBinlogData):
-        wait_seconds = max_threshold_wait.total_seconds() if isinstance(max_threshold_wait, dt.timedelta) \
-            else max_threshold_wait
         watcher = AssetWatcher(name=f"binlog_new_data__{source_id}", trigger=BinlogNewDataTrigger(
             binlog_conn_id, checkpoint_key=key, checkpoint_store_uri=checkpoint_store_uri,
-            min_bytes=min_bytes, min_transactions=min_transactions, max_threshold_wait=wait_seconds,
+            min_bytes=wait.min_bytes, min_transactions=wait.min_transactions,
+            max_threshold_wait=wait.max_threshold_wait_seconds,
             poke_interval=schedule.poke_interval, min_interval=schedule.min_interval,
             refire_after=schedule.refire_after))
         schedule = [Asset(name=f"binlog_changes__{source_id}", uri=changes_asset_uri(source_id),
@@ -478,29 +433,25 @@ def make_cdc_dags(
             from airflow.configuration import conf
 
             deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
-        wait = BinlogPositionSensor(
+        sensor = BinlogPositionSensor(
             task_id="wait_for_changes", binlog_conn_id=binlog_conn_id, checkpoint_key=key,
             checkpoint_store_uri=checkpoint_store_uri, **sensor_thresholds,
-            poke_interval=poke_interval, timeout=sensor_timeout, mode=sensor_mode,
-            deferrable=deferrable, skip_on_timeout=skip_when_idle, max_lag_seconds=max_lag_seconds,
-            on_max_lag=on_max_lag, lag_notifier=lag_notifier)
+            poke_interval=poke_interval, timeout=sensor_timeout, mode=wait.mode,
+            deferrable=deferrable, skip_on_timeout=skip_when_idle, max_lag_seconds=wait.max_lag_seconds,
+            on_max_lag=wait.on_max_lag, lag_notifier=wait.lag_notifier)
         dump = BinlogDumpOperator(
-            task_id="dump", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir, stop=wait.output,
-            yield_to_dag_id=backfill_dag_id(source_id),
-            tables=tables, exclude=exclude or None, max_rows=max_rows, max_bytes=max_bytes,
-            max_seconds=max_seconds, checkpoint_key=key, checkpoint_store_uri=checkpoint_store_uri, **masked)
-        merge = BinlogMergeOperator(
-            task_id="merge", manifests=dump.output, namespace=namespace, catalog=catalog,
-            maintenance=maintenance, maintenance_every=maintenance_every,
-            expire_older_than_days=expire_older_than_days, retain_last=retain_last,
-            outlets=[*assets, *aliases], yield_to_dag_id=backfill_dag_id(source_id),
-            **spark, **store)
+            task_id="dump", binlog_conn_id=binlog_conn_id, stop=sensor.output,
+            yield_to_dag_id=backfill_dag_id(source_id), tables=tables, exclude=exclude or None, limits=limits,
+            checkpoint_key=key, checkpoint_store_uri=checkpoint_store_uri, **masked)
+        merge_task = BinlogMergeOperator(
+            task_id="merge", manifests=dump.output, merge=merge, outlets=[*assets, *aliases],
+            yield_to_dag_id=backfill_dag_id(source_id), **merged)
         if staging_retention is not None:
-            merge >> BinlogStagingRetentionOperator(
-                task_id="remove_merged_batches", staging_dir=staging_dir,
+            merge_task >> BinlogStagingRetentionOperator(
+                task_id="remove_merged_batches", staging=staging,
                 checkpoint_keys=[key, *[k for k in staging_consumers or () if k != key]],
                 binlog_conn_id=binlog_conn_id, checkpoint_store_uri=checkpoint_store_uri,
-                min_age=staging_retention, staging_conn_id=staging_conn_id)
+                min_age=staging_retention)
 
     with DAG(
         dag_id=backfill_dag_id(source_id),
@@ -549,8 +500,8 @@ def make_cdc_dags(
         def choose(branch: str) -> str:
             return branch
 
-        @task.sensor(task_id="wait_for_incremental", poke_interval=backfill_wait_poke_interval,
-                     timeout=backfill_wait_timeout, mode="reschedule")
+        @task.sensor(task_id="wait_for_incremental", poke_interval=wait.backfill_poke_interval,
+                     timeout=wait.backfill_timeout, mode="reschedule")
         def wait_for_incremental() -> PokeReturnValue:
             """Waits until no incremental run of the source is loading; from then on those runs
             skip their dump while this run lasts (``yield_to_dag_id``)."""
@@ -565,23 +516,23 @@ def make_cdc_dags(
         planned = plan()
         wait_for_incremental() >> planned
         branch = choose(planned["branch"])
-        snapshot = BinlogSnapshotOperator(
-            task_id="snapshot", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir,
-            tables=planned["tables"], exclude=exclude or None, snapshot_method=snapshot_method,
-            chunk_rows=snapshot_chunk_rows, read_connections=snapshot_read_connections, **masked)
+        read = BinlogSnapshotOperator(
+            task_id="snapshot", binlog_conn_id=binlog_conn_id, tables=planned["tables"], exclude=exclude or None,
+            snapshot=snapshot, **masked)
         replay = BinlogDumpOperator(
-            task_id="dump", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir,
+            task_id="dump", binlog_conn_id=binlog_conn_id,
             start=planned["start"], stop=planned["stop"], tables=planned["tables"],
             exclude=exclude or None, checkpoint_key=key, checkpoint_store_uri=checkpoint_store_uri, **masked)
-        branch >> [snapshot, replay]
+        branch >> [read, replay]
         BinlogMergeOperator(
-            task_id="merge", manifests=[snapshot.output, replay.output], namespace=namespace,
-            catalog=catalog, advance_checkpoint=planned["advance_checkpoint"], stream=planned["stream"],
-            trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, outlets=[*assets, *aliases], **spark, **store)
+            task_id="merge", manifests=[read.output, replay.output], merge=backfill_merge,
+            advance_checkpoint=planned["advance_checkpoint"], stream=planned["stream"],
+            trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, outlets=[*assets, *aliases], **merged)
 
     return incremental, backfill
 
 
-__all__ = ["BACKFILL_MODES", "BackfillParamsError", "OnNewBinlogData", "backfill_dag_id", "cdc_assets",
+__all__ = ["BACKFILL_MODES", "BackfillParamsError", "BatchLimits", "LakeSettings", "MergeSettings", "OnNewBinlogData",
+           "SnapshotSettings", "SparkSettings", "StagingRef", "WaitSettings", "backfill_dag_id", "cdc_assets",
            "changes_asset_uri", "incremental_dag_id", "incremental_loading", "is_explicit", "make_cdc_dags",
            "plan_backfill", "source_registration", "tables_alias_name"]

@@ -109,21 +109,17 @@ FROM bench.seq_1_to_{rows}
 
 
 DAG_FILE = '''"""The CDC DAGs of the DAG benchmark (airflow_provider_binlog.dags.make_cdc_dags)."""
-from airflow_provider_binlog.dags import make_cdc_dags
+from airflow_provider_binlog.dags import LakeSettings, SparkSettings, WaitSettings, make_cdc_dags
 
 binlog_cdc, binlog_backfill = make_cdc_dags(
     {source_id!r},
     binlog_conn_id={conn_id!r},
     tables=[{table!r}],
-    staging_dir={staging!r},
-    namespace={namespace!r},
-    catalog={catalog!r},
-    spark_conn_id={spark_conn_id!r},
-    warehouse={warehouse!r},
+    staging={staging!r},
+    lake=LakeSettings(namespace={namespace!r}, catalog={catalog!r}, warehouse={warehouse!r}),
+    spark=SparkSettings(conn_id={spark_conn_id!r}),
     schedule="*/15 * * * *",
-    poke_interval={poke_interval!r},
-    sensor_timeout={sensor_timeout!r},
-    sensor_mode="poke",
+    wait=WaitSettings(poke_interval={poke_interval!r}, timeout={sensor_timeout!r}, mode="poke"),
 )
 '''
 

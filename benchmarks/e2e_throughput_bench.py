@@ -63,13 +63,15 @@ ROW_TEXT = {  # each side's text of a row, alike for equal rows
 DAG_FILE = '''"""The DAGs of the end-to-end throughput benchmark."""
 from airflow.sdk import dag, task
 
-from airflow_provider_binlog.dags import make_cdc_dags
+from airflow_provider_binlog.dags import (LakeSettings, MergeSettings, SnapshotSettings, SparkSettings,
+                                          WaitSettings, make_cdc_dags)
 
 binlog_cdc, binlog_backfill = make_cdc_dags(
-    {source_id!r}, binlog_conn_id={conn_id!r}, tables=[{table!r}], staging_dir={staging!r},
-    namespace={namespace!r}, catalog={catalog!r}, spark_conn_id={spark_conn_id!r}, warehouse={warehouse!r},
-    schedule="*/15 * * * *", poke_interval=1, sensor_timeout=5, sensor_mode="poke",
-    snapshot_method={method!r}{extra})
+    {source_id!r}, binlog_conn_id={conn_id!r}, tables=[{table!r}], staging={staging!r},
+    lake=LakeSettings(namespace={namespace!r}, catalog={catalog!r}, warehouse={warehouse!r}),
+    spark=SparkSettings(conn_id={spark_conn_id!r}), schedule="*/15 * * * *",
+    wait=WaitSettings(poke_interval=1, timeout=5, mode="poke"),
+    snapshot=SnapshotSettings(method={method!r}){extra})
 
 
 @dag(dag_id="bench_warmup", schedule=None)
@@ -158,7 +160,7 @@ def main(argv=None) -> int:
     ap.add_argument("--changes", default="1000000,5000000", help="sizes of the CDC batches, comma-separated")
     ap.add_argument("--snapshot-method", choices=("watermark", "consistent"), default="watermark")
     ap.add_argument("--merge-direct-max-bytes", type=int, default=None,
-                    help="the factory's merge_direct_max_bytes (0: every merge through Spark, the "
+                    help="the direct_max_bytes of the factory's MergeSettings (0: every merge through Spark, the "
                          "snapshot's too); default: the factory's")
     ap.add_argument("--keep", metavar="DIR", help="work directory to use and keep")
     args = ap.parse_args(argv)
@@ -230,7 +232,7 @@ def run(args, sizes: list[int], dump: str, workdir: pathlib.Path, log_path: path
                 catalog=qs.CATALOG, spark_conn_id=qs.SPARK_CONN_ID, warehouse=str(warehouse),
                 method=args.snapshot_method,
                 extra="" if args.merge_direct_max_bytes is None
-                else f", merge_direct_max_bytes={args.merge_direct_max_bytes}"))
+                else f", merge=MergeSettings(direct_max_bytes={args.merge_direct_max_bytes})"))
             from airflow_provider_binlog.dags import backfill_dag_id, incremental_dag_id
             from airflow_provider_binlog.spark import local_spark_session
             from airflow_provider_binlog.common.tables import iceberg_table_name

@@ -60,22 +60,18 @@ SERVER_OPTIONS = {"binlog_row_metadata": "FULL", "binlog_row_image": "FULL", "bi
                   "innodb_buffer_pool_size": "256M", "innodb_log_file_size": "128M"}
 
 DAG_FILE = '''"""The CDC DAGs of the many-tables benchmark (airflow_provider_binlog.dags.make_cdc_dags)."""
-from airflow_provider_binlog.dags import make_cdc_dags
+from airflow_provider_binlog.dags import LakeSettings, MergeSettings, SparkSettings, WaitSettings, make_cdc_dags
 
 binlog_cdc, binlog_backfill = make_cdc_dags(
     {source_id!r},
     binlog_conn_id={conn_id!r},
     tables=["many.*"],
-    staging_dir={staging!r},
-    namespace={namespace!r},
-    catalog={catalog!r},
-    spark_conn_id={spark_conn_id!r},
-    warehouse={warehouse!r},
+    staging={staging!r},
+    lake=LakeSettings(namespace={namespace!r}, catalog={catalog!r}, warehouse={warehouse!r}),
+    spark=SparkSettings(conn_id={spark_conn_id!r}),
     schedule=None,
-    poke_interval=1.0,
-    sensor_timeout=30.0,
-    sensor_mode="poke",
-    parallel_tables={parallel_tables!r},
+    wait=WaitSettings(poke_interval=1.0, timeout=30.0, mode="poke"),
+    merge=MergeSettings(parallel_tables={parallel_tables!r}),
 )
 '''
 
@@ -120,9 +116,14 @@ def noop_submit(warehouse: pathlib.Path, workdir: pathlib.Path) -> float:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     from airflow_provider_binlog.operators.merge import BinlogMergeOperator
+    from airflow_provider_binlog.operators.settings import LakeSettings, SparkSettings
 
-    op = BinlogMergeOperator(task_id="noop", manifests=[], namespace=NAMESPACE, catalog=qs.CATALOG,
-                             conn_id=qs.SPARK_CONN_ID, warehouse=str(warehouse))
+    op = BinlogMergeOperator(
+        task_id="noop",
+        manifests=[],
+        lake=LakeSettings(namespace=NAMESPACE, catalog=qs.CATALOG, warehouse=str(warehouse)),
+        spark=SparkSettings(conn_id=qs.SPARK_CONN_ID),
+    )
     app = workdir / "noop_app.py"
     app.write_text(NOOP_APP)
     catalog = op.iceberg_catalog()

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 
-from airflow_provider_binlog.dags import make_cdc_dags
+from airflow_provider_binlog.dags import LakeSettings, SparkSettings, make_cdc_dags
 
 AIRFLOW_HOME = os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
 
@@ -45,20 +45,21 @@ binlog_cdc, binlog_backfill = make_cdc_dags(
     SOURCE_ID,
     binlog_conn_id=os.environ.get("BINLOG_CONN_ID") or "mysql_binlog_default",
     tables=TABLES,
-    staging_dir=os.environ.get("BINLOG_STAGING_DIR") or os.path.join(AIRFLOW_HOME, "binlog", "staging"),
-    namespace=f"{SOURCE_ID}_cdc",
-    catalog="lake",
-    spark_conn_id="spark_default",
-    warehouse=WAREHOUSE,
-    catalog_conn_id=CATALOG_CONN_ID,
-    spark_jars=SPARK_JARS,
-    # Or the catalog as settings: catalog_settings={"type": "rest", "uri": "http://..."}
+    staging=os.environ.get("BINLOG_STAGING_DIR") or os.path.join(AIRFLOW_HOME, "binlog", "staging"),
+    lake=LakeSettings(
+        namespace=f"{SOURCE_ID}_cdc",
+        catalog="lake",
+        warehouse=WAREHOUSE,
+        catalog_conn_id=CATALOG_CONN_ID,
+        # Or the catalog as settings: catalog_settings={"type": "rest", "uri": "http://..."}
+        # Data-contract options (docs/data-contract.md), all opt-in, for example:
+        # data_contract={"default": {"change_columns": True, "soft_delete": True},
+        #                "tables": {"shop.orders": {"change_log": True}}},
+        # table_layout={"tables": {"shop.orders": {"partition_by": ["days(created_at)"]}}},
+    ),
+    spark=SparkSettings(conn_id="spark_default", jars=SPARK_JARS),
     schedule="*/15 * * * *",
-    # Data-contract options (docs/data-contract.md), all opt-in, for example:
-    # data_contract={"default": {"change_columns": True, "soft_delete": True},
-    #                "tables": {"shop.orders": {"change_log": True}}},
     # masking={"exclude": ["shop.customers.password_hash"], "hash": ["shop.customers.email"],
     #          "truncate": {"shop.customers.phone": 4}},
     # masking_secret_conn_id="binlog_masking_key",   # its password keys the hashes
-    # table_layout={"tables": {"shop.orders": {"partition_by": ["days(created_at)"]}}},
 )

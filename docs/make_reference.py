@@ -31,7 +31,13 @@ COMMAND = "python docs/make_reference.py"
 
 #: The DAG factory's public faces; the operators, sensors, triggers and hooks come from the
 #: modules the provider info registers.
-FACTORY = ("airflow_provider_binlog.dags:make_cdc_dags", "airflow_provider_binlog.dags:OnNewBinlogData")
+FACTORY = ("airflow_provider_binlog.dags:make_cdc_dags", "airflow_provider_binlog.dags:OnNewBinlogData",
+           "airflow_provider_binlog.staging.ref:StagingRef", "airflow_provider_binlog.operators.settings:LakeSettings",
+           "airflow_provider_binlog.operators.settings:SparkSettings",
+           "airflow_provider_binlog.operators.settings:MergeSettings",
+           "airflow_provider_binlog.operators.settings:SnapshotSettings",
+           "airflow_provider_binlog.operators.settings:BatchLimits",
+           "airflow_provider_binlog.operators.settings:WaitSettings")
 #: provider info key -> (section title, the Airflow base class its public classes derive from)
 REGISTERED = (
     ("operators", "Operators", "airflow.sdk:BaseOperator"),

@@ -97,6 +97,7 @@ class Source:
     server_id: int
     schedule: str            # a Python expression in the DAG file
     options: str = ""        # more keyword arguments of make_cdc_dags, Python source
+    wait: str = ""           # more fields of its WaitSettings, Python source
 
     @property
     def incremental(self) -> str:
@@ -115,8 +116,8 @@ class Source:
         return f"binlog-merge-{self.namespace}"
 
 
-CRON = Source("cron", "shop_cron", "binlog_cron", 7421, '"*/1 * * * *"',
-              "deferrable=True, poke_interval=5, backfill_wait_poke_interval=10")
+CRON = Source("cron", "shop_cron", "binlog_cron", 7421, '"*/1 * * * *"', "deferrable=True",
+              "poke_interval=5, backfill_poke_interval=10")
 EVENT = Source("event", "shop_event", "binlog_event", 7422, "OnNewBinlogData(poke_interval=2, min_interval=5)")
 SOURCES = (CRON, EVENT)
 TABLES = ("customers", "order_lines")
@@ -124,21 +125,22 @@ TABLES = ("customers", "order_lines")
 DAG_FILE = '''"""The deployment test's sources, made by the factory."""
 import datetime as dt
 
-from airflow_provider_binlog.dags import OnNewBinlogData, make_cdc_dags
+from airflow_provider_binlog.dags import LakeSettings, OnNewBinlogData, SparkSettings, WaitSettings, make_cdc_dags
 from airflow_provider_binlog.operators.verify_dag import make_verify_dag
 
-COMMON = dict(catalog="lake", warehouse={warehouse!r}, spark_conn_id={spark!r}, sensor_timeout={sensor_timeout},
-              default_args={{"retries": 1, "retry_delay": dt.timedelta(seconds=5)}})
+SENSOR_TIMEOUT = {sensor_timeout}
+SPARK = SparkSettings(conn_id={spark!r})
+COMMON = dict(spark=SPARK, default_args={{"retries": 1, "retry_delay": dt.timedelta(seconds=5)}})
 '''
 
 DAG_SOURCE = '''
+{name}_lake = LakeSettings(namespace={namespace!r}, catalog="lake", warehouse={warehouse!r})
 {name}_cdc, {name}_backfill = make_cdc_dags(
-    {source_id!r}, binlog_conn_id={conn_id!r}, tables=["{database}.*"], namespace={namespace!r},
-    staging_dir={staging!r}, schedule={schedule}, {options}**COMMON)
+    {source_id!r}, binlog_conn_id={conn_id!r}, tables=["{database}.*"], lake={name}_lake,
+    staging={staging!r}, schedule={schedule}, wait=WaitSettings(timeout=SENSOR_TIMEOUT{wait}), {options}**COMMON)
 {name}_verify = make_verify_dag(
-    {source_id!r}, binlog_conn_id={conn_id!r}, tables=["{database}.*"], namespace={namespace!r},
-    staging_dir={staging!r}, catalog="lake", warehouse={warehouse!r}, spark_conn_id={spark!r}, schedule=None,
-    tries=2, merge_wait_seconds=120, poll_seconds=5)
+    {source_id!r}, binlog_conn_id={conn_id!r}, tables=["{database}.*"], lake={name}_lake,
+    staging={staging!r}, spark=SPARK, schedule=None, tries=2, merge_wait_seconds=120, poll_seconds=5)
 '''
 
 
@@ -148,7 +150,7 @@ def dag_file(sources: Iterable[Source], *, warehouse: Path, staging: Path, senso
         text += DAG_SOURCE.format(name=s.source_id, source_id=s.source_id, conn_id=s.conn_id, database=s.database,
                                   namespace=s.namespace, staging=str(staging / s.source_id), schedule=s.schedule,
                                   options=f"{s.options}, " if s.options else "", warehouse=str(warehouse),
-                                  spark=SPARK_CONN_ID)
+                                  wait=f", {s.wait}" if s.wait else "")
     return text
 
 

@@ -154,9 +154,8 @@ class DumpOptions(_Options):
     seconds. ``checkpoint_key`` names the stored checkpoint (default: the connection id).
     ``workers`` staging processes (0: in the dump's process; default: ``[binlog] dump_workers``,
     else the dump's own); ``masking`` (rules, with their key in connection
-    ``masking_secret_conn_id``); ``staging_conn_id`` the object store's credentials;
-    ``retries``/``backoff_seconds`` the reconnects of a broken stream; ``progress_seconds``
-    between progress lines. A bad value raises :class:`CaptureOptionError` naming it.
+    ``masking_secret_conn_id``); ``retries``/``backoff_seconds`` the reconnects of a broken
+    stream; ``progress_seconds`` between progress lines. A bad value raises :class:`CaptureOptionError` naming it.
     """
 
     tables: Optional[tuple[str, ...]] = None
@@ -168,7 +167,6 @@ class DumpOptions(_Options):
     workers: Optional[int] = None
     masking: Optional[dict] = None
     masking_secret_conn_id: Optional[str] = None
-    staging_conn_id: Optional[str] = None
     retries: int = 3
     backoff_seconds: float = 1.0
     progress_seconds: float = 5.0
@@ -187,8 +185,8 @@ class SnapshotOptions(_Options):
     ``method``: ``watermark`` (key chunks between binlog watermarks) or ``consistent`` (one
     transaction); ``reader``: ``auto``, ``arrow`` or ``pymysql``; ``chunk_rows`` rows per query
     (default: the method's); ``read_connections`` the watermark method's connection budget;
-    ``tables``/``exclude``, ``masking``/``masking_secret_conn_id`` and ``staging_conn_id`` as
-    for :class:`DumpOptions`. A bad value raises :class:`CaptureOptionError` naming it.
+    ``tables``/``exclude`` and ``masking``/``masking_secret_conn_id`` as for
+    :class:`DumpOptions`. A bad value raises :class:`CaptureOptionError` naming it.
     """
 
     method: str = "watermark"
@@ -199,7 +197,6 @@ class SnapshotOptions(_Options):
     exclude: Optional[tuple[str, ...]] = None
     masking: Optional[dict] = None
     masking_secret_conn_id: Optional[str] = None
-    staging_conn_id: Optional[str] = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> "SnapshotOptions":
@@ -210,7 +207,7 @@ class SnapshotOptions(_Options):
 
 _COMMON: dict[str, Check] = {
     "tables": _patterns, "exclude": _patterns, "masking": lambda _n, v: v,
-    "masking_secret_conn_id": _optional_text, "staging_conn_id": _optional_text,
+    "masking_secret_conn_id": _optional_text,
 }
 DumpOptions._CHECKS = {
     **_COMMON, "max_rows": _optional_whole(1, "rows"), "max_bytes": _optional_whole(1, "bytes"),

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
@@ -39,6 +40,7 @@ from ..replica.preflight import PreflightReport, preflight
 from ..utils.settings import dump_workers
 from ..common.tables import TableFilter
 from ..staging.masking import Masking
+from ..staging.ref import StagingRef
 from .masking import load_masking
 from .staging_storage import staging_storage_options
 
@@ -345,23 +347,23 @@ class BinlogHook(BaseHook):
         return out
 
     # ------------------------------------------------------------------ dump
-    def dump(self, *, staging_dir, start: Optional[CheckpointLike] = None,
+    def dump(self, *, staging: Union[StagingRef, str, os.PathLike[str]], start: Optional[CheckpointLike] = None,
              stop: Union[str, CheckpointLike] = "current", options: Optional[DumpOptions] = None,
              tables: Optional[Iterable[str]] = None, exclude: Optional[Iterable[str]] = None,
              max_rows: Optional[int] = None, max_bytes: Optional[int] = None,
              max_seconds: Optional[float] = None, checkpoint_key: Optional[str] = None,
-             staging_conn_id: Optional[str] = None, masking: Optional[Any] = None,
-             history: Optional[Any] = None, **more: Any) -> dict:
-        """Dump the binlog from ``start`` to ``stop`` into ``staging_dir``; return the result as
+             masking: Optional[Any] = None, history: Optional[Any] = None, **more: Any) -> dict:
+        """Dump the binlog from ``start`` to ``stop`` into ``staging``; return the result as
         JSON (manifest path, dump id, start and end checkpoints, row counts, transactions).
 
         ``start=None`` reads the checkpoint stored under ``checkpoint_key`` (default: the
         connection id). ``stop`` is ``"current"`` (the server's position when the dump starts),
         a checkpoint, or a sensor's XCom value. ``tables``/``exclude`` are ``schema.table``
         patterns. ``masking=`` (a :class:`~airflow_provider_binlog.staging.masking.Masking`)
-        excludes and masks columns as rows are staged. ``staging_conn_id`` names an ``aws``,
-        ``google_cloud_platform`` or ``wasb`` connection for a ``staging_dir`` on S3, GCS or Azure
-        (default: the environment's credential chain).
+        excludes and masks columns as rows are staged. ``staging`` is a location, or a
+        :class:`~airflow_provider_binlog.staging.ref.StagingRef` of a location on S3, GCS or Azure
+        and the ``aws``, ``google_cloud_platform`` or ``wasb`` connection of its credentials
+        (without one: the environment's credential chain).
         The dump never advances the stored checkpoint.
 
         ``options`` (a :class:`~airflow_provider_binlog.capture.options.DumpOptions`) gives all
@@ -372,8 +374,8 @@ class BinlogHook(BaseHook):
         """
         options, keyed = _options_of(DumpOptions, "dump", options, masking, {
             "tables": tables, "exclude": exclude, "max_rows": max_rows, "max_bytes": max_bytes,
-            "max_seconds": max_seconds, "checkpoint_key": checkpoint_key, "staging_conn_id": staging_conn_id,
-            **more})
+            "max_seconds": max_seconds, "checkpoint_key": checkpoint_key, **more})
+        staged = StagingRef.of(staging)
         ref = self.checkpoint_ref(options.checkpoint_key)
         store = ref.open() if ref.store_uri else None
         if start is None and store is not None and history is None:
@@ -401,14 +403,14 @@ class BinlogHook(BaseHook):
                           end, table_filter.to_json())
             workers = dump_workers() if options.workers is None else options.workers
             # the schema history is kept with the checkpoint; without one it is read now
-            result = run_dump(replica, staging_dir=staging_dir, start=begin, stop=end, tables=table_filter,
+            result = run_dump(replica, staging_dir=staged.location, start=begin, stop=end, tables=table_filter,
                               store=store, key=ref.key,
                               seed_connect=lambda: pymysql.connect(autocommit=True, charset="utf8mb4", **plain),
                               max_rows=options.max_rows, max_bytes=options.max_bytes,
                               max_seconds=options.max_seconds, history=history, workers=workers,
                               masking=keyed, retries=options.retries, backoff_seconds=options.backoff_seconds,
                               progress_seconds=options.progress_seconds,
-                              storage_options=staging_storage_options(options.staging_conn_id))
+                              storage_options=staging_storage_options(staged.conn_id))
         finally:
             replica.close()
         out = result.to_json()
@@ -422,18 +424,18 @@ class BinlogHook(BaseHook):
         keep = ("host", "port", "user", "password", "connect_timeout", "ssl")
         return {k: v for k, v in self.replica_kwargs().items() if k in keep}
 
-    def snapshot(self, staging_dir, tables: Optional[Iterable[str]] = None,
+    def snapshot(self, staging: Union[StagingRef, str, os.PathLike[str]], tables: Optional[Iterable[str]] = None,
                  exclude: Optional[Iterable[str]] = None, *, options: Optional[SnapshotOptions] = None,
                  chunk_rows: Optional[int] = None,
                  progress: Optional[Callable[[str, int, int], None]] = None,
                  masking: Optional[Any] = None, method: Optional[str] = None,
                  resume_key: Optional[str] = None, reader: Optional[str] = None,
                  read_connections: Optional[int] = None,
-                 estimates: Optional[Callable[[dict], None]] = None,
-                 staging_conn_id: Optional[str] = None) -> dict:
-        """Take an initial snapshot of the selected tables into ``staging_dir``. Returns the result like
-        :meth:`dump` (manifest path, dump id, start and end checkpoints, which are equal,
-        and row counts) with ``"mode": "snapshot"``. The merge applies it as an overwrite of
+                 estimates: Optional[Callable[[dict], None]] = None) -> dict:
+        """Take an initial snapshot of the selected tables into ``staging`` (a location or a
+        :class:`~airflow_provider_binlog.staging.ref.StagingRef`, as for :meth:`dump`). Returns
+        the result like :meth:`dump` (manifest path, dump id, start and end checkpoints, which
+        are equal, and row counts) with ``"mode": "snapshot"``. The merge applies it as an overwrite of
         each table and sets the stored checkpoint to its end; it never moves it here.
 
         ``method="watermark"`` (the default) reads the tables by key chunks between binlog
@@ -454,8 +456,8 @@ class BinlogHook(BaseHook):
         connection with TLS is read with pymysql.
 
         ``options`` (a :class:`~airflow_provider_binlog.capture.options.SnapshotOptions`) gives
-        the tables, method, reader, chunk rows, connections, masking and staging connection at
-        once, checked when made; without it, they are made from the keyword arguments.
+        the tables, method, reader, chunk rows, connections and masking at once, checked when
+        made; without it, they are made from the keyword arguments.
         ``masking`` may also be a :class:`~airflow_provider_binlog.staging.masking.Masking` with
         its key, used as it is."""
         from ..capture.arrow_reader import ArrowChunkReader
@@ -464,12 +466,13 @@ class BinlogHook(BaseHook):
 
         options, keyed = _options_of(SnapshotOptions, "snapshot", options, masking, {
             "tables": tables, "exclude": exclude, "chunk_rows": chunk_rows, "method": method, "reader": reader,
-            "read_connections": read_connections, "staging_conn_id": staging_conn_id})
+            "read_connections": read_connections})
+        staged = StagingRef.of(staging)
         if keyed is None:
             keyed = load_masking(options.masking, options.masking_secret_conn_id)
         method, chunk_rows = options.method, options.chunk_rows
         table_filter = TableFilter(options.tables, options.exclude)
-        storage_options = staging_storage_options(options.staging_conn_id)
+        storage_options = staging_storage_options(staged.conn_id)
         with self.get_replica() as replica:
             report = preflight(replica)
             info = replica.info
@@ -485,14 +488,14 @@ class BinlogHook(BaseHook):
         if method == "watermark":
             arrow_url = None if "ssl" in plain else ArrowChunkReader.url_for(
                 plain["host"], plain["port"], plain["user"], plain.get("password"), "information_schema")
-            manifest = take_watermark_snapshot(connect, self.get_replica, staging_dir=staging_dir,
+            manifest = take_watermark_snapshot(connect, self.get_replica, staging_dir=staged.location,
                                                tables=table_filter, flavor=info.flavor, server=server,
                                                chunk_rows=chunk_rows, progress=progress, masking=keyed,
                                                resume_key=resume_key, arrow_url=arrow_url, reader=options.reader,
                                                read_connections=options.read_connections, estimates=estimates,
                                                storage_options=storage_options)
         else:
-            manifest = take_snapshot(connect, staging_dir=staging_dir, tables=table_filter, flavor=info.flavor,
+            manifest = take_snapshot(connect, staging_dir=staged.location, tables=table_filter, flavor=info.flavor,
                                      server=server, chunk_rows=chunk_rows or 10_000, progress=progress,
                                      masking=keyed, estimates=estimates, storage_options=storage_options)
         rows = {f"{t['schema']}.{t['table']}": t["rows"] for t in manifest.tables}

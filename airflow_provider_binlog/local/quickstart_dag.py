@@ -7,16 +7,14 @@ module to import elsewhere: without those variables it fails.
 """
 import os
 
-from airflow_provider_binlog.dags import make_cdc_dags
+from airflow_provider_binlog.dags import LakeSettings, SparkSettings, make_cdc_dags
 
 SOURCE_ID = os.environ["BINLOG_SOURCE_ID"]
 binlog_cdc, binlog_backfill = make_cdc_dags(
     SOURCE_ID,
     binlog_conn_id=os.environ["BINLOG_CONN_ID"],
     tables=os.environ["BINLOG_TABLES"].split(","),
-    staging_dir=os.environ["BINLOG_STAGING_DIR"],
-    namespace=f"{SOURCE_ID}_cdc",
-    catalog="lake",
-    spark_conn_id="spark_default",
-    warehouse=os.environ["BINLOG_WAREHOUSE"],
+    staging=os.environ["BINLOG_STAGING_DIR"],
+    lake=LakeSettings(namespace=f"{SOURCE_ID}_cdc", catalog="lake", warehouse=os.environ["BINLOG_WAREHOUSE"]),
+    spark=SparkSettings(conn_id="spark_default"),
 )

@@ -2,7 +2,6 @@
 first on Iceberg's Java API on the worker (``merge_engine``)."""
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import sys
@@ -11,8 +10,6 @@ import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
-
-from airflow.sdk import BaseOperator
 
 from airflow_provider_binlog.hooks.staging_storage import staging_storage_options
 from airflow_provider_binlog.staging.storage import SECRET_ENV, delete_file
@@ -34,7 +31,15 @@ from airflow_provider_binlog.operators.merge_job import (
     read_result,
     summarize,
 )
+from airflow_provider_binlog.operators.settings import (
+    LakeSettings,
+    MergeSettings,
+    SettingsOperator,
+    SparkSettings,
+    settings_of,
+)
 from airflow_provider_binlog.spark.class_archive import with_archive
+from airflow_provider_binlog.staging.ref import StagingRef
 from airflow_provider_binlog.utils.settings import setting
 
 if TYPE_CHECKING:
@@ -81,15 +86,15 @@ def _truthy(value: Any) -> bool:
     return bool(value)
 
 
-class BinlogMergeOperator(BaseOperator):
+class BinlogMergeOperator(SettingsOperator):
     """Apply staged dumps (usually the dump task's XCom) to Iceberg with the merge job: through
     ``spark-submit`` (``SparkSubmitHook``), or first on Iceberg's Java API on the worker, as
     ``merge_engine`` chooses. Returns per table the rows inserted/updated/deleted and snapshot id,
     the end checkpoint and the ``engine`` that ran.
 
-    The Iceberg catalog (named ``catalog`` in the job's SQL) comes from ``warehouse``,
-    ``catalog_conn_id`` or ``catalog_settings`` (at most one), else from the
-    ``spark.sql.catalog.<catalog>.*`` settings in ``conf``. Catalog secrets (``jdbc.password``,
+    The Iceberg catalog (named ``catalog`` in the job's SQL) comes from the ``lake``'s
+    ``warehouse``, ``catalog_conn_id`` or ``catalog_settings`` (at most one), else from the
+    ``spark.sql.catalog.<catalog>.*`` settings in the ``spark``'s ``conf``. Catalog secrets (``jdbc.password``,
     tokens) and staging credentials reach the job in its environment, never on the command line (on
     a YARN or Kubernetes master, where that environment becomes ``--conf`` options, the task fails).
 
@@ -103,59 +108,38 @@ class BinlogMergeOperator(BaseOperator):
     :param manifests: the dumps to apply: a manifest path (or its dump directory), a dump or
         snapshot result (``{"manifest": ...}``), a list of those, or their JSON text. Empty dumps
         are applied too (they advance the checkpoint); no manifest at all fails the task.
-    :param namespace: the Iceberg namespace of the tables (``<catalog>.<namespace>.<schema>__<table>``).
-    :param catalog: the Iceberg catalog's name in Spark (default ``"lake"``).
-    :param conn_id: the Spark connection of spark-submit (default ``"spark_default"``).
-    :param warehouse: the embedded mode: a Hadoop catalog on this path and a local Spark the job starts.
+    :param lake: the Iceberg side, a :class:`~airflow_provider_binlog.operators.settings.LakeSettings`:
+        namespace, catalog (``warehouse``, ``catalog_conn_id`` or ``catalog_settings``), table layout,
+        properties and data contract. Its ``namespace``, ``catalog``, ``warehouse`` and
+        ``catalog_conn_id`` are templated.
+    :param spark: how ``spark-submit`` runs the job, a
+        :class:`~airflow_provider_binlog.operators.settings.SparkSettings` (default: its defaults):
+        the Spark connection, deploy mode, ``conf``, ``packages``, ``jars``, Iceberg runtime,
+        environment and entry point (``conf``, ``packages``, ``jars``, ``env_vars`` and
+        ``application`` templated).
+    :param merge: how the batches are committed and the tables maintained, a
+        :class:`~airflow_provider_binlog.operators.settings.MergeSettings` (default: the job's defaults).
+    :param merge_engine: which engine merges (templated; default: ``[binlog] merge_engine``, ``auto``):
+        ``auto`` runs Iceberg's Java API in a bare JVM on the worker first only with a ``local``
+        master (Spark would run on the worker anyway) and ``spark-submit`` with any cluster
+        master; ``spark`` always ``spark-submit``; ``iceberg-java`` the Java API first wherever
+        it can see what the Spark driver would (warned once on a cluster master). A batch the
+        Java engine cannot commit goes to ``spark-submit``; the XCom's ``engine`` then says
+        ``iceberg-java+spark`` (docs/configuration.md, "Which engine runs my merge").
+    :param staging: the staging the dumps are in, a
+        :class:`~airflow_provider_binlog.staging.ref.StagingRef` (templated): its ``conn_id`` (an
+        ``aws``, ``google_cloud_platform`` or ``wasb`` connection) gives the job the credentials of
+        a staging on S3, GCS or Azure, through the driver's environment. Default: none, the
+        driver's and executors' own credential chain.
+    :param binlog_conn_id: a connection whose extra ``checkpoint_store_uri`` is the store to advance
+        and whose id is the default ``checkpoint_key``, as for the dump and the sensor. Default: none.
     :param checkpoint_store_uri: the checkpoint store to advance, given with ``checkpoint_key`` or
         with ``binlog_conn_id`` (it then overrides that connection's store). Default: none.
     :param checkpoint_key: the key in that store (with ``binlog_conn_id``, default: the connection id).
-    :param conf: Spark properties, set over those the operator derives (default: none).
-    :param packages: Maven coordinates for spark-submit; with ``warehouse``, ``catalog_conn_id`` or
-        ``catalog_settings`` they name the Iceberg runtime, e.g.
-        ``"org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"``. Default: none.
-    :param jars: jars for spark-submit; with those catalogs likewise the Iceberg runtime (``[]``:
-        the cluster's Spark has Iceberg). Default: none.
-    :param iceberg_runtime: with those catalogs and neither ``packages`` nor ``jars``: ``"maven"``
-        (Spark fetches the stock runtime), ``"provided"`` (the cluster has it) or ``"embedded"`` (the
-        jar of the ``spark`` extra, for an offline local Spark). Default: ``"embedded"`` for a local
-        Spark where that jar is installed, else ``"maven"``.
-    :param maintenance: compact the tables and expire their old snapshots (default ``False``).
-    :param env_vars: environment variables for spark-submit, set over the operator's (default: none).
-    :param application: the merge job's entry point (default: the package's, :func:`merge_application`).
-    :param binlog_conn_id: a connection whose extra ``checkpoint_store_uri`` is the store to advance
-        and whose id is the default ``checkpoint_key``, as for the dump and the sensor. Default: none.
     :param stream: the stream's name in the ledger (default: the checkpoint key, else ``"default"``).
     :param advance_checkpoint: false (also ``"false"``, ``"0"``, ...: templated) reads and writes no
         checkpoint store, for a snapshot of some tables only: each Iceberg table records the position
         it holds and the next incremental batch applies to it only the later changes. Default ``True``.
-    :param parallel_tables: how many tables of a batch the job plans and commits at once, from that
-        many driver threads of its Spark application (default 8).
-    :param direct_max_bytes: staged bytes a direct commit folds at once: a table with simple changes
-        is committed without a Spark job in key ranges of at most this size, up to 32 of them
-        (docs/merge.md, "Direct commits"); default 32 MiB; 0 turns direct commits off.
-    :param direct_deletes: how direct commits drop the rows they replace: ``"position"`` deletes,
-        which every Iceberg reader applies (the default), or ``"equality"`` deletes on the primary
-        key, which only JVM engines (Spark, Trino, Flink) read.
-    :param catalog_conn_id: an Airflow connection of type ``iceberg_catalog`` (JDBC on PostgreSQL,
-        REST, Hive, Glue, Nessie: :mod:`airflow_provider_binlog.hooks.iceberg_catalog`).
-    :param catalog_settings: a catalog as a dict: ``type``, ``uri``, ``warehouse``, ``properties``, ``jars``.
-    :param deploy_mode: ``"client"`` or ``"cluster"`` (default: the connection's ``deploy-mode``, else
-        client). In cluster mode no local interpreter or Java is forced on the driver and executors,
-        the job's result is written next to the first manifest, on the staging path all parties
-        read, and a standalone ``spark://`` master is refused.
-    :param table_layout: partition spec, sort order and properties of the tables the job creates,
-        for all tables and per ``schema.table`` (:mod:`airflow_provider_binlog.merge.layout`).
-    :param table_properties: Iceberg properties of the tables the job creates (the layout's take precedence).
-    :param maintenance_every: with ``maintenance``, maintain only tables last maintained longer ago
-        than this (a timedelta or hours); default: every run.
-    :param expire_older_than_days: maintenance expires snapshots older than this many days (default 7).
-    :param retain_last: maintenance keeps at least this many snapshots (default 10).
-    :param data_contract: change columns, soft deletes and change logs of the merged tables, for all
-        tables and per ``schema.table`` (:mod:`airflow_provider_binlog.merge.contract`).
-    :param staging_conn_id: an ``aws``, ``google_cloud_platform`` or ``wasb`` connection giving the
-        job the credentials of a staging on S3, GCS or Azure, through the driver's environment;
-        default: the driver's and executors' own credential chain.
     :param openlineage_inject_parent_job_info: as in ``SparkSubmitOperator``, put this task's
         OpenLineage parent job into the job's ``spark.openlineage.*`` properties (unless ``conf``
         sets them), so that a listener on the cluster links its events to this task. Default: the
@@ -165,45 +149,29 @@ class BinlogMergeOperator(BaseOperator):
     :param yield_to_dag_id: a DAG whose running runs take precedence (the factory passes the
         source's backfill DAG to the incremental merge): while one runs, this task is skipped
         before it reads anything; the next run dumps the same changes again from the stored checkpoint.
-    :param merge_engine: which engine merges (templated; default: ``[binlog] merge_engine``, ``auto``):
-        ``auto`` runs Iceberg's Java API in a bare JVM on the worker first only with a ``local``
-        master (Spark would run on the worker anyway) and ``spark-submit`` with any cluster
-        master; ``spark`` always ``spark-submit``; ``iceberg-java`` the Java API first wherever
-        it can see what the Spark driver would (warned once on a cluster master). A batch the
-        Java engine cannot commit goes to ``spark-submit``; the XCom's ``engine`` then says
-        ``iceberg-java+spark`` (docs/configuration.md, "Which engine runs my merge").
     """
 
     operator_extra_links = (BinlogCdcViewLink(), SparkApplicationLink())
-    template_fields: Sequence[str] = ("manifests", "catalog", "namespace", "checkpoint_store_uri",
-                                      "checkpoint_key", "warehouse", "conf", "binlog_conn_id", "stream",
-                                      "catalog_conn_id", "advance_checkpoint", "staging_conn_id", "env_vars",
-                                      "packages", "jars", "application", "merge_engine")
+    template_fields: Sequence[str] = ("manifests", "lake", "spark", "staging", "checkpoint_store_uri",
+                                      "checkpoint_key", "binlog_conn_id", "stream", "advance_checkpoint",
+                                      "merge_engine")
     ui_color = "#dfeaf7"
 
-    # long: the operator's keyword arguments, taken one by one as the Spark provider's operators
-    # take theirs
-    def __init__(self, *, manifests: Union[str, list, dict], namespace: str, catalog: str = "lake",
-                 conn_id: str = "spark_default", warehouse: Optional[str] = None,
-                 checkpoint_store_uri: Optional[str] = None, checkpoint_key: Optional[str] = None,
-                 conf: Optional[dict] = None, packages: Optional[str] = None,
-                 jars: Optional[list] = None, iceberg_runtime: Optional[str] = None, maintenance: bool = False,
-                 env_vars: Optional[dict] = None, application: Optional[str] = None,
-                 binlog_conn_id: Optional[str] = None, stream: Optional[str] = None,
-                 advance_checkpoint: Any = True, parallel_tables: Optional[int] = None,
-                 direct_max_bytes: Optional[int] = None, direct_deletes: Optional[str] = None,
-                 catalog_conn_id: Optional[str] = None, catalog_settings: Optional[dict] = None,
-                 deploy_mode: Optional[str] = None, table_layout: Union[dict, str, None] = None,
-                 table_properties: Optional[dict] = None,
-                 maintenance_every: Union[dt.timedelta, float, None] = None,
-                 expire_older_than_days: Optional[float] = None, retain_last: Optional[int] = None,
-                 data_contract: Union[dict, str, None] = None,
-                 staging_conn_id: Optional[str] = None,
-                 openlineage_inject_parent_job_info: Optional[bool] = None,
+    def __init__(self, *, manifests: Union[str, list, dict], lake: LakeSettings,
+                 spark: Optional[SparkSettings] = None, merge: Optional[MergeSettings] = None,
+                 merge_engine: Optional[str] = None, staging: Union[StagingRef, str, None] = None,
+                 binlog_conn_id: Optional[str] = None, checkpoint_store_uri: Optional[str] = None,
+                 checkpoint_key: Optional[str] = None, stream: Optional[str] = None,
+                 advance_checkpoint: Any = True, openlineage_inject_parent_job_info: Optional[bool] = None,
                  openlineage_inject_transport_info: Optional[bool] = None,
-                 yield_to_dag_id: Optional[str] = None, merge_engine: Optional[str] = None,
-                 **kwargs) -> None:
+                 yield_to_dag_id: Optional[str] = None, **kwargs) -> None:
         super().__init__(**kwargs)
+        if not isinstance(lake, LakeSettings):
+            raise TypeError(f"lake must be a LakeSettings(namespace=...), not {type(lake).__name__}")
+        self.lake: LakeSettings = lake
+        self.spark: SparkSettings = settings_of(SparkSettings, spark, "spark")
+        self.merge: MergeSettings = settings_of(MergeSettings, merge, "merge")
+        self.staging: Optional[StagingRef] = None if staging is None else StagingRef.of(staging)
         #: auto, spark or iceberg-java; None: ``[binlog] merge_engine`` (see :mod:`.engine_choice`)
         self.merge_engine = merge_engine
         self.yield_to_dag_id = yield_to_dag_id
@@ -215,84 +183,44 @@ class BinlogMergeOperator(BaseOperator):
         self.openlineage_inject_transport_info = airflow_conf.getboolean(
             "openlineage", "spark_inject_transport_info", fallback=False) \
             if openlineage_inject_transport_info is None else bool(openlineage_inject_transport_info)
-        self.staging_conn_id = staging_conn_id
-        from airflow_provider_binlog.merge.contract import DataContract
-        from airflow_provider_binlog.merge.layout import TableLayouts
-        self.table_layout = TableLayouts.parse(table_layout).to_json() if table_layout else None
-        # parsed here: bad options fail when the DAG is parsed, not in the merge job
-        self.data_contract = DataContract.parse(data_contract).to_json() if data_contract else None
-        self.table_properties = {str(k): str(v) for k, v in (table_properties or {}).items()}
-        if isinstance(maintenance_every, dt.timedelta):
-            maintenance_every = maintenance_every.total_seconds() / 3600
-        self.maintenance_every_hours = maintenance_every
-        self.expire_older_than_days = expire_older_than_days
-        self.retain_last = retain_last
-        self.parallel_tables = parallel_tables
-        self.direct_max_bytes = direct_max_bytes
-        self.direct_deletes = direct_deletes
-        given = [name for name, value in (("warehouse", warehouse), ("catalog_conn_id", catalog_conn_id),
-                                          ("catalog_settings", catalog_settings)) if value]
-        if len(given) > 1:
-            raise ValueError(f"give one Iceberg catalog, not {' and '.join(given)}")
-        if deploy_mode not in (None, "client", "cluster"):
-            raise ValueError(f"deploy_mode is client or cluster, not {deploy_mode!r}")
-        if catalog_settings:
-            from airflow_provider_binlog.spark.catalogs import catalog_from_settings
-            catalog_from_settings(catalog, catalog_settings)  # checked now, not at run time
-        self.catalog_conn_id = catalog_conn_id
-        self.catalog_settings = catalog_settings
-        self.deploy_mode = deploy_mode
         self.binlog_conn_id = binlog_conn_id
         self.stream = stream
         self.advance_checkpoint = advance_checkpoint
         self.manifests = manifests
-        self.namespace = namespace
-        self.catalog = catalog
-        self.conn_id = conn_id
-        self.warehouse = warehouse
         self.checkpoint_store_uri = checkpoint_store_uri
         self.checkpoint_key = checkpoint_key
-        self.conf = conf or {}
-        self.packages = packages
-        self.jars = jars
-        if iceberg_runtime is not None:
-            from airflow_provider_binlog.spark.runtime import choose_iceberg_runtime
-            choose_iceberg_runtime(iceberg_runtime)  # refused here, not at run time
-        self.iceberg_runtime = iceberg_runtime
-        self.maintenance = maintenance
-        self.env_vars = env_vars or {}
-        self.application = application
         self._hook: Optional[KillableSparkSubmitHook] = None
         self._job: Optional[JobWithoutSpark] = None
         self._killed = False
         #: where the Spark application of the last run can be seen (the "Spark application" link)
         self.spark_application_url = ""
-        # the merge options that are not templates are checked now (a DAG with a bad one does not
-        # load), by the checks MergeOptions makes; the others when execute() makes the options
-        from airflow_provider_binlog.merge.options import MergeOptions
-        MergeOptions.check(**self._job_settings())
+
+    @property
+    def staging_conn_id(self) -> Optional[str]:
+        """The connection of the staging's credentials (None: the default chain)."""
+        return self.staging.conn_id if self.staging is not None else None
 
     def iceberg_catalog(self):
         """The :class:`~airflow_provider_binlog.spark.catalogs.IcebergCatalog` this merge writes
         to, or ``None`` when ``conf`` configures it."""
         from airflow_provider_binlog.spark.catalogs import IcebergCatalog, catalog_from_settings
-        if self.warehouse:
-            return IcebergCatalog(self.catalog, "hadoop", warehouse=self.warehouse)
-        if self.catalog_conn_id:
+        if self.lake.warehouse:
+            return IcebergCatalog(self.lake.catalog, "hadoop", warehouse=self.lake.warehouse)
+        if self.lake.catalog_conn_id:
             from airflow_provider_binlog.hooks.iceberg_catalog import IcebergCatalogHook
-            return IcebergCatalogHook(self.catalog_conn_id).get_catalog(self.catalog)
-        if self.catalog_settings:
-            return catalog_from_settings(self.catalog, self.catalog_settings)
+            return IcebergCatalogHook(self.lake.catalog_conn_id).get_catalog(self.lake.catalog)
+        if self.lake.catalog_settings:
+            return catalog_from_settings(self.lake.catalog, self.lake.catalog_settings)
         return None
 
     def _spark_conf(self, catalog, master: str = "") -> dict:
         conf = {}
         if catalog is not None:
             from airflow_provider_binlog.spark.runtime import catalog_spark_conf
-            local = bool(self.warehouse) or not master or master.startswith("local")
-            conf.update(catalog_spark_conf(catalog, packages=self.packages, jars=self.jars,
-                                           runtime=self.iceberg_runtime, local=local))
-        conf.update({str(k): str(v) for k, v in self.conf.items()})
+            local = bool(self.lake.warehouse) or not master or master.startswith("local")
+            conf.update(catalog_spark_conf(catalog, packages=self.spark.packages, jars=self.spark.jars,
+                                           runtime=self.spark.iceberg_runtime, local=local))
+        conf.update({str(k): str(v) for k, v in self.spark.conf.items()})
         return conf
 
     def _with_openlineage(self, conf: dict, context) -> dict:
@@ -311,23 +239,23 @@ class BinlogMergeOperator(BaseOperator):
         from airflow.sdk import BaseHook
 
         try:
-            conn = BaseHook.get_connection(self.conn_id)
+            conn = BaseHook.get_connection(self.spark.conn_id)
         except AirflowNotFoundException:
-            return "yarn", self.deploy_mode or "client"
+            return "yarn", self.spark.deploy_mode or "client"
         if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
             master = conn.host
         else:
             master = f"{conn.conn_type}://{conn.host or ''}"
         master = f"{master}:{conn.port}" if conn.port else master
         extra = conn.extra_dejson or {}
-        return master, self.deploy_mode or extra.get("deploy-mode") or "client"
+        return master, self.spark.deploy_mode or extra.get("deploy-mode") or "client"
 
     def _env(self, catalog=None, *, cluster: bool = False, master: str = "", staging=None) -> dict:
         env: dict = {}
         if not cluster:  # the driver runs here: its Python workers use this interpreter
             env = {"PYSPARK_PYTHON": sys.executable,
                    "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-        if self.warehouse:  # the embedded local Spark listens on loopback only
+        if self.lake.warehouse:  # the embedded local Spark listens on loopback only
             env["SPARK_LOCAL_IP"] = "127.0.0.1"
         secrets = catalog.secret_conf() if catalog is not None else {}
         if secrets:
@@ -357,13 +285,13 @@ class BinlogMergeOperator(BaseOperator):
                     f"on the spark-submit command line: give the driver and executors a role (an instance "
                     f"profile, IRSA, workload identity) and leave the keys out of {self.staging_conn_id!r}")
             env.update(staged_env)
-        if "JAVA_HOME" not in self.env_vars and not cluster:  # a cluster brings its own Java
+        if "JAVA_HOME" not in self.spark.env_vars and not cluster:  # a cluster brings its own Java
             try:
                 from airflow_provider_binlog.spark.runtime import find_java17_home
                 env["JAVA_HOME"] = find_java17_home()
             except Exception:  # a cluster image brings its own Java
                 pass
-        env.update(self.env_vars)
+        env.update(self.spark.env_vars)
         return env
 
     def _store_env(self, url: Optional[str], master: str) -> dict:
@@ -421,8 +349,8 @@ class BinlogMergeOperator(BaseOperator):
             if choice.first == ICEBERG_JAVA:
                 self._job = JobWithoutSpark(self.log)
                 self._job.killed = self._killed
-                jars = [] if catalog is not None else list(self.jars or ())
-                result, applied = self._job.run(merge_application(), job_args, conf, self.catalog, env,
+                jars = [] if catalog is not None else list(self.spark.jars or ())
+                result, applied = self._job.run(merge_application(), job_args, conf, self.lake.catalog, env,
                                                 str(Path(tmp) / "result-iceberg.json"), jars)
             if result is None:
                 if self._killed:
@@ -438,7 +366,7 @@ class BinlogMergeOperator(BaseOperator):
         summary = summarize(result, paths, staging)
         try:  # a metric must not fail a committed merge
             from airflow_provider_binlog.utils.metrics import record_merge
-            record_merge(key or self.stream or self.namespace, summary, time.monotonic() - began)
+            record_merge(key or self.stream or self.lake.namespace, summary, time.monotonic() - began)
         except Exception:
             self.log.warning("the merge's metrics could not be sent", exc_info=True)
         self.log.info("merged %d inserted, %d updated, %d deleted rows; checkpoint %s",
@@ -452,8 +380,8 @@ class BinlogMergeOperator(BaseOperator):
         """Which engine runs first (:func:`.engine_choice.choose_engine`), logged with why."""
         import importlib.util
 
-        packages = None if catalog is not None else self.packages
-        spark_only = "application" if self.application else ("packages" if packages else None)
+        packages = None if catalog is not None else self.spark.packages
+        spark_only = "application" if self.spark.application else ("packages" if packages else None)
         try:
             choice = choose_engine(self.merge_engine or setting("merge_engine"), master=master, cluster=cluster,
                                    conf=conf, spark_only=spark_only, direct_max_bytes=direct_max_bytes,
@@ -470,15 +398,15 @@ class BinlogMergeOperator(BaseOperator):
         """The merge job through ``spark-submit``; its result."""
         archive = None if cluster else driver_class_archive(conf, env.get("JAVA_HOME"))
         self._hook = KillableSparkSubmitHook(
-            conf=with_archive(conf, archive), conn_id=self.conn_id,
+            conf=with_archive(conf, archive), conn_id=self.spark.conn_id,
             application_args=[*job_args, "--output-json", output],
-            packages=None if catalog is not None else self.packages,
-            jars=None if catalog is not None else (",".join(self.jars) if self.jars else None),
-            env_vars=env, name=f"binlog-merge-{self.namespace}", deploy_mode=self.deploy_mode)
+            packages=None if catalog is not None else self.spark.packages,
+            jars=None if catalog is not None else (",".join(self.spark.jars) if self.spark.jars else None),
+            env_vars=env, name=f"binlog-merge-{self.lake.namespace}", deploy_mode=self.spark.deploy_mode)
         self._hook.killed = self._killed
         try:
             try:
-                self._hook.submit(self.application or merge_application())
+                self._hook.submit(self.spark.application or merge_application())
                 if archive is not None:
                     archive.finish(succeeded=True)
             except Exception as exc:
@@ -507,35 +435,21 @@ class BinlogMergeOperator(BaseOperator):
         if not paths:
             return lineage.operator_lineage([], [])
         staging = staging_storage_options(self.staging_conn_id)
-        warehouse = catalog.warehouse if catalog is not None else self.conf.get(
-            f"spark.sql.catalog.{self.catalog}.warehouse")
+        warehouse = catalog.warehouse if catalog is not None else self.spark.conf.get(
+            f"spark.sql.catalog.{self.lake.catalog}.warehouse")
         return lineage.operator_lineage(
             lineage.source_datasets(paths, staging),
-            lineage.iceberg_datasets(paths, catalog=self.catalog, namespace=self.namespace, warehouse=warehouse,
-                                     options=staging))
-
-    def _job_settings(self) -> dict[str, Any]:
-        """The merge options of this operator's arguments that are not templates, those given."""
-        from airflow_provider_binlog.merge.contract import DataContract
-        from airflow_provider_binlog.merge.layout import TableLayouts
-
-        given = {"parallel_tables": self.parallel_tables, "direct_max_bytes": self.direct_max_bytes,
-                 "direct_deletes": self.direct_deletes, "maintenance_every_hours": self.maintenance_every_hours,
-                 "expire_older_than_days": self.expire_older_than_days, "retain_last": self.retain_last}
-        out: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
-        out.update(maintenance=bool(self.maintenance), table_properties=self.table_properties,
-                   table_layout=TableLayouts.parse(self.table_layout),
-                   data_contract=DataContract.parse(self.data_contract))
-        return out
+            lineage.iceberg_datasets(paths, catalog=self.lake.catalog, namespace=self.lake.namespace,
+                                     warehouse=warehouse, options=staging))
 
     def merge_options(self, store: Optional[str] = None, key: Optional[str] = None) -> "MergeOptions":
         """The :class:`~airflow_provider_binlog.merge.options.MergeOptions` the job gets: this
         operator's (rendered) arguments, with the checkpoint store ``store`` and ``key``."""
         from airflow_provider_binlog.merge.options import MergeOptions
 
-        return MergeOptions(namespace=self.namespace, catalog=self.catalog, warehouse=self.warehouse or None,
-                            checkpoint_store=store, checkpoint_key=key, stream=self.stream or None,
-                            **self._job_settings())
+        return MergeOptions(namespace=self.lake.namespace, catalog=self.lake.catalog,
+                            warehouse=self.lake.warehouse or None, checkpoint_store=store, checkpoint_key=key,
+                            stream=self.stream or None, **self.lake.job_options(), **self.merge.job_options())
 
     def _checkpoint_store(self) -> tuple[Optional[str], Optional[str]]:
         """The checkpoint store URI and key the merge job advances (``(None, None)``: none)."""
@@ -565,7 +479,7 @@ class BinlogMergeOperator(BaseOperator):
             uri = getattr(outlet, "uri", None)
             if uri is None or kind != "Asset":
                 continue
-            outlet_events[outlet].extra = asset_extra(uri, summary, self.catalog, self.namespace)
+            outlet_events[outlet].extra = asset_extra(uri, summary, self.lake.catalog, self.lake.namespace)
 
     def _emit_table_events(self, alias_events, summary: dict) -> None:
         """Through an asset alias: one event per Iceberg table the run merged, on the table's

@@ -7,6 +7,7 @@ from typing import Any, Optional, Sequence, Union
 from airflow.sdk import BaseOperator
 
 from ..hooks.binlog import BinlogHook
+from ..staging.ref import StagingRef
 
 #: the default minimum age of a removed batch: a day, so that a retry of a reload (whose
 #: snapshot batch the incremental load may already be past) still finds its batch
@@ -31,7 +32,7 @@ def min_age_seconds(value: Union[dt.timedelta, float, int, None]) -> float:
 
 
 class BinlogStagingRetentionOperator(BaseOperator):
-    """Removes the published batches of ``staging_dir`` that every load reading it has merged:
+    """Removes the published batches of the ``staging`` location that every load reading it has merged:
     a batch goes when its end is at or before the checkpoint of each key of
     ``checkpoint_keys`` (all in one checkpoint store) and its manifest is at least ``min_age``
     old (:func:`~airflow_provider_binlog.staging.retention.remove_merged_batches`: the
@@ -41,32 +42,30 @@ class BinlogStagingRetentionOperator(BaseOperator):
 
     A key without a checkpoint yet removes nothing: that load has merged nothing.
 
-    :param staging_dir: the staging location (a directory or an object store URI).
+    :param staging: the staging location (a directory or an object store URI), or a
+        :class:`~airflow_provider_binlog.staging.ref.StagingRef` of it and the connection with
+        its credentials.
     :param checkpoint_keys: the checkpoint key of every load that merges from this location.
     :param binlog_conn_id: the connection whose extra names the checkpoint store.
     :param checkpoint_store_uri: the checkpoint store; default: the connection's extra.
     :param min_age: the minimum age of a removed batch (``timedelta`` or seconds; default a day).
-    :param staging_conn_id: the credentials of a ``staging_dir`` on an object store.
     """
 
-    template_fields: Sequence[str] = ("staging_dir", "checkpoint_keys", "binlog_conn_id",
-                                      "checkpoint_store_uri", "staging_conn_id")
+    template_fields: Sequence[str] = ("checkpoint_keys", "binlog_conn_id", "checkpoint_store_uri")
     ui_color = "#e8e8e8"
 
-    def __init__(self, *, staging_dir: str, checkpoint_keys: Sequence[str],
+    def __init__(self, *, staging: Union[StagingRef, str], checkpoint_keys: Sequence[str],
                  binlog_conn_id: str = BinlogHook.default_conn_name, checkpoint_store_uri: Optional[str] = None,
-                 min_age: Union[dt.timedelta, float, None] = None, staging_conn_id: Optional[str] = None,
-                 **kwargs: Any) -> None:
+                 min_age: Union[dt.timedelta, float, None] = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if isinstance(checkpoint_keys, str) or not checkpoint_keys:
             raise ValueError("checkpoint_keys is a list of the checkpoint keys of every load merging from "
-                             f"{staging_dir!r}, not {checkpoint_keys!r}")
-        self.staging_dir = staging_dir
+                             f"{staging!r}, not {checkpoint_keys!r}")
+        self.staging = StagingRef.of(staging)
         self.checkpoint_keys = list(checkpoint_keys)
         self.binlog_conn_id = binlog_conn_id
         self.checkpoint_store_uri = checkpoint_store_uri
         self.min_age = min_age_seconds(min_age)
-        self.staging_conn_id = staging_conn_id
 
     def execute(self, context: Any) -> list[str]:
         from ..hooks.staging_storage import staging_storage_options
@@ -81,9 +80,9 @@ class BinlogStagingRetentionOperator(BaseOperator):
                 self.log.info("the load %r has merged nothing yet: no staged batch is removed", key)
                 return []
             checkpoints.append(checkpoint)
-        removed = remove_merged_batches(self.staging_dir, checkpoints, min_age=self.min_age,
-                                        options=staging_storage_options(self.staging_conn_id))
-        self.log.info("removed %d merged batch(es) from %s", len(removed), self.staging_dir)
+        removed = remove_merged_batches(self.staging.location, checkpoints, min_age=self.min_age,
+                                        options=staging_storage_options(self.staging.conn_id))
+        self.log.info("removed %d merged batch(es) from %s", len(removed), self.staging.location)
         return removed
 
 

@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from typing import Any, Optional, Sequence
-
-from airflow.sdk import BaseOperator
+from typing import Any, Optional, Sequence, Union
 
 from ..hooks.binlog import BinlogHook
 from ..capture.options import SnapshotOptions
 from ..utils.metrics import record_snapshot, record_snapshot_progress
 from ..common.process_memory import current_rss_mib, peak_rss_mib
+from ..staging.ref import StagingRef
 from .links import BinlogCdcViewLink
+from .settings import SettingsOperator, SnapshotSettings, settings_of
 
 #: the XCom key of a running snapshot's progress, which the Binlog CDC view shows
 PROGRESS_KEY = "snapshot_progress"
@@ -60,7 +60,7 @@ class SnapshotProgress:
             self.log.debug("the snapshot's progress could not be published", exc_info=True)
 
 
-class BinlogSnapshotOperator(BaseOperator):
+class BinlogSnapshotOperator(SettingsOperator):
     """Reads the selected tables consistently, with the binlog coordinates of that exact
     point, and stages them like a dump (``"mode": "snapshot"`` in the manifest). Returns the
     result (manifest path, dump id, start and end checkpoints, which are equal, and row
@@ -72,65 +72,50 @@ class BinlogSnapshotOperator(BaseOperator):
 
     :param binlog_conn_id: the connection (type ``mysql_binlog``); its user needs SELECT on
         the tables (and RELOAD on MySQL).
-    :param staging_dir: where the snapshot directory with its manifest is published.
+    :param staging: where the snapshot directory with its manifest is published: a location, or a
+        :class:`~airflow_provider_binlog.staging.ref.StagingRef` of a location on S3, GCS or Azure
+        and the ``aws``, ``google_cloud_platform`` or ``wasb`` connection with its credentials
+        (without one, the environment's credential chain). Templated.
     :param tables: ``schema.table`` patterns to include (default: all but system schemas).
     :param exclude: ``schema.table`` patterns to leave out.
-    :param chunk_rows: rows read per query (tables with a primary key are read in key order,
-        in chunks of this size; by default 10,000, and 50,000 for a watermark snapshot's table
-        read straight into Arrow).
-    :param snapshot_method: ``watermark`` (the default: key chunks between binlog watermarks,
-        no lock, no long transaction; a table without a usable key is read in one consistent
-        transaction, with a log line saying so) or ``consistent`` (one transaction over every
-        table; on MySQL a short ``FLUSH TABLES WITH READ LOCK``, which managed servers refuse;
-        docs/snapshots.md).
-    :param snapshot_reader: how the watermark method reads its chunks: ``auto`` (straight into
-        Arrow with connectorx where it can, else with pymysql), ``arrow`` or ``pymysql``.
-    :param read_connections: the watermark method's connection budget: a chunk of a table keyed
-        by one integer column is read over that many connections at once (default 1).
+    :param snapshot: how the tables are read, a
+        :class:`~airflow_provider_binlog.operators.settings.SnapshotSettings`: the method
+        (``watermark``, the default, or ``consistent``; docs/snapshots.md), rows per chunk, the
+        reader and the connection budget.
     :param masking: columns to exclude, hash or truncate as rows are staged (see
         :class:`~.dump.BinlogDumpOperator`); default: none.
     :param masking_secret_conn_id: the connection whose password is the key of the hashes
         (hash rules need it).
-    :param staging_conn_id: an ``aws``, ``google_cloud_platform`` or ``wasb`` connection for a
-        ``staging_dir`` on S3, GCS or Azure (default: the environment's credential chain).
     """
 
     operator_extra_links = (BinlogCdcViewLink(),)
-    template_fields: Sequence[str] = ("binlog_conn_id", "staging_dir", "tables", "exclude", "staging_conn_id")
+    template_fields: Sequence[str] = ("binlog_conn_id", "staging", "tables", "exclude")
     ui_color = "#c9dcef"
 
-    def __init__(self, *, staging_dir: str, binlog_conn_id: str = BinlogHook.default_conn_name,
+    def __init__(self, *, staging: Union[StagingRef, str], binlog_conn_id: str = BinlogHook.default_conn_name,
                  tables: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None,
-                 chunk_rows: Optional[int] = None, masking: Any = None,
-                 masking_secret_conn_id: Optional[str] = None, snapshot_method: str = "watermark",
-                 snapshot_reader: str = "auto", read_connections: int = 1,
-                 staging_conn_id: Optional[str] = None, **kwargs) -> None:
+                 snapshot: Optional[SnapshotSettings] = None, masking: Any = None,
+                 masking_secret_conn_id: Optional[str] = None, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.staging_conn_id = staging_conn_id
+        self.staging = StagingRef.of(staging)
+        self.snapshot: SnapshotSettings = settings_of(SnapshotSettings, snapshot, "snapshot")
         # the options that are not templated are checked now, when the DAG is parsed, by the
         # checks SnapshotOptions makes; the others when execute() makes the options
-        checked = SnapshotOptions.check(method=snapshot_method, reader=snapshot_reader, chunk_rows=chunk_rows,
-                                        read_connections=read_connections, masking=masking,
-                                        masking_secret_conn_id=masking_secret_conn_id)
-        self.snapshot_reader = snapshot_reader
-        self.read_connections = read_connections
-        self.snapshot_method = snapshot_method
+        checked = SnapshotOptions.check(masking=masking, masking_secret_conn_id=masking_secret_conn_id)
         self.masking = checked["masking"]
         self.masking_secret_conn_id = masking_secret_conn_id
         self.binlog_conn_id = binlog_conn_id
-        self.staging_dir = staging_dir
         self.tables = tables
         self.exclude = exclude
-        self.chunk_rows = chunk_rows
 
     def execute(self, context) -> dict:
         hook = BinlogHook(self.binlog_conn_id)
         began = time.monotonic()
         rss_before = current_rss_mib()
-        report = SnapshotProgress(self.binlog_conn_id, self.snapshot_method,
+        report = SnapshotProgress(self.binlog_conn_id, self.snapshot.method,
                                   context.get("ti") if hasattr(context, "get") else None, self.log)
         try:
-            result = hook.snapshot(staging_dir=self.staging_dir, options=self.snapshot_options(),
+            result = hook.snapshot(self.staging, options=self.snapshot_options(),
                                    progress=report.progress, resume_key=self._resume_key(context),
                                    estimates=report.estimates)
         finally:
@@ -147,11 +132,10 @@ class BinlogSnapshotOperator(BaseOperator):
     def snapshot_options(self) -> SnapshotOptions:
         """The :class:`~airflow_provider_binlog.capture.options.SnapshotOptions` of this task (its
         templated fields rendered)."""
-        return SnapshotOptions(method=self.snapshot_method, reader=self.snapshot_reader, chunk_rows=self.chunk_rows,
-                               read_connections=self.read_connections, tables=self.tables or None,
-                               exclude=self.exclude or None, masking=self.masking,
-                               masking_secret_conn_id=self.masking_secret_conn_id,
-                               staging_conn_id=self.staging_conn_id or None)
+        return SnapshotOptions(method=self.snapshot.method, reader=self.snapshot.reader,
+                               chunk_rows=self.snapshot.chunk_rows, read_connections=self.snapshot.read_connections,
+                               tables=self.tables or None, exclude=self.exclude or None, masking=self.masking,
+                               masking_secret_conn_id=self.masking_secret_conn_id)
 
     @staticmethod
     def _resume_key(context) -> Optional[str]:
@@ -166,7 +150,7 @@ class BinlogSnapshotOperator(BaseOperator):
         """OpenLineage: the source tables in, their staged copies out (see :mod:`..utils.lineage`)."""
         from airflow_provider_binlog.utils.lineage import capture_lineage
 
-        return capture_lineage(getattr(self, "_manifest", None), self.staging_conn_id)
+        return capture_lineage(getattr(self, "_manifest", None), self.staging.conn_id)
 
 
 __all__ = ["BinlogSnapshotOperator", "PROGRESS_KEY", "SnapshotProgress"]

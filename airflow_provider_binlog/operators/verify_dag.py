@@ -11,12 +11,14 @@ again (it fails on a difference). Why a DAG of its own: ``docs/verify.md``."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from airflow.sdk import DAG, Param, task
 
 from ..hooks.binlog import BinlogHook
+from ..staging.ref import StagingRef
 from .merge import BinlogMergeOperator
+from .settings import LakeSettings, SparkSettings
 from .snapshot import BinlogSnapshotOperator
 from .verify import BinlogVerifyOperator
 
@@ -41,24 +43,12 @@ def make_verify_dag(
     binlog_conn_id: str = BinlogHook.default_conn_name,
     tables: Sequence[str],
     exclude: Optional[Sequence[str]] = None,
-    staging_dir: str,
-    namespace: str,
-    catalog: str = "lake",
-    warehouse: Optional[str] = None,
-    catalog_conn_id: Optional[str] = None,
-    catalog_settings: Optional[Mapping[str, Any]] = None,
-    spark_conn_id: str = "spark_default",
-    spark_conf: Optional[Mapping[str, Any]] = None,
-    spark_packages: Optional[str] = None,
-    spark_jars: Optional[Sequence[str]] = None,
-    iceberg_runtime: Optional[str] = None,
-    data_contract: Any = None,
-    table_layout: Any = None,
-    table_properties: Optional[Mapping[str, str]] = None,
+    staging: Union[StagingRef, str],
+    lake: LakeSettings,
+    spark: Optional[SparkSettings] = None,
     masking: Any = None,
     masking_secret_conn_id: Optional[str] = None,
     compare_hashed: bool = True,
-    staging_conn_id: Optional[str] = None,
     checkpoint_store_uri: Optional[str] = None,
     checkpoint_key: Optional[str] = None,
     schedule: Any = DEFAULT_VERIFY_SCHEDULE,
@@ -73,7 +63,7 @@ def make_verify_dag(
 ) -> DAG:
     """The verify DAG ``binlog_verify__<source_id>`` of a source loaded by
     :func:`~airflow_provider_binlog.dags.make_cdc_dags` (give it the same source, staging,
-    catalog, masking and data-contract arguments).
+    catalog, masking and data-contract arguments: its ``staging``, ``lake`` and ``spark``).
 
     :param schedule: when it verifies (default daily; ``None``: by hand only).
     :param on_difference: ``fail`` (the default) or ``report``, for scheduled runs; in mode
@@ -88,12 +78,15 @@ def make_verify_dag(
     from airflow.sdk import TriggerRule
 
     key = checkpoint_key or source_id
-    settings = dict(catalog_settings) if catalog_settings else None
-    common = dict(binlog_conn_id=binlog_conn_id, namespace=namespace, catalog=catalog, warehouse=warehouse,
-                  catalog_conn_id=catalog_conn_id, catalog_settings=settings,
+    staging = StagingRef.of(staging)
+    if not isinstance(lake, LakeSettings):
+        raise TypeError(f"lake must be a LakeSettings(namespace=...), not {type(lake).__name__}")
+    catalog, namespace = lake.catalog, lake.namespace
+    common = dict(binlog_conn_id=binlog_conn_id, namespace=namespace, catalog=catalog, warehouse=lake.warehouse,
+                  catalog_conn_id=lake.catalog_conn_id, catalog_settings=lake.catalog_settings,
                   masking=masking, masking_secret_conn_id=masking_secret_conn_id, compare_hashed=compare_hashed,
-                  data_contract=data_contract, chunk_rows=chunk_rows, tries=tries,
-                  merge_wait_seconds=merge_wait_seconds, poll_seconds=poll_seconds, staging_dir=staging_dir,
+                  data_contract=lake.data_contract, chunk_rows=chunk_rows, tries=tries,
+                  merge_wait_seconds=merge_wait_seconds, poll_seconds=poll_seconds, staging_dir=staging.location,
                   checkpoint_key=key)
     with DAG(
         dag_id=verify_dag_id(source_id),
@@ -124,15 +117,10 @@ def make_verify_dag(
 
         planned = plan_repair(verify.output)
         snapshot = BinlogSnapshotOperator(
-            task_id="snapshot", binlog_conn_id=binlog_conn_id, staging_dir=staging_dir, tables=planned,
-            masking=masking, masking_secret_conn_id=masking_secret_conn_id, staging_conn_id=staging_conn_id)
+            task_id="snapshot", binlog_conn_id=binlog_conn_id, staging=staging, tables=planned,
+            masking=masking, masking_secret_conn_id=masking_secret_conn_id)
         merge = BinlogMergeOperator(
-            task_id="merge", manifests=snapshot.output, namespace=namespace, catalog=catalog, conn_id=spark_conn_id,
-            warehouse=warehouse, catalog_conn_id=catalog_conn_id,
-            catalog_settings=dict(catalog_settings) if catalog_settings else None,
-            conf=dict(spark_conf or {}), packages=spark_packages, jars=list(spark_jars) if spark_jars else None,
-            iceberg_runtime=iceberg_runtime, data_contract=data_contract, table_layout=table_layout,
-            table_properties=dict(table_properties) if table_properties else None, staging_conn_id=staging_conn_id,
+            task_id="merge", manifests=snapshot.output, lake=lake, spark=spark, staging=staging,
             binlog_conn_id=binlog_conn_id, checkpoint_store_uri=checkpoint_store_uri, checkpoint_key=key,
             advance_checkpoint=False, stream=f"{key}.partial")
         after = BinlogVerifyOperator(task_id="verify_after", tables=planned, on_difference="fail",

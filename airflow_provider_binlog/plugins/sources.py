@@ -250,6 +250,9 @@ def rendered_facts(task_instances: list) -> dict[str, str]:
         conn_id = _plain(fields.get("binlog_conn_id"))
         if conn_id is None or facts.setdefault("binlog_conn_id", conn_id) != conn_id:
             continue
+        staging = fields.get("staging")  # a StagingRef, rendered as its fields
+        if isinstance(staging, Mapping) and "staging_dir" not in fields:
+            fields = {**fields, "staging_dir": staging.get("location")}
         for key in REGISTERED_KEYS[1:]:
             value = _plain(fields.get(key))
             if value is not None:

@@ -39,6 +39,7 @@ pytest.importorskip("airflow")
 from airflow_provider_binlog.checkpoints import Checkpoint, open_checkpoint_store  # noqa: E402
 from airflow_provider_binlog.spark.catalogs import IcebergCatalog  # noqa: E402
 from airflow_provider_binlog.local.quickstart import asset_events, run_results, task_states  # noqa: E402
+from airflow_provider_binlog.operators.settings import LakeSettings, SparkSettings, WaitSettings  # noqa: E402
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.all_types import ALL_TYPES, ALL_TYPES_COLUMNS, all_types_row, normalize  # noqa: E402
 from tests.postgres import postgres_server  # noqa: E402,F401
@@ -137,8 +138,8 @@ class Load:
 @pytest.fixture()
 def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeypatch):
     topology = TOPOLOGY[request.node.callspec.params["server"]]
-    kwargs = dict(binlog_conn_id=CONN_ID, tables=TABLES, staging_dir=str(tmp_path / "staging"),
-                  namespace=NAMESPACE, poke_interval=1, sensor_timeout=4, sensor_mode="poke")
+    kwargs = dict(binlog_conn_id=CONN_ID, tables=TABLES, staging=str(tmp_path / "staging"),
+                  wait=WaitSettings(poke_interval=1, timeout=4, mode="poke"))
     cluster = None
     if topology == "cluster":
         # staging on an S3-API server on loopback: no staging path is shared with Spark
@@ -146,7 +147,7 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
         for key, value in s3.env().items():
             monkeypatch.setenv(key, value)
         bucket = s3.create_bucket()
-        kwargs["staging_dir"] = f"s3://{bucket}/e2e"
+        kwargs["staging"] = f"s3://{bucket}/e2e"
         # retention on, for this load and another that reads the location (its checkpoint set
         # by the test at the end); another application's objects in the bucket and the prefix
         kwargs.update(staging_retention=0, staging_consumers=[AUDIT_KEY])
@@ -155,7 +156,8 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
     if topology == "embedded":
         store_uri, catalog = str(tmp_path / "store"), "lake"
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_E2E", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-        kwargs.update(catalog=catalog, spark_conn_id="spark_e2e", warehouse=spark_warehouse)
+        kwargs.update(lake=LakeSettings(namespace=NAMESPACE, catalog=catalog, warehouse=spark_warehouse),
+                      spark=SparkSettings(conn_id="spark_e2e"))
         job_options = {"warehouse": spark_warehouse, "catalog": catalog}
         reader = PyIcebergReader(warehouse=spark_warehouse)
     else:
@@ -173,11 +175,12 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_E2E", json.dumps({
             "conn_type": "spark", "host": cluster.master_url, "extra": {"deploy-mode": "client"}}))
         # the cluster cannot reach Maven here: the runtime jar of the spark extra, chosen explicitly
-        kwargs.update(catalog=catalog, spark_conn_id="spark_e2e", catalog_conn_id="e2e_catalog",
-                      iceberg_runtime="embedded",
-                      spark_conf={"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                                  "spark.executor.memory": "512m", "spark.cores.max": "2",
-                                  "spark.sql.shuffle.partitions": "4"})
+        kwargs.update(lake=LakeSettings(namespace=NAMESPACE, catalog=catalog, catalog_conn_id="e2e_catalog"),
+                      spark=SparkSettings(conn_id="spark_e2e", iceberg_runtime="embedded",
+                                          conf={"spark.driver.host": "127.0.0.1",
+                                                "spark.driver.bindAddress": "127.0.0.1",
+                                                "spark.executor.memory": "512m", "spark.cores.max": "2",
+                                                "spark.sql.shuffle.partitions": "4"}))
         # the test session reads the same catalog under the same name
         same = IcebergCatalog(catalog, "jdbc", uri=pg.jdbc_url("e2e_iceberg"), warehouse=warehouse,
                               properties={"jdbc.user": pg.user})
@@ -188,7 +191,8 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
     set_connection(monkeypatch, server, conn_id=CONN_ID,
                    extra={"server_id": 7390, "flavor": "mariadb", "checkpoint_store_uri": store_uri})
     path = dags_folder / "binlog_e2e.py"
-    path.write_text("from airflow_provider_binlog.dags import make_cdc_dags\n\n"
+    path.write_text("from airflow_provider_binlog.dags import (LakeSettings, SparkSettings, WaitSettings,\n"
+                    "    make_cdc_dags)\n\n"
                     f"binlog_cdc, binlog_backfill = make_cdc_dags({SOURCE_ID!r}, **{kwargs!r})\n")
 
     def load(name: str):
@@ -200,7 +204,7 @@ def dags(request, dags_folder, server, spark, spark_warehouse, tmp_path, monkeyp
         return getattr(module, name)
 
     yield Load(load, open_checkpoint_store(store_uri), store_uri, catalog, job_options, cluster, reader,
-               s3 if topology == "cluster" else None, kwargs["staging_dir"])
+               s3 if topology == "cluster" else None, kwargs["staging"])
     path.unlink()
 
 

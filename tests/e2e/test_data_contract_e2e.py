@@ -18,6 +18,7 @@ pytest.importorskip("airflow")
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.e2e.test_dags_e2e import dags_folder, run  # noqa: E402,F401
 from tests.pyiceberg_reader import PyIcebergReader, assert_every_table_reads_as_in_spark  # noqa: E402
+from airflow_provider_binlog.operators.settings import LakeSettings, SparkSettings, WaitSettings  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -55,11 +56,13 @@ def test_change_columns_soft_deletes_change_log_and_masking_from_the_factory(
                    extra={"server_id": 7397, "checkpoint_store_uri": str(tmp_path / "store")})
     monkeypatch.setenv("AIRFLOW_CONN_DC_MASK", json.dumps({"conn_type": "generic", "password": KEY}))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DC", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    kwargs = dict(binlog_conn_id="dc_db", tables=["dc.*"], staging_dir=str(staging), namespace=NAMESPACE,
-                  spark_conn_id="spark_dc", warehouse=spark_warehouse, poke_interval=1, sensor_timeout=4,
-                  sensor_mode="poke", data_contract=CONTRACT, masking=MASKING, masking_secret_conn_id="dc_mask")
+    kwargs = dict(binlog_conn_id="dc_db", tables=["dc.*"], staging=str(staging),
+                  lake=LakeSettings(namespace=NAMESPACE, warehouse=spark_warehouse, data_contract=CONTRACT),
+                  spark=SparkSettings(conn_id="spark_dc"), wait=WaitSettings(poke_interval=1, timeout=4, mode="poke"),
+                  masking=MASKING, masking_secret_conn_id="dc_mask")
     path = dags_folder / "binlog_contract.py"
-    path.write_text("from airflow_provider_binlog.dags import make_cdc_dags\n\n"
+    path.write_text("from airflow_provider_binlog.dags import (LakeSettings, MergeSettings, SnapshotSettings,\n"
+                    "    SparkSettings, StagingRef, WaitSettings, make_cdc_dags)\n\n"
                     f"binlog_cdc, binlog_backfill = make_cdc_dags('dc', **{kwargs!r})\n")
 
     def load(name):

@@ -21,6 +21,7 @@ from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.e2e.test_dags_e2e import dags_folder, run  # noqa: E402,F401
 from tests.pyiceberg_reader import PyIcebergReader, assert_every_table_reads_as_in_spark  # noqa: E402
 from tests.integration.test_failover_live import caught_up, pair, promote  # noqa: E402,F401
+from airflow_provider_binlog.operators.settings import LakeSettings, SparkSettings, WaitSettings  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long, pytest.mark.mariadb]
 
@@ -91,11 +92,12 @@ def test_after_a_failover_the_dags_go_on_from_the_promoted_server(pair, dags_fol
     extra = {"server_id": 7395, "flavor": "mariadb", "checkpoint_store_uri": str(store_dir)}
     set_connection(monkeypatch, primary, conn_id="fo_db", extra=extra)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_FO", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    kwargs = dict(binlog_conn_id="fo_db", tables=["fo.*"], staging_dir=str(tmp_path / "staging"),
-                  namespace=NAMESPACE, spark_conn_id="spark_fo", warehouse=spark_warehouse, poke_interval=1,
-                  sensor_timeout=4, sensor_mode="poke")
+    kwargs = dict(binlog_conn_id="fo_db", tables=["fo.*"], staging=str(tmp_path / "staging"),
+                  lake=LakeSettings(namespace=NAMESPACE, warehouse=spark_warehouse),
+                  spark=SparkSettings(conn_id="spark_fo"), wait=WaitSettings(poke_interval=1, timeout=4, mode="poke"))
     path = dags_folder / "binlog_failover.py"
-    path.write_text("from airflow_provider_binlog.dags import make_cdc_dags\n\n"
+    path.write_text("from airflow_provider_binlog.dags import (LakeSettings, MergeSettings, SnapshotSettings,\n"
+                    "    SparkSettings, StagingRef, WaitSettings, make_cdc_dags)\n\n"
                     f"binlog_cdc, binlog_backfill = make_cdc_dags('fo', **{kwargs!r})\n")
 
     def load(name):

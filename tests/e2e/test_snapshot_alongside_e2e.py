@@ -16,6 +16,7 @@ pytest.importorskip("airflow")
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.e2e.test_dags_e2e import dags_folder, run  # noqa: E402,F401
 from tests.pyiceberg_reader import PyIcebergReader, assert_every_table_reads_as_in_spark  # noqa: E402
+from airflow_provider_binlog.operators.settings import LakeSettings, SnapshotSettings, SparkSettings, WaitSettings  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -90,11 +91,13 @@ def test_a_table_reloaded_while_the_incremental_dag_goes_on(mariadb, dags_folder
     set_connection(monkeypatch, mariadb, conn_id="alo_db",
                    extra={"server_id": 7398, "checkpoint_store_uri": str(tmp_path / "store")})
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_ALO", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    kwargs = dict(binlog_conn_id="alo_db", tables=["alo.*"], staging_dir=str(tmp_path / "staging"),
-                  namespace=NAMESPACE, spark_conn_id="spark_alo", warehouse=spark_warehouse, poke_interval=1,
-                  sensor_timeout=4, sensor_mode="poke", snapshot_method="watermark", snapshot_chunk_rows=40)
+    kwargs = dict(binlog_conn_id="alo_db", tables=["alo.*"], staging=str(tmp_path / "staging"),
+                  lake=LakeSettings(namespace=NAMESPACE, warehouse=spark_warehouse),
+                  spark=SparkSettings(conn_id="spark_alo"), wait=WaitSettings(poke_interval=1, timeout=4, mode="poke"),
+                  snapshot=SnapshotSettings(method="watermark", chunk_rows=40))
     path = dags_folder / "binlog_alongside.py"
-    path.write_text("from airflow_provider_binlog.dags import make_cdc_dags\n\n"
+    path.write_text("from airflow_provider_binlog.dags import (LakeSettings, MergeSettings, SnapshotSettings,\n"
+                    "    SparkSettings, StagingRef, WaitSettings, make_cdc_dags)\n\n"
                     f"binlog_cdc, binlog_backfill = make_cdc_dags('alo', **{kwargs!r})\n")
 
     def load(name):

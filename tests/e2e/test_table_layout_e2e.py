@@ -16,6 +16,8 @@ from airflow_provider_binlog.local.quickstart import run_results  # noqa: E402
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.e2e.test_dags_e2e import dags_folder, run  # noqa: E402,F401
 from tests.pyiceberg_reader import PyIcebergReader, assert_every_table_reads_as_in_spark  # noqa: E402
+from airflow_provider_binlog.operators.settings import (  # noqa: E402
+    LakeSettings, MergeSettings, SnapshotSettings, SparkSettings, WaitSettings)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long]
 
@@ -44,14 +46,16 @@ def test_layout_and_maintenance_cadence_from_the_factory(mariadb, dags_folder, s
     set_connection(monkeypatch, mariadb, conn_id="lay_db",
                    extra={"server_id": 7396, "checkpoint_store_uri": str(tmp_path / "store")})
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_LAY", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    kwargs = dict(binlog_conn_id="lay_db", tables=["lay.*"], staging_dir=str(tmp_path / "staging"),
-                  namespace=NAMESPACE, spark_conn_id="spark_lay", warehouse=spark_warehouse, poke_interval=1,
-                  sensor_timeout=4, sensor_mode="poke", table_layout=LAYOUT,
-                  table_properties={"write.parquet.compression-codec": "zstd"}, maintenance=True,
-                  maintenance_every=dt.timedelta(hours=24), retain_last=3,
-                  snapshot_method="watermark")  # the lock-free snapshot by key chunks
+    kwargs = dict(binlog_conn_id="lay_db", tables=["lay.*"], staging=str(tmp_path / "staging"),
+                  lake=LakeSettings(namespace=NAMESPACE, warehouse=spark_warehouse, table_layout=LAYOUT,
+                                    table_properties={"write.parquet.compression-codec": "zstd"}),
+                  spark=SparkSettings(conn_id="spark_lay"), wait=WaitSettings(poke_interval=1, timeout=4, mode="poke"),
+                  merge=MergeSettings(maintenance=True, maintenance_every=dt.timedelta(hours=24), retain_last=3),
+                  snapshot=SnapshotSettings(method="watermark"))  # the lock-free snapshot by key chunks
     path = dags_folder / "binlog_layout.py"
-    path.write_text("import datetime\nfrom airflow_provider_binlog.dags import make_cdc_dags\n\n"
+    path.write_text("import datetime\n"
+                    "from airflow_provider_binlog.dags import (LakeSettings, MergeSettings, SnapshotSettings,\n"
+                    "    SparkSettings, StagingRef, WaitSettings, make_cdc_dags)\n\n"
                     f"binlog_cdc, binlog_backfill = make_cdc_dags('lay', **{kwargs!r})\n")
 
     def load(name):

@@ -117,10 +117,10 @@ with DAG("binlog_ui_merge", schedule=None, start_date=dt.datetime(2026, 1, 1)):
 FACTORY_DAG = """
 from airflow.sdk import Asset
 
-from airflow_provider_binlog.dags import make_cdc_dags
+from airflow_provider_binlog.dags import LakeSettings, make_cdc_dags
 
-binlog_cdc, binlog_backfill = make_cdc_dags({key!r}, binlog_conn_id="shop_db", tables=["{db}.*"],
-                                            staging_dir={staging!r}, namespace="shop", warehouse="/nonexistent")
+binlog_cdc, binlog_backfill = make_cdc_dags({key!r}, binlog_conn_id="shop_db", tables=["{db}.*"], staging={staging!r},
+                                            lake=LakeSettings(namespace="shop", warehouse="/nonexistent"))
 
 # What the factory registers of the source in the extra of its assets, for the Binlog CDC view
 # (plugins/sources.py REGISTERED_KEYS): added here where the factory does not (yet).

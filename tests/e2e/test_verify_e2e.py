@@ -16,6 +16,7 @@ pytest.importorskip("pyiceberg")
 
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
 from tests.e2e.test_dags_e2e import dags_folder, run  # noqa: E402,F401
+from airflow_provider_binlog.operators.settings import LakeSettings, SparkSettings  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -53,15 +54,16 @@ def test_the_verify_dag_names_the_differences_and_its_repair_mode_makes_the_tabl
                    extra={"server_id": 7399, "checkpoint_store_uri": str(tmp_path / "store")})
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_VER", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     monkeypatch.setenv("AIRFLOW_CONN_VER_MASK", json.dumps({"conn_type": "generic", "password": "the-key"}))
-    source = dict(binlog_conn_id="ver_db", tables=["ver.*"], staging_dir=str(tmp_path / "staging"),
-                  namespace=NAMESPACE, spark_conn_id="spark_ver", warehouse=spark_warehouse, masking=MASKING,
-                  masking_secret_conn_id="ver_mask", data_contract=CONTRACT)
+    source = dict(binlog_conn_id="ver_db", tables=["ver.*"], staging=str(tmp_path / "staging"),
+                  lake=LakeSettings(namespace=NAMESPACE, warehouse=spark_warehouse, data_contract=CONTRACT),
+                  spark=SparkSettings(conn_id="spark_ver"), masking=MASKING, masking_secret_conn_id="ver_mask")
     path = dags_folder / "binlog_verify_dags.py"
-    path.write_text("from airflow_provider_binlog.dags import make_cdc_dags\n"
+    path.write_text("from airflow_provider_binlog.dags import (LakeSettings, MergeSettings, SnapshotSettings,\n"
+                    "    SparkSettings, StagingRef, WaitSettings, make_cdc_dags)\n"
                     "from airflow_provider_binlog.operators.verify_dag import make_verify_dag\n\n"
                     f"source = {source!r}\n"
-                    "binlog_cdc, binlog_backfill = make_cdc_dags('ver', poke_interval=1, sensor_timeout=4, "
-                    "sensor_mode='poke', snapshot_chunk_rows=500, **source)\n"
+                    "binlog_cdc, binlog_backfill = make_cdc_dags('ver', wait=WaitSettings(poke_interval=1, timeout=4, "
+                    "mode='poke'), snapshot=SnapshotSettings(chunk_rows=500), **source)\n"
                     "binlog_verify = make_verify_dag('ver', chunk_rows=400, tries=1, on_difference='fail', **source)\n"
                     "binlog_verify_report = make_verify_dag('ver_report', chunk_rows=400, tries=1, "
                     "on_difference='report', checkpoint_key='ver', **source)\n")

@@ -47,7 +47,7 @@ def test_dump_end_to_end_from_the_stored_checkpoint(mariadb, table, monkeypatch,
     mariadb.execute("CREATE TABLE IF NOT EXISTS hookdb.other (id INT PRIMARY KEY)")
     mariadb.execute("INSERT INTO hookdb.other VALUES (1) ON DUPLICATE KEY UPDATE id = id")
 
-    result = hook.dump(staging_dir=tmp_path / "staging", tables=["hookdb.t_*"])
+    result = hook.dump(staging=tmp_path / "staging", tables=["hookdb.t_*"])
     assert result["start"] == start.to_json()
     file, pos = mariadb.master_status()
     assert (result["end"]["file"], result["end"]["pos"]) == (file, pos)
@@ -61,7 +61,7 @@ def test_dump_end_to_end_from_the_stored_checkpoint(mariadb, table, monkeypatch,
 
     # the dump does not move the stored checkpoint; a second dump from its end finds nothing
     assert hook.stored_checkpoint() == start
-    again = hook.dump(staging_dir=tmp_path / "staging", start=result["end"], tables=["hookdb.t_*"])
+    again = hook.dump(staging=tmp_path / "staging", start=result["end"], tables=["hookdb.t_*"])
     assert again["rows"] == {} and again["end"] == again["start"]
 
     out, err = capfd.readouterr()  # Airflow's structured log goes to the console
@@ -78,10 +78,10 @@ def test_dump_stops_at_a_given_position_and_excludes_tables(mariadb, table, monk
     stop = hook.current_position()
     mariadb.execute(f"INSERT INTO hookdb.{table} VALUES (2, 'b')")
     sensed = {"target": stop.to_json(), "lag": {}}  # a sensor's XCom value
-    result = hook.dump(staging_dir=tmp_path, start=start.to_json(), stop=sensed)
+    result = hook.dump(staging=tmp_path, start=start.to_json(), stop=sensed)
     assert result["rows"][f"hookdb.{table}"]["insert"] == 1
     assert (result["end"]["file"], result["end"]["pos"]) == (stop.file, stop.position)
-    rest = hook.dump(staging_dir=tmp_path, start=f"{stop.file}:{stop.position}",
+    rest = hook.dump(staging=tmp_path, start=f"{stop.file}:{stop.position}",
                      exclude=[f"hookdb.{table}"])
     assert f"hookdb.{table}" not in rest["rows"]
 
@@ -92,7 +92,7 @@ def test_a_dump_from_the_store_reads_it_once_for_the_checkpoint_and_its_schema_h
 
     conn_id = set_connection(monkeypatch, mariadb, extra={"checkpoint_store_uri": str(tmp_path / "cp")})
     hook = BinlogHook(conn_id)
-    first = hook.dump(staging_dir=tmp_path / "s1", start=hook.current_position(), tables=[f"hookdb.{table}"])
+    first = hook.dump(staging=tmp_path / "s1", start=hook.current_position(), tables=[f"hookdb.{table}"])
     history = load_manifest(first["manifest"]).schema_history_json
     hook.checkpoint_store().save(conn_id, Checkpoint.from_json(first["end"]), schema_history=history)
     mariadb.execute(f"INSERT INTO hookdb.{table} VALUES (1, 'a')")
@@ -102,7 +102,7 @@ def test_a_dump_from_the_store_reads_it_once_for_the_checkpoint_and_its_schema_h
         real = getattr(FileCheckpointStore, name)
         monkeypatch.setattr(FileCheckpointStore, name,
                             lambda self, key, _real=real, _name=name: reads.append(_name) or _real(self, key))
-    result = hook.dump(staging_dir=tmp_path / "s2", tables=[f"hookdb.{table}"])
+    result = hook.dump(staging=tmp_path / "s2", tables=[f"hookdb.{table}"])
     assert reads == ["load_schema_history"]
     assert result["start"] == first["end"] and result["rows"][f"hookdb.{table}"]["insert"] == 1
 
@@ -111,7 +111,7 @@ def test_dump_without_a_stored_checkpoint_says_what_to_do(mariadb, monkeypatch, 
     create_user(mariadb)
     conn_id = set_connection(monkeypatch, mariadb, extra={"checkpoint_store_uri": str(tmp_path)})
     with pytest.raises(BinlogConnectionError, match="no checkpoint for 'custom_key'.*snapshot"):
-        BinlogHook(conn_id).dump(staging_dir=tmp_path / "s", checkpoint_key="custom_key")
+        BinlogHook(conn_id).dump(staging=tmp_path / "s", checkpoint_key="custom_key")
 
 
 def test_dump_with_minimal_row_metadata_reads_information_schema(mariadb_factory, monkeypatch, tmp_path):
@@ -123,7 +123,7 @@ def test_dump_with_minimal_row_metadata_reads_information_schema(mariadb_factory
     hook = BinlogHook(conn_id)
     start = hook.current_position()
     server.execute("INSERT INTO hookdb.minimal VALUES (1, 'green') ON DUPLICATE KEY UPDATE color = 'green'")
-    result = hook.dump(staging_dir=tmp_path, start=start, tables=["hookdb.minimal"])
+    result = hook.dump(staging=tmp_path, start=start, tables=["hookdb.minimal"])
     manifest = load_manifest(result["manifest"])
     (entry,) = manifest.tables
     (row,) = read_parquet(manifest.files(entry)[0]).to_pylist()
@@ -149,7 +149,7 @@ def test_snapshot_is_staged_like_a_dump_at_the_servers_position(mariadb, table, 
     # the snapshot does not move the stored checkpoint; a dump from its end finds nothing
     with pytest.raises(BinlogConnectionError, match="no checkpoint"):
         hook.stored_checkpoint()
-    again = hook.dump(staging_dir=tmp_path / "staging", start=result["end"], tables=[f"hookdb.{table}"])
+    again = hook.dump(staging=tmp_path / "staging", start=result["end"], tables=[f"hookdb.{table}"])
     assert again["rows"] == {}
     out, err = capfd.readouterr()
     assert_no_secret(json.dumps(result), caplog.text + out + err)

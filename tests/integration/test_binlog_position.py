@@ -175,7 +175,7 @@ def test_the_sensor_xcom_is_the_dump_stop(source, tmp_path):
     insert(server, 2)
     value = sensor(conn_id).execute({})          # poke mode: returns the XCom value
     insert(server)                               # after the sensor: not in this dump
-    result = hook.dump(staging_dir=tmp_path / "staging", stop=value)
+    result = hook.dump(staging=tmp_path / "staging", stop=value)
     assert (result["end"]["file"], result["end"]["pos"]) == (value["target"]["file"], value["target"]["pos"])
     assert result["rows"]["sensedb.t"]["insert"] == 2
     assert result["start"] == value["start"]
@@ -356,8 +356,13 @@ def test_sensor_output_is_the_dump_operators_stop(source, tmp_path):
     insert(server, 3)
     value = sensor(conn_id).execute({})
     insert(server)
-    op = BinlogDumpOperator(task_id="dump", binlog_conn_id=conn_id, staging_dir=str(tmp_path), stop=value,
-                            tables=["sensedb.*"])
+    op = BinlogDumpOperator(
+        task_id="dump",
+        binlog_conn_id=conn_id,
+        stop=value,
+        tables=["sensedb.*"],
+        staging=str(tmp_path),
+    )
     result = op.execute({})
     assert result["rows"]["sensedb.t"]["insert"] == 3
     assert (result["end"]["file"], result["end"]["pos"]) == (value["target"]["file"], value["target"]["pos"])
@@ -370,12 +375,17 @@ def test_a_dag_with_the_sensor_and_the_dump_serialises():
     with DAG("binlog_load", schedule=None) as dag:
         wait = BinlogPositionSensor(task_id="wait", binlog_conn_id="src", min_transactions=10,
                                     max_threshold_wait=600, deferrable=True, mode="reschedule")
-        BinlogDumpOperator(task_id="dump", binlog_conn_id="src", staging_dir="/data/staging/{{ ds }}",
-                           stop=wait.output, tables=["shop.*"])
+        BinlogDumpOperator(
+            task_id="dump",
+            binlog_conn_id="src",
+            stop=wait.output,
+            tables=["shop.*"],
+            staging="/data/staging/{{ ds }}",
+        )
     data = DagSerialization.to_dict(dag)
     tasks = {t["__var"]["task_id"]: t["__var"] for t in data["dag"]["tasks"]}
     assert set(tasks) == {"wait", "dump"}
-    assert tasks["dump"]["staging_dir"] == "/data/staging/{{ ds }}"
+    assert tasks["dump"]["staging"] == {"location": "/data/staging/{{ ds }}", "conn_id": None}
 
 
 # ---------------------------------------------------------------------- event-driven runs

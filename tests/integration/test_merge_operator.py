@@ -12,6 +12,7 @@ from airflow_provider_binlog.capture.dump import run_dump
 from airflow_provider_binlog.operators.merge import BinlogMergeOperator, manifest_paths
 from airflow_provider_binlog.common.tables import TableFilter
 from tests.integration.test_dump_live import COLUMNS, here, replica, source_rows, workload
+from airflow_provider_binlog.operators.settings import LakeSettings, SparkSettings
 
 pytestmark = pytest.mark.spark
 
@@ -42,9 +43,14 @@ def test_operator_merges_a_live_dump_and_reports_counts(mariadb, spark, spark_wa
     rc = replica(mariadb)
     dump = run_dump(rc, staging_dir=tmp_path / "staging", start=start, tables=TableFilter(["dumpdb.operated"]))
     rc.close()
-    op = BinlogMergeOperator(task_id="merge", manifests=dump.to_json(), namespace="op_ns",
-                             warehouse=spark_warehouse, conn_id=local_spark_connection,
-                             checkpoint_store_uri=str(tmp_path / "store"), checkpoint_key="op")
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=dump.to_json(),
+        lake=LakeSettings(namespace="op_ns", warehouse=spark_warehouse),
+        spark=SparkSettings(conn_id=local_spark_connection),
+        checkpoint_store_uri=str(tmp_path / "store"),
+        checkpoint_key="op",
+    )
     from airflow_provider_binlog.checkpoints import FileCheckpointStore
     FileCheckpointStore(tmp_path / "store").save("op", start)
     summary = op.execute(context={})
@@ -67,8 +73,12 @@ def test_on_kill_stops_the_spark_job(tmp_path, local_spark_connection):
     manifest = tmp_path / "m" / "manifest.json"
     manifest.parent.mkdir()
     manifest.write_text("{}")
-    op = BinlogMergeOperator(task_id="merge", manifests=str(manifest), namespace="x",
-                             conn_id=local_spark_connection, application=str(slow))
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=str(manifest),
+        lake=LakeSettings(namespace="x"),
+        spark=SparkSettings(conn_id=local_spark_connection, application=str(slow)),
+    )
     errors = []
 
     def run():
@@ -100,8 +110,12 @@ def test_on_kill_stops_the_merge_without_spark_and_spark_submit_is_not_run(tmp_p
     manifest = tmp_path / "m" / "manifest.json"
     manifest.parent.mkdir()
     manifest.write_text("{}")
-    op = BinlogMergeOperator(task_id="merge", manifests=str(manifest), namespace="x",
-                             conn_id=local_spark_connection, warehouse=str(tmp_path / "wh"))
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=str(manifest),
+        lake=LakeSettings(namespace="x", warehouse=str(tmp_path / "wh")),
+        spark=SparkSettings(conn_id=local_spark_connection),
+    )
     errors = []
 
     def run():
@@ -133,8 +147,12 @@ def _killable(tmp_path, monkeypatch, local_spark_connection):
     manifest = tmp_path / "m" / "manifest.json"
     manifest.parent.mkdir()
     manifest.write_text("{}")
-    return BinlogMergeOperator(task_id="merge", manifests=str(manifest), namespace="x",
-                               conn_id=local_spark_connection, warehouse=str(tmp_path / "wh"))
+    return BinlogMergeOperator(
+        task_id="merge",
+        manifests=str(manifest),
+        lake=LakeSettings(namespace="x", warehouse=str(tmp_path / "wh")),
+        spark=SparkSettings(conn_id=local_spark_connection),
+    )
 
 
 def test_a_kill_before_the_merge_without_spark_started_its_process_ends_the_task_and_starts_nothing(
@@ -188,8 +206,12 @@ def test_a_job_killed_while_writing_its_result_is_reported_by_its_exit_status(
     manifest = tmp_path / "m" / "manifest.json"
     manifest.parent.mkdir()
     manifest.write_text("{}")
-    op = BinlogMergeOperator(task_id="merge", manifests=str(manifest), namespace="x",
-                             conn_id=local_spark_connection, warehouse=str(tmp_path / "wh"))
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=str(manifest),
+        lake=LakeSettings(namespace="x", warehouse=str(tmp_path / "wh")),
+        spark=SparkSettings(conn_id=local_spark_connection),
+    )
     with pytest.raises(Exception, match="exit status 137") as info:
         op.execute(context={})
     assert "JSON" not in type(info.value).__name__
@@ -230,9 +252,14 @@ def test_merges_of_existing_tables_run_without_spark_and_a_batch_needing_spark_i
             rc.close()
 
     def merge(*dumps):
-        op = BinlogMergeOperator(task_id="merge", manifests=[d.to_json() for d in dumps], namespace="op_nospark",
-                                 warehouse=spark_warehouse, conn_id=local_spark_connection,
-                                 checkpoint_store_uri=str(tmp_path / "store"), checkpoint_key="ns")
+        op = BinlogMergeOperator(
+            task_id="merge",
+            manifests=[d.to_json() for d in dumps],
+            lake=LakeSettings(namespace="op_nospark", warehouse=spark_warehouse),
+            spark=SparkSettings(conn_id=local_spark_connection),
+            checkpoint_store_uri=str(tmp_path / "store"),
+            checkpoint_key="ns",
+        )
         return op.execute(context={})
 
     def counted(*dumps):
@@ -301,9 +328,15 @@ def test_no_process_the_merge_starts_has_the_checkpoint_stores_password_on_its_c
     url = "postgresql://loader:s3cr3t-pw@127.0.0.1:1/binlog"
     for engine in ("iceberg-java", "spark"):
         started.clear()
-        op = BinlogMergeOperator(task_id="merge", manifests=str(manifest), namespace="x",
-                                 conn_id=local_spark_connection, warehouse=str(tmp_path / "wh"),
-                                 checkpoint_store_uri=url, checkpoint_key="k", merge_engine=engine)
+        op = BinlogMergeOperator(
+            task_id="merge",
+            manifests=str(manifest),
+            lake=LakeSettings(namespace="x", warehouse=str(tmp_path / "wh")),
+            spark=SparkSettings(conn_id=local_spark_connection),
+            checkpoint_store_uri=url,
+            checkpoint_key="k",
+            merge_engine=engine,
+        )
         with pytest.raises(Exception):
             op.execute(context={})
         assert started, engine

@@ -27,14 +27,15 @@ SCRIPT = textwrap.dedent("""
     from airflow_provider_binlog.utils.metrics import record_merge
     from airflow_provider_binlog.operators.dump import BinlogDumpOperator
     from airflow_provider_binlog.operators.snapshot import BinlogSnapshotOperator
+    from airflow_provider_binlog.operators.settings import SnapshotSettings
     from airflow_provider_binlog.sensors.position import BinlogPositionSensor
 
     staging = sys.argv[1]
     BinlogPositionSensor(task_id="wait", binlog_conn_id="metrics_db", checkpoint_key="shop").poke(context={})
-    BinlogDumpOperator(task_id="dump", binlog_conn_id="metrics_db", staging_dir=staging,
+    BinlogDumpOperator(task_id="dump", binlog_conn_id="metrics_db", staging=staging,
                        checkpoint_key="shop", tables=["metricsdb.*"]).execute(context={})
-    BinlogSnapshotOperator(task_id="snap", binlog_conn_id="metrics_db", staging_dir=staging + "-snapshot",
-                           tables=["metricsdb.*"], chunk_rows=2).execute(context={})
+    BinlogSnapshotOperator(task_id="snap", binlog_conn_id="metrics_db", staging=staging + "-snapshot",
+                           tables=["metricsdb.*"], snapshot=SnapshotSettings(chunk_rows=2)).execute(context={})
     record_merge("shop", {"tables": {"metricsdb.orders": {"inserted": 3, "updated": 2, "deleted": 0}}}, 1.5)
 """)
 

@@ -18,6 +18,7 @@ from airflow_provider_binlog.operators.dump import BinlogDumpOperator  # noqa: E
 from airflow_provider_binlog.operators.merge import BinlogMergeOperator  # noqa: E402
 from airflow_provider_binlog.staging import load_manifest  # noqa: E402
 from tests.airflow_conn import create_user, set_connection  # noqa: E402
+from airflow_provider_binlog.operators.settings import LakeSettings, SparkSettings
 
 COLUMNS_MYSQL = [("id", "int"), ("customer", "varchar"), ("amount", "decimal")]
 COLUMNS_ARROW = [("id", "int32"), ("customer", "string"), ("amount", "decimal128(9, 2)")]
@@ -43,8 +44,13 @@ def dumped(mariadb, tmp_path, monkeypatch):
     mariadb.execute("INSERT INTO lineagedb.refunds VALUES (1, 'a', 0.50)")
     set_connection(monkeypatch, mariadb, conn_id="lineage_db",
                    extra={"server_id": 7393, "checkpoint_store_uri": str(store.root)})
-    op = BinlogDumpOperator(task_id="dump", binlog_conn_id="lineage_db", staging_dir=str(tmp_path / "staging"),
-                            checkpoint_key="lineage", tables=["lineagedb.*"])
+    op = BinlogDumpOperator(
+        task_id="dump",
+        binlog_conn_id="lineage_db",
+        checkpoint_key="lineage",
+        tables=["lineagedb.*"],
+        staging=str(tmp_path / "staging"),
+    )
     result = op.execute(context={})
     return op, result["manifest"]
 
@@ -61,7 +67,7 @@ def test_the_dump_reports_source_tables_in_and_staged_files_out(mariadb, dumped)
                                                                 ("file", f"{directory}/lineagedb.refunds")]
     assert all(fields(d) == COLUMNS_ARROW for d in lineage.outputs)
     # before it ran, an operator reports nothing
-    fresh = BinlogDumpOperator(task_id="fresh", staging_dir="/s")
+    fresh = BinlogDumpOperator(task_id="fresh", staging="/s")
     assert (fresh.get_openlineage_facets_on_complete(None).inputs, fresh.get_openlineage_facets_on_complete(
         None).outputs) == ([], [])
 
@@ -79,8 +85,13 @@ def test_the_merge_reports_source_tables_in_and_iceberg_tables_out(mariadb, dump
     monkeypatch.setattr(SparkSubmitHook, "submit", submit)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_LINEAGE", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     warehouse = str(tmp_path / "warehouse")
-    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", catalog="lake",
-                             conn_id="spark_lineage", warehouse=warehouse, advance_checkpoint=False)
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc", catalog="lake", warehouse=warehouse),
+        spark=SparkSettings(conn_id="spark_lineage"),
+        advance_checkpoint=False,
+    )
     op.execute(context={})
     lineage = op.get_openlineage_facets_on_complete(None)
     assert [d.name for d in lineage.inputs] == ["lineagedb.orders", "lineagedb.refunds"]
@@ -89,9 +100,13 @@ def test_the_merge_reports_source_tables_in_and_iceberg_tables_out(mariadb, dump
         ("file", f"{warehouse}/shop_cdc/lineagedb__orders"), ("file", f"{warehouse}/shop_cdc/lineagedb__refunds")]
     assert all(fields(d) == COLUMNS_ARROW for d in lineage.outputs)
     # a catalog without a known warehouse: the catalog's name
-    rest = BinlogMergeOperator(task_id="rest", manifests=manifest, namespace="shop_cdc", catalog="lake",
-                               conn_id="spark_lineage", catalog_settings={"type": "rest", "uri": "http://cat"},
-                               jars=[], advance_checkpoint=False)
+    rest = BinlogMergeOperator(
+        task_id="rest",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc", catalog="lake", catalog_settings={"type": "rest", "uri": "http://cat"}),
+        spark=SparkSettings(conn_id="spark_lineage", jars=[]),
+        advance_checkpoint=False,
+    )
     rest.execute(context={})
     assert [(d.namespace, d.name) for d in rest.get_openlineage_facets_on_complete(None).outputs] == [
         ("iceberg://lake", "shop_cdc.lineagedb__orders"), ("iceberg://lake", "shop_cdc.lineagedb__refunds")]
@@ -104,7 +119,11 @@ def test_the_openlineage_provider_takes_the_facets_from_the_operators(dumped):
     op, _manifest = dumped
     manager = ExtractorManager()
     assert manager.get_extractor_class(op) is DefaultExtractor
-    assert manager.get_extractor_class(BinlogMergeOperator(task_id="m", manifests="/x", namespace="n")) \
+    assert manager.get_extractor_class(BinlogMergeOperator(
+        task_id="m",
+        manifests="/x",
+        lake=LakeSettings(namespace="n"),
+    )) \
         is DefaultExtractor
     extracted = DefaultExtractor(op).extract_on_complete(None)
     assert [d.name for d in extracted.inputs] == ["lineagedb.orders", "lineagedb.refunds"]

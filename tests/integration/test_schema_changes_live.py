@@ -68,7 +68,7 @@ class Load:
         self.merge(result["manifest"])
 
     def round(self) -> dict:
-        result = self.hook.dump(staging_dir=self.staging, checkpoint_key=self.key, tables=self.patterns)
+        result = self.hook.dump(staging=self.staging, checkpoint_key=self.key, tables=self.patterns)
         result["merge"] = self.merge(result["manifest"])
         return result
 
@@ -157,7 +157,7 @@ def test_a_history_read_after_a_same_type_drop_and_add_is_detected_not_mislabell
     server.execute(f"ALTER TABLE {db}.t DROP COLUMN a, ADD COLUMN c INT")  # same types, new names
     server.execute(f"INSERT INTO {db}.t VALUES (2, 200, 2000)")
     with pytest.raises(SeedConflictError, match=rf"rows of {db}\.t before this schema change"):
-        hook.dump(staging_dir=tmp_path, start=start, tables=[f"{db}.t"])
+        hook.dump(staging=tmp_path, start=start, tables=[f"{db}.t"])
     assert not list(tmp_path.glob("*/manifest.json"))  # nothing published
 
 
@@ -269,7 +269,7 @@ def test_a_swap_interrupted_between_its_two_moves_completes_on_the_rerun(mariadb
     load = Load(server, spark, monkeypatch, tmp_path, db, ["a", "b"])
     load.snapshot()
     server.execute(f"RENAME TABLE {db}.a TO {db}.t_tmp, {db}.b TO {db}.a, {db}.t_tmp TO {db}.b")
-    result = load.hook.dump(staging_dir=load.staging, checkpoint_key=load.key, tables=load.patterns)
+    result = load.hook.dump(staging=load.staging, checkpoint_key=load.key, tables=load.patterns)
     original = runtime.run_with_commit_properties
     moves_committed = []
 
@@ -300,7 +300,7 @@ def test_a_schema_change_missing_from_the_binlog_is_a_divergence_with_both_colum
     server, db = _minimal_db(mariadb_factory, "t (id INT PRIMARY KEY, a INT)")
     store = FileCheckpointStore(tmp_path / "store")
     hook = _hook(server, monkeypatch, extra={"checkpoint_store_uri": str(tmp_path / "store")})
-    first = hook.dump(staging_dir=tmp_path / "staging", start=hook.current_position(), tables=[f"{db}.t"])
+    first = hook.dump(staging=tmp_path / "staging", start=hook.current_position(), tables=[f"{db}.t"])
     # what the merge does: the checkpoint advances with the history at the dump's end
     store.save(hook.binlog_conn_id, Checkpoint.from_json(first["end"]),
                schema_history=load_manifest(first["manifest"]).schema_history_json)
@@ -313,7 +313,7 @@ def test_a_schema_change_missing_from_the_binlog_is_a_divergence_with_both_colum
         conn.close()
     server.execute(f"INSERT INTO {db}.t VALUES (1, 2, 'x')")
     with pytest.raises(SchemaDivergenceError) as info:
-        hook.dump(staging_dir=tmp_path / "staging", tables=[f"{db}.t"])
+        hook.dump(staging=tmp_path / "staging", tables=[f"{db}.t"])
     message = str(info.value)
     assert f"table {db}.t: the binlog has 3 columns (LONG, LONG, VARCHAR) but the supplied schema has 2 " \
         "(id int, a int): the table's schema history does not match the binlog" in message
@@ -330,7 +330,7 @@ def test_mariadb_uuid_and_inet6_are_staged_as_text_with_full_row_metadata(mariad
     hook = _hook(server, monkeypatch)
     start = hook.current_position()
     server.execute(f"INSERT INTO {db}.t VALUES (1, '123e4567-e89b-12d3-a456-426655440000', '::ffff:1.2.3.4')")
-    result = hook.dump(staging_dir=tmp_path, start=start, tables=[f"{db}.t"])
+    result = hook.dump(staging=tmp_path, start=start, tables=[f"{db}.t"])
     manifest = load_manifest(result["manifest"])
     (entry,) = manifest.tables
     (row,) = read_parquet(manifest.files(entry)[0]).to_pylist()
@@ -347,7 +347,7 @@ def test_a_schema_statement_the_history_cannot_follow_stops_the_dump_with_positi
     server.execute(f"ALTER TABLE {db}.t ADD SYSTEM VERSIONING")
     server.execute(f"INSERT INTO {db}.t VALUES (1, 2)")
     with pytest.raises(DdlSyntaxError) as info:
-        hook.dump(staging_dir=tmp_path, start=start, tables=[f"{db}.t"])
+        hook.dump(staging=tmp_path, start=start, tables=[f"{db}.t"])
     message = str(info.value)
     assert "ADD SYSTEM VERSIONING" in message
     assert f"the statement: 'ALTER TABLE {db}.t ADD SYSTEM VERSIONING'" in message
@@ -361,7 +361,7 @@ def test_create_table_select_is_followed_from_the_columns_the_server_logs(mariad
     hook = _hook(server, monkeypatch)
     start = hook.current_position()
     server.execute(f"CREATE TABLE {db}.copy (extra INT DEFAULT 3) SELECT id, v FROM {db}.src")
-    result = hook.dump(staging_dir=tmp_path, start=start, tables=[f"{db}.copy"])
+    result = hook.dump(staging=tmp_path, start=start, tables=[f"{db}.copy"])
     assert result["rows"] == {f"{db}.copy": {"insert": 2, "update": 0, "delete": 0}}
     history = load_manifest(result["manifest"]).schema_history_json
     (copy,) = [t for t in history["tables"] if t["name"] == "copy"]

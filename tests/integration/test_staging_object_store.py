@@ -26,6 +26,8 @@ from airflow_provider_binlog.staging.writer import StagingWriter
 from tests.integration.test_merge_job import Binlog, col, table_map
 from tests.s3_server import s3_env, s3_server, start_moto, stop_moto  # noqa: F401
 from tests.unit.airflow.test_merge_operator_cluster import _value, submitted  # noqa: F401
+from airflow_provider_binlog.operators.settings import LakeSettings, SparkSettings
+from airflow_provider_binlog.staging.ref import StagingRef
 
 ITEMS = table_map("s", "items", [col(0, "id", C.MYSQL_TYPE_LONG, primary_key=True, nullable=False),
                                  col(1, "v", C.MYSQL_TYPE_LONG)])
@@ -188,9 +190,13 @@ def test_cluster_deploy_mode_with_staging_on_s3_reads_the_result_from_the_store_
                                end={"file": "mariadb-bin.000001", "pos": 400}, server={})
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({
         "conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}))
-    op = BinlogMergeOperator(task_id="merge", manifests=published.ref, namespace="shop_cdc", conn_id="spark_yarn",
-                             catalog_settings={"type": "rest", "uri": "http://iceberg-rest:8181"}, jars=[],
-                             advance_checkpoint=False)
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=published.ref,
+        lake=LakeSettings(namespace="shop_cdc", catalog_settings={"type": "rest", "uri": "http://iceberg-rest:8181"}),
+        spark=SparkSettings(conn_id="spark_yarn", jars=[]),
+        advance_checkpoint=False,
+    )
     summary = op.execute(context={})
     assert summary["batches"] == [("mariadb-bin.000001.4-mariadb-bin.000001.400", "applied")]
     result = _value(submitted[0]["command"], "--output-json")
@@ -233,9 +239,14 @@ def test_the_merge_gets_the_connections_credentials_in_its_environment_never_on_
                                start={"file": "mariadb-bin.000001", "pos": 4},
                                end={"file": "mariadb-bin.000001", "pos": 400}, server={})
     aws_connection(monkeypatch, "stage_s3", s3_server, kms_key_id="alias/cdc")
-    op = BinlogMergeOperator(task_id="merge", manifests=published.ref, namespace="shop_cdc",
-                             conn_id="spark_cluster", conf={"spark.sql.catalog.lake": "x"},
-                             advance_checkpoint=False, staging_conn_id="stage_s3")
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=published.ref,
+        staging=StagingRef(f"s3://{s3_env}/stage", conn_id="stage_s3"),
+        lake=LakeSettings(namespace="shop_cdc"),
+        spark=SparkSettings(conn_id="spark_cluster", conf={"spark.sql.catalog.lake": "x"}),
+        advance_checkpoint=False,
+    )
     op.execute(context={})
     (call,) = submitted
     assert call["env"]["BINLOG_STAGING_SECRET_ACCESS_KEY"] == "conn-secret-value"
@@ -244,9 +255,14 @@ def test_the_merge_gets_the_connections_credentials_in_its_environment_never_on_
     assert not any("conn-secret-value" in part for part in call["command"])
     # a YARN or Kubernetes driver would get them as --conf options: refused, saying why
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn"}))
-    yarn = BinlogMergeOperator(task_id="m2", manifests=published.ref, namespace="n", conn_id="spark_yarn",
-                               conf={"spark.sql.catalog.lake": "x"}, advance_checkpoint=False,
-                               staging_conn_id="stage_s3")
+    yarn = BinlogMergeOperator(
+        task_id="m2",
+        manifests=published.ref,
+        staging=StagingRef(f"s3://{s3_env}/stage", conn_id="stage_s3"),
+        lake=LakeSettings(namespace="n"),
+        spark=SparkSettings(conn_id="spark_yarn", conf={"spark.sql.catalog.lake": "x"}),
+        advance_checkpoint=False,
+    )
     with pytest.raises(Exception, match="cannot reach a yarn driver"):
         yarn.execute(context={})
 

@@ -49,8 +49,12 @@ def test_password_and_extras_never_leak(mariadb, monkeypatch, tmp_path, caplog, 
     poke = BinlogPositionSensor(task_id="wait", binlog_conn_id=conn_id, poke_interval=0.1, timeout=10).poke({})
     assert poke.is_done
     texts.append(json.dumps(poke.xcom_value, default=str))
-    xcom = BinlogDumpOperator(task_id="dump", binlog_conn_id=conn_id, staging_dir=str(tmp_path / "staging"),
-                              tables=["rel_sec.*"]).execute({})
+    xcom = BinlogDumpOperator(
+        task_id="dump",
+        binlog_conn_id=conn_id,
+        tables=["rel_sec.*"],
+        staging=str(tmp_path / "staging"),
+    ).execute({})
     texts.append(json.dumps(xcom, default=str))
     for path in (tmp_path / "staging").rglob("*"):
         texts.append(str(path))
@@ -80,7 +84,7 @@ def test_password_and_extras_never_leak(mariadb, monkeypatch, tmp_path, caplog, 
     ]
     for failing, kwargs in failures:
         with pytest.raises(Exception) as info:
-            BinlogHook(failing).dump(staging_dir=tmp_path / "staging-fail", **kwargs)
+            BinlogHook(failing).dump(staging=tmp_path / "staging-fail", **kwargs)
         texts += [str(info.value), repr(info.value), str(info.value.__cause__ or ""),
                   str(info.value.__context__ or "")]
         if not kwargs:
@@ -162,7 +166,7 @@ def test_dump_over_tls_to_a_server_that_requires_it(tls_server, tmp_path, monkey
     from airflow_provider_binlog.hooks.binlog import BinlogHook
     conn_mod.create_user(server)
     conn_id = conn_mod.set_connection(monkeypatch, server, extra={"ssl_ca": str(server.ca)})
-    out = BinlogHook(conn_id).dump(staging_dir=tmp_path / "hook", start=start, tables=["rel_tls.*"])
+    out = BinlogHook(conn_id).dump(staging=tmp_path / "hook", start=start, tables=["rel_tls.*"])
     assert out["rows"] == result.rows
     record_trials("TLS with require_secure_transport=ON (verified CA, refused plain and unknown CA)")
 

@@ -9,6 +9,7 @@ pytest.importorskip("airflow")
 
 from airflow_provider_binlog.utils import settings  # noqa: E402
 from airflow_provider_binlog.provider_info import get_provider_info  # noqa: E402
+from airflow_provider_binlog.operators.settings import LakeSettings
 
 
 def test_the_provider_info_declares_every_option_with_its_default():
@@ -61,7 +62,13 @@ def test_the_factorys_sensor_follows_default_deferrable_unless_told(monkeypatch,
 
     monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", default)
     kwargs = {} if given is None else {"deferrable": given}
-    dags = make_cdc_dags("shop", binlog_conn_id="shop_db", tables=["shop.*"], staging_dir=str(tmp_path / "s"),
-                         warehouse=str(tmp_path / "w"), namespace="shop_cdc", **kwargs)
+    dags = make_cdc_dags(
+        "shop",
+        binlog_conn_id="shop_db",
+        tables=["shop.*"],
+        staging=str(tmp_path / "s"),
+        lake=LakeSettings(warehouse=str(tmp_path / "w"), namespace="shop_cdc"),
+        **kwargs,
+    )
     incremental = next(d for d in dags if not d.dag_id.startswith("binlog_backfill"))
     assert incremental.get_task("wait_for_changes").deferrable is expected

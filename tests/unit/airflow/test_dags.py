@@ -18,19 +18,26 @@ from airflow_provider_binlog.dags import BackfillParamsError, make_cdc_dags, pla
 from airflow_provider_binlog.operators.merge import (BinlogMergeOperator, asset_extra,  # noqa: E402
                                                      summarize)
 from airflow_provider_binlog.sensors.position import BinlogPositionSensor, BinlogPurgedFailure  # noqa: E402
+from airflow_provider_binlog.operators.settings import (BatchLimits, LakeSettings, MergeSettings,  # noqa: E402
+                                                         WaitSettings)
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def lake(**kwargs):
+    return LakeSettings(**{"namespace": "shop_cdc", "warehouse": "/warehouse", **kwargs})
+
+
 def make(**kwargs):
-    args = dict(binlog_conn_id="src_conn", tables=["shop.customers", "shop.orders"], staging_dir="/staging",
-                namespace="shop_cdc", warehouse="/warehouse")
+    args = dict(binlog_conn_id="src_conn", tables=["shop.customers", "shop.orders"], staging="/staging",
+                lake=lake())
     args.update(kwargs)
     return make_cdc_dags("shop", **args)
 
 
 def test_incremental_dag_waits_dumps_and_merges():
-    incremental, _ = make(maintenance=True, max_rows=5000, poke_interval=30, sensor_timeout=300)
+    incremental, _ = make(merge=MergeSettings(maintenance=True), limits=BatchLimits(max_rows=5000),
+                           wait=WaitSettings(poke_interval=30, timeout=300))
     assert incremental.dag_id == "binlog_cdc__shop"
     assert incremental.max_active_runs == 1 and incremental.catchup is False
     assert {t.task_id: sorted(t.upstream_task_ids) for t in incremental.tasks} == {
@@ -39,16 +46,16 @@ def test_incremental_dag_waits_dumps_and_merges():
     assert isinstance(wait, BinlogPositionSensor)
     assert (wait.checkpoint_key, wait.poke_interval, wait.timeout, wait.mode, wait.skip_on_timeout) == \
         ("shop", 30, 300, "reschedule", True)
-    assert (dump.checkpoint_key, dump.max_rows, dump.tables) == ("shop", 5000, ["shop.customers", "shop.orders"])
+    assert (dump.checkpoint_key, dump.limits.max_rows, dump.tables) == ("shop", 5000, ["shop.customers", "shop.orders"])
     assert isinstance(merge, BinlogMergeOperator)
-    assert (merge.checkpoint_key, merge.binlog_conn_id, merge.maintenance, merge.warehouse) == \
+    assert (merge.checkpoint_key, merge.binlog_conn_id, merge.merge.maintenance, merge.lake.warehouse) == \
         ("shop", "src_conn", True, "/warehouse")
     assert [a.uri for a in merge.outlets] == ["iceberg://lake/shop_cdc/shop__customers",
                                               "iceberg://lake/shop_cdc/shop__orders"]
 
 
 def test_wildcard_tables_give_one_asset_for_the_source():
-    incremental, backfill = make(tables=["shop.*"], exclude=["shop.tmp_*"], catalog="cat")
+    incremental, backfill = make(tables=["shop.*"], exclude=["shop.tmp_*"], lake=lake(catalog="cat"))
     for dag in (incremental, backfill):
         asset, alias = dag.get_task("merge").outlets
         assert isinstance(asset, Asset) and asset.uri.rstrip("/") == "binlog://shop"
@@ -85,7 +92,7 @@ def test_backfill_dag_branches_to_snapshot_or_dump():
 
 def test_factory_checks_its_arguments():
     with pytest.raises(ValueError, match="source_id"):
-        make_cdc_dags("bad id", binlog_conn_id="c", tables=["a.b"], staging_dir="/s", namespace="n")
+        make_cdc_dags("bad id", binlog_conn_id="c", tables=["a.b"], staging="/s", lake=LakeSettings(namespace="n"))
     with pytest.raises(ValueError, match="schema.table"):
         make(tables=["customers"])
     with pytest.raises(ValueError, match="at least one"):
@@ -160,7 +167,7 @@ def test_asset_extra_per_table_and_per_source():
 
 def test_merge_sets_the_extra_of_its_asset_outlets():
     assets = [Asset("iceberg://lake/shop_cdc/shop__orders"), Asset("binlog://shop")]
-    op = BinlogMergeOperator(task_id="merge", manifests="/m", namespace="shop_cdc", outlets=assets)
+    op = BinlogMergeOperator(task_id="merge", manifests="/m", lake=LakeSettings(namespace="shop_cdc"), outlets=assets)
 
     class Accessor:
         extra = None
@@ -219,13 +226,24 @@ def test_summary_counts_nothing_for_an_already_applied_batch(monkeypatch):
 def test_merge_takes_the_checkpoint_store_from_the_connection(monkeypatch, tmp_path):
     from tests.airflow_conn import set_connection
     conn_id = set_connection(monkeypatch, host="h", extra={"checkpoint_store_uri": str(tmp_path / "cp")})
-    op = BinlogMergeOperator(task_id="m", manifests="/m", namespace="n", binlog_conn_id=conn_id)
+    op = BinlogMergeOperator(task_id="m", manifests="/m", binlog_conn_id=conn_id, lake=LakeSettings(namespace="n"))
     assert op._checkpoint_store() == (str(tmp_path / "cp"), conn_id)
-    op = BinlogMergeOperator(task_id="m", manifests="/m", namespace="n", binlog_conn_id=conn_id,
-                             checkpoint_key="shop", checkpoint_store_uri="/other")
+    op = BinlogMergeOperator(
+        task_id="m",
+        manifests="/m",
+        binlog_conn_id=conn_id,
+        lake=LakeSettings(namespace="n"),
+        checkpoint_key="shop",
+        checkpoint_store_uri="/other",
+    )
     assert op._checkpoint_store() == ("/other", "shop")
-    op = BinlogMergeOperator(task_id="m", manifests="/m", namespace="n", binlog_conn_id=conn_id,
-                             advance_checkpoint=False)
+    op = BinlogMergeOperator(
+        task_id="m",
+        manifests="/m",
+        binlog_conn_id=conn_id,
+        lake=LakeSettings(namespace="n"),
+        advance_checkpoint=False,
+    )
     assert op._checkpoint_store() == (None, None)
 
 
@@ -262,8 +280,8 @@ def test_example_dag_file_defines_both_dags(monkeypatch, tmp_path):
     assert defaults["binlog_cdc"].dag_id == "binlog_cdc__shop"
     assert defaults["binlog_backfill"].dag_id == "binlog_backfill__shop"
     merge = defaults["binlog_cdc"].get_task("merge")
-    assert merge.binlog_conn_id == "mysql_binlog_default" and merge.namespace == "shop_cdc"
-    assert merge.warehouse.endswith(os.path.join("binlog", "warehouse"))
+    assert merge.binlog_conn_id == "mysql_binlog_default" and merge.lake.namespace == "shop_cdc"
+    assert merge.lake.warehouse.endswith(os.path.join("binlog", "warehouse"))
     monkeypatch.setenv("BINLOG_SOURCE_ID", "crm")
     monkeypatch.setenv("BINLOG_CONN_ID", "crm_db")
     monkeypatch.setenv("BINLOG_TABLES", "crm.accounts, crm.contacts")
@@ -274,11 +292,11 @@ def test_example_dag_file_defines_both_dags(monkeypatch, tmp_path):
     incremental = configured["binlog_cdc"]
     assert incremental.dag_id == "binlog_cdc__crm"
     dump = incremental.get_task("dump")
-    assert (dump.binlog_conn_id, dump.tables, dump.staging_dir) == \
+    assert (dump.binlog_conn_id, dump.tables, dump.staging.location) == \
         ("crm_db", ["crm.accounts", "crm.contacts"], str(tmp_path / "s"))
     merge = incremental.get_task("merge")
-    assert merge.warehouse is None and merge.catalog_conn_id == "lakehouse"
-    assert merge.jars == ["/opt/a.jar", "/opt/b.jar"]
+    assert merge.lake.warehouse is None and merge.lake.catalog_conn_id == "lakehouse"
+    assert merge.spark.jars == ["/opt/a.jar", "/opt/b.jar"]
     assert [a.uri for a in incremental.get_task("merge").outlets] == [
         "iceberg://lake/crm_cdc/crm__accounts", "iceberg://lake/crm_cdc/crm__contacts"]
 
@@ -289,14 +307,16 @@ def test_data_contract_and_masking_reach_the_merge_the_dumps_and_the_snapshot():
 
     contract = {"default": {"soft_delete": True}, "tables": {"shop.orders": {"change_log": True}}}
     rules = {"hash": ["shop.customers.email"]}
-    incremental, backfill = make(data_contract=contract, masking=rules, masking_secret_conn_id="mask_key")
+    incremental, backfill = make(lake=lake(data_contract=contract), masking=rules,
+                                 masking_secret_conn_id="mask_key")
     for dag in (incremental, backfill):
-        assert dag.get_task("merge").data_contract["tables"]["shop.orders"] == {"change_log": {"suffix": "__changes"}}
+        contract_json = dag.get_task("merge").lake.data_contract
+        assert contract_json["tables"]["shop.orders"] == {"change_log": {"suffix": "__changes"}}
         assert dag.get_task("dump").masking == rules and dag.get_task("dump").masking_secret_conn_id == "mask_key"
     assert backfill.get_task("snapshot").masking == rules
     # bad options fail when the DAG file is parsed, with what to change
     with pytest.raises(ContractError, match="unknown key\\(s\\) soft_deletes"):
-        make(data_contract={"default": {"soft_deletes": True}})
+        lake(data_contract={"default": {"soft_deletes": True}})
     with pytest.raises(MaskingError, match="hash rules need a secret key; give masking_secret_conn_id"):
         make(masking=rules)
 
@@ -317,12 +337,12 @@ def test_the_masking_key_is_read_from_its_connection_at_run_time(monkeypatch):
 
 
 def test_merge_direct_max_bytes_and_parallel_tables_reach_both_merges():
-    incremental, backfill = make(merge_direct_max_bytes=0, parallel_tables=3)
+    incremental, backfill = make(merge=MergeSettings(direct_max_bytes=0, parallel_tables=3))
     for dag in (incremental, backfill):
         merge = dag.get_task("merge")
-        assert (merge.direct_max_bytes, merge.parallel_tables) == (0, 3)
+        assert (merge.merge.direct_max_bytes, merge.merge.parallel_tables) == (0, 3)
     default, _ = make()
-    assert default.get_task("merge").direct_max_bytes is None  # the job's default (32 MiB)
+    assert default.get_task("merge").merge.direct_max_bytes is None  # the job's default (32 MiB)
 
 
 def test_event_driven_schedule_watches_the_binlog_and_the_sensor_takes_what_is_there():
@@ -332,7 +352,7 @@ def test_event_driven_schedule_watches_the_binlog_and_the_sensor_takes_what_is_t
     from airflow_provider_binlog.triggers.new_data import BinlogNewDataTrigger
 
     incremental, backfill = make(tables=["shop.*"], schedule=OnNewBinlogData(poke_interval=2, min_interval=15),
-                                 min_bytes=4096, max_threshold_wait=120, checkpoint_key="shop_key")
+                                 wait=WaitSettings(min_bytes=4096, max_threshold_wait=120), checkpoint_key="shop_key")
     (watched,) = incremental.timetable.asset_condition.objects
     assert watched.uri == "binlog://shop/changes" and watched.name == "binlog_changes__shop"
     (watcher,) = watched.watchers
@@ -346,7 +366,7 @@ def test_event_driven_schedule_watches_the_binlog_and_the_sensor_takes_what_is_t
     wait = incremental.get_task("wait_for_changes")
     assert (wait.min_bytes, wait.min_transactions, wait.max_threshold_wait) == (None, None, None)
     assert (wait.poke_interval, wait.timeout) == (2, 60)
-    strict, _ = make(schedule=OnNewBinlogData(), skip_when_idle=False)
+    strict, _ = make(schedule=OnNewBinlogData(), wait=WaitSettings(skip_when_idle=False))
     assert strict.get_task("wait_for_changes").skip_on_timeout is True
     # the merge's own asset is another one: its events do not start the DAG again
     assert [getattr(a, "uri", "").rstrip("/") for a in incremental.get_task("merge").outlets] == ["binlog://shop", ""]

@@ -7,12 +7,18 @@ import pytest
 pytest.importorskip("airflow.providers.openlineage")
 
 from airflow_provider_binlog.operators.merge import BinlogMergeOperator  # noqa: E402
+from airflow_provider_binlog.operators.settings import LakeSettings
 
 COMPAT = "airflow.providers.common.compat.openlineage.utils.spark"
 
 
 def merge(**kwargs):
-    return BinlogMergeOperator(task_id="merge", manifests=["/s/m.json"], namespace="ns", warehouse="/w", **kwargs)
+    return BinlogMergeOperator(
+        task_id="merge",
+        manifests=["/s/m.json"],
+        lake=LakeSettings(namespace="ns", warehouse="/w"),
+        **kwargs,
+    )
 
 
 def test_the_injection_follows_the_openlineage_config_unless_given(monkeypatch):

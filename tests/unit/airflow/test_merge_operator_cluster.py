@@ -22,6 +22,7 @@ from airflow_provider_binlog.spark.runtime import ICEBERG_PACKAGE  # noqa: E402
 from airflow_provider_binlog.staging import StagingWriter  # noqa: E402
 from airflow_provider_binlog.staging.manifest import load_manifest  # noqa: E402
 from airflow_provider_binlog.staging.storage import write_bytes  # noqa: E402
+from airflow_provider_binlog.operators.settings import LakeSettings, MergeSettings, SparkSettings
 
 CLUSTER_CONF = {
     "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -79,11 +80,15 @@ def _options(command) -> dict:
 
 def test_cluster_configuration_submits_packages_conf_and_env_vars_and_no_warehouse(submitted, manifest, tmp_path):
     op = BinlogMergeOperator(
-        task_id="merge", manifests={"manifest": manifest}, catalog="lake", namespace="shop_cdc",
-        conn_id="spark_cluster", packages=ICEBERG_PACKAGE, conf=CLUSTER_CONF,
-        checkpoint_store_uri="/data/checkpoints", checkpoint_key="shop_db",
-        env_vars={"PYSPARK_PYTHON": "/opt/python3.11/bin/python", "JAVA_HOME": "/opt/java17",
-                  "AWS_REGION": "eu-west-1"})
+        task_id="merge",
+        manifests={"manifest": manifest},
+        lake=LakeSettings(catalog="lake", namespace="shop_cdc"),
+        spark=SparkSettings(conn_id="spark_cluster", packages=ICEBERG_PACKAGE, conf=CLUSTER_CONF,
+                            env_vars={"PYSPARK_PYTHON": "/opt/python3.11/bin/python", "JAVA_HOME": "/opt/java17",
+                                      "AWS_REGION": "eu-west-1"}),
+        checkpoint_store_uri="/data/checkpoints",
+        checkpoint_key="shop_db",
+    )
     summary = op.execute(context={})
     assert summary["batches"] == [("mariadb-bin.000001.4-mariadb-bin.000001.400", "applied")]
     (call,) = submitted
@@ -109,8 +114,13 @@ def test_cluster_configuration_submits_packages_conf_and_env_vars_and_no_warehou
 
 def test_cluster_configuration_with_jars_instead_of_packages(submitted, manifest):
     jars = ["/opt/iceberg/iceberg-spark-runtime.jar", "/opt/iceberg/iceberg-aws-bundle.jar"]
-    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
-                             jars=jars, conf=CLUSTER_CONF, advance_checkpoint=False)
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc"),
+        spark=SparkSettings(conn_id="spark_cluster", jars=jars, conf=CLUSTER_CONF),
+        advance_checkpoint=False,
+    )
     op.execute(context={})
     (call,) = submitted
     command = call["command"]
@@ -126,8 +136,13 @@ def test_cluster_configuration_with_jars_instead_of_packages(submitted, manifest
 
 def test_the_class_archive_is_off_when_the_config_says_so(submitted, manifest, monkeypatch):
     monkeypatch.setenv("AIRFLOW__BINLOG__SPARK_CLASS_ARCHIVE", "False")
-    BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
-                        jars=["/opt/iceberg.jar"], conf=CLUSTER_CONF, advance_checkpoint=False).execute(context={})
+    BinlogMergeOperator(
+        task_id="merge",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc"),
+        spark=SparkSettings(conn_id="spark_cluster", jars=["/opt/iceberg.jar"], conf=CLUSTER_CONF),
+        advance_checkpoint=False,
+    ).execute(context={})
     assert _conf_args(submitted[0]["command"]) == CLUSTER_CONF
 
 
@@ -137,29 +152,49 @@ def test_a_driver_in_cluster_deploy_mode_gets_no_class_archive_even_with_a_local
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({
         "conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}))
-    BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_yarn",
-                        catalog_settings={"type": "rest", "uri": "http://iceberg-rest:8181"}, jars=[],
-                        env_vars={"JAVA_HOME": find_java17_home()}, advance_checkpoint=False).execute(context={})
+    BinlogMergeOperator(
+        task_id="merge",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc", catalog_settings={"type": "rest", "uri": "http://iceberg-rest:8181"}),
+        spark=SparkSettings(conn_id="spark_yarn", jars=[], env_vars={"JAVA_HOME": find_java17_home()}),
+        advance_checkpoint=False,
+    ).execute(context={})
     assert "spark.driver.extraJavaOptions" not in _conf_args(submitted[0]["command"])
 
 
 def test_parallel_tables_reaches_the_job_and_a_bad_value_is_refused(submitted, manifest):
-    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
-                             conf=CLUSTER_CONF, advance_checkpoint=False, parallel_tables=3)
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc"),
+        spark=SparkSettings(conn_id="spark_cluster", conf=CLUSTER_CONF),
+        merge=MergeSettings(parallel_tables=3),
+        advance_checkpoint=False,
+    )
     op.execute(context={})
     assert _options(submitted[0]["command"])["parallel_tables"] == 3
     for bad in (0, -1, 2.5, "4"):
         with pytest.raises(ValueError, match="parallel_tables must be a whole number of at least 1"):
-            BinlogMergeOperator(task_id=f"bad{bad}", manifests=manifest, namespace="shop_cdc", parallel_tables=bad)
+            BinlogMergeOperator(
+                task_id=f"bad{bad}",
+                manifests=manifest,
+                lake=LakeSettings(namespace="shop_cdc"),
+                merge=MergeSettings(parallel_tables=bad),
+            )
 
 
 def test_embedded_configuration_puts_the_catalog_and_jars_in_the_conf(submitted, manifest, tmp_path):
     from airflow_provider_binlog.spark.runtime import iceberg_runtime_jars
 
     warehouse = str(tmp_path / "warehouse")
-    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
-                             warehouse=warehouse, packages=ICEBERG_PACKAGE, checkpoint_store_uri="/c",
-                             checkpoint_key="k", conf={"spark.executor.memory": "2g"})
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc", warehouse=warehouse),
+        spark=SparkSettings(conn_id="spark_cluster", packages=ICEBERG_PACKAGE, conf={"spark.executor.memory": "2g"}),
+        checkpoint_store_uri="/c",
+        checkpoint_key="k",
+    )
     op.execute(context={})
     (call,) = submitted
     command = call["command"]
@@ -172,8 +207,13 @@ def test_embedded_configuration_puts_the_catalog_and_jars_in_the_conf(submitted,
     assert _options(command)["warehouse"] == warehouse
     assert call["env"]["SPARK_LOCAL_IP"] == "127.0.0.1"  # the embedded Spark listens on loopback
     assert _options(command)["parallel_tables"] == DEFAULT_PARALLEL_TABLES  # the job's default
-    op = BinlogMergeOperator(task_id="merge2", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
-                             warehouse=warehouse, advance_checkpoint=False)
+    op = BinlogMergeOperator(
+        task_id="merge2",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc", warehouse=warehouse),
+        spark=SparkSettings(conn_id="spark_cluster"),
+        advance_checkpoint=False,
+    )
     op.execute(context={})
     assert _conf_args(submitted[1]["command"])["spark.jars"] == ",".join(iceberg_runtime_jars())
 
@@ -186,8 +226,13 @@ def test_a_jdbc_catalog_connection_gives_the_catalog_and_its_driver_and_keeps_th
         "conn_type": "iceberg_catalog", "host": "pg.internal", "port": 5433, "schema": "iceberg",
         "login": "cat", "password": "pg-secret",
         "extra": {"type": "jdbc", "warehouse": "/data/wh", "jars": "/opt/postgresql.jar"}}))
-    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
-                             catalog_conn_id="lakehouse", jars=["/opt/iceberg.jar"], advance_checkpoint=False)
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc", catalog_conn_id="lakehouse"),
+        spark=SparkSettings(conn_id="spark_cluster", jars=["/opt/iceberg.jar"]),
+        advance_checkpoint=False,
+    )
     op.execute(context={})
     (call,) = submitted
     command, env = call["command"], call["env"]
@@ -205,22 +250,37 @@ def test_catalog_settings_are_checked_when_the_dag_is_made_and_one_catalog_only_
     from airflow_provider_binlog.spark.catalogs import CatalogConfigError
 
     with pytest.raises(CatalogConfigError, match="needs a warehouse"):
-        BinlogMergeOperator(task_id="m1", manifests=manifest, namespace="n",
-                            catalog_settings={"type": "jdbc", "uri": "jdbc:postgresql://h/db"})
-    with pytest.raises(ValueError, match="give one Iceberg catalog, not warehouse and catalog_conn_id"):
-        BinlogMergeOperator(task_id="m2", manifests=manifest, namespace="n", warehouse="/w",
-                            catalog_conn_id="lakehouse")
-    with pytest.raises(ValueError, match="deploy_mode is client or cluster"):
-        BinlogMergeOperator(task_id="m3", manifests=manifest, namespace="n", deploy_mode="local")
+        BinlogMergeOperator(
+            task_id="m1",
+            manifests=manifest,
+            lake=LakeSettings(namespace="n", catalog_settings={"type": "jdbc", "uri": "jdbc:postgresql://h/db"}),
+        )
+    with pytest.raises(ValueError, match="takes one Iceberg catalog, not warehouse and catalog_conn_id"):
+        BinlogMergeOperator(
+            task_id="m2",
+            manifests=manifest,
+            lake=LakeSettings(namespace="n", warehouse="/w", catalog_conn_id="lakehouse"),
+        )
+    with pytest.raises(ValueError, match="deploy_mode is 'client' or 'cluster'"):
+        BinlogMergeOperator(
+            task_id="m3",
+            manifests=manifest,
+            lake=LakeSettings(namespace="n"),
+            spark=SparkSettings(deploy_mode="local"),
+        )
 
 
 def test_cluster_deploy_mode_forces_no_local_interpreter_and_reads_the_result_from_the_staging_path(
         submitted, manifest, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({
         "conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}))
-    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_yarn",
-                             catalog_settings={"type": "rest", "uri": "http://iceberg-rest:8181"}, jars=[],
-                             advance_checkpoint=False)
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc", catalog_settings={"type": "rest", "uri": "http://iceberg-rest:8181"}),
+        spark=SparkSettings(conn_id="spark_yarn", jars=[]),
+        advance_checkpoint=False,
+    )
     summary = op.execute(context={})
     assert summary["batches"] == [("mariadb-bin.000001.4-mariadb-bin.000001.400", "applied")]
     (call,) = submitted
@@ -240,10 +300,15 @@ def test_table_layout_properties_and_maintenance_reach_the_job_and_bad_ones_are_
     from airflow_provider_binlog.merge.layout import LayoutError
 
     layout = {"tables": {"shop.orders": {"partition_by": ["days(at)"]}}}
-    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
-                             conf=CLUSTER_CONF, advance_checkpoint=False, table_layout=layout,
-                             table_properties={"write.format.default": "orc"}, maintenance=True,
-                             maintenance_every=dt.timedelta(hours=12), expire_older_than_days=3, retain_last=5)
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc", table_layout=layout, table_properties={"write.format.default": "orc"}),
+        spark=SparkSettings(conn_id="spark_cluster", conf=CLUSTER_CONF),
+        merge=MergeSettings(maintenance=True, maintenance_every=dt.timedelta(hours=12), expire_older_than_days=3,
+                            retain_last=5),
+        advance_checkpoint=False,
+    )
     op.execute(context={})
     command = submitted[0]["command"]
     options = _options(command)
@@ -252,10 +317,18 @@ def test_table_layout_properties_and_maintenance_reach_the_job_and_bad_ones_are_
     assert (options["maintenance"], options["maintenance_every_hours"], options["expire_older_than_days"],
             options["retain_last"]) == (True, 12, 3, 5)
     with pytest.raises(LayoutError, match="partition field"):
-        BinlogMergeOperator(task_id="bad1", manifests=manifest, namespace="n",
-                            table_layout={"default": {"partition_by": ["weeks(at)"]}})
+        BinlogMergeOperator(
+            task_id="bad1",
+            manifests=manifest,
+            lake=LakeSettings(namespace="n", table_layout={"default": {"partition_by": ["weeks(at)"]}}),
+        )
     with pytest.raises(ValueError, match="retain_last must be"):
-        BinlogMergeOperator(task_id="bad2", manifests=manifest, namespace="n", retain_last=0)
+        BinlogMergeOperator(
+            task_id="bad2",
+            manifests=manifest,
+            lake=LakeSettings(namespace="n"),
+            merge=MergeSettings(retain_last=0),
+        )
 
 
 def test_secrets_are_refused_for_a_driver_whose_environment_goes_on_the_command_line(submitted, manifest,
@@ -264,14 +337,24 @@ def test_secrets_are_refused_for_a_driver_whose_environment_goes_on_the_command_
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn"}))
     settings = {"type": "rest", "uri": "https://cat", "properties": {"token": "t0ken-value"}}
-    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="n", conn_id="spark_yarn",
-                             catalog_settings=settings, jars=[], advance_checkpoint=False)
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=manifest,
+        lake=LakeSettings(namespace="n", catalog_settings=settings),
+        spark=SparkSettings(conn_id="spark_yarn", jars=[]),
+        advance_checkpoint=False,
+    )
     with pytest.raises(AirflowException, match="secretKeyRef.BINLOG_SPARK_SECRET_CONF") as err:
         op.execute(context={})
     assert "t0ken-value" not in str(err.value) and submitted == []
     # the standalone master runs no Python application in cluster mode
-    standalone = BinlogMergeOperator(task_id="m2", manifests=manifest, namespace="n", conn_id="spark_cluster",
-                                     conf=CLUSTER_CONF, deploy_mode="cluster", advance_checkpoint=False)
+    standalone = BinlogMergeOperator(
+        task_id="m2",
+        manifests=manifest,
+        lake=LakeSettings(namespace="n"),
+        spark=SparkSettings(conn_id="spark_cluster", conf=CLUSTER_CONF, deploy_mode="cluster"),
+        advance_checkpoint=False,
+    )
     with pytest.raises(AirflowException, match="standalone master .* client mode"):
         standalone.execute(context={})
 
@@ -287,17 +370,33 @@ def test_the_submitted_entry_point_sits_alone_in_the_package_so_nothing_shadows_
 
 
 def test_direct_max_bytes_reaches_the_job_and_a_bad_value_is_refused(submitted, manifest):
-    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
-                             conf=CLUSTER_CONF, advance_checkpoint=False, direct_max_bytes=0)
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc"),
+        spark=SparkSettings(conn_id="spark_cluster", conf=CLUSTER_CONF),
+        merge=MergeSettings(direct_max_bytes=0),
+        advance_checkpoint=False,
+    )
     op.execute(context={})
     assert _options(submitted[0]["command"])["direct_max_bytes"] == 0
-    default = BinlogMergeOperator(task_id="merge2", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
-                                  conf=CLUSTER_CONF, advance_checkpoint=False)
+    default = BinlogMergeOperator(
+        task_id="merge2",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc"),
+        spark=SparkSettings(conn_id="spark_cluster", conf=CLUSTER_CONF),
+        advance_checkpoint=False,
+    )
     default.execute(context={})
     assert _options(submitted[1]["command"])["direct_max_bytes"] == DEFAULT_DIRECT_MAX_BYTES  # the job's default
     for bad in (-1, 2.5, "4", True):
         with pytest.raises(ValueError, match="direct_max_bytes must be a whole number of bytes"):
-            BinlogMergeOperator(task_id=f"bad{bad}", manifests=manifest, namespace="shop_cdc", direct_max_bytes=bad)
+            BinlogMergeOperator(
+                task_id=f"bad{bad}",
+                manifests=manifest,
+                lake=LakeSettings(namespace="shop_cdc"),
+                merge=MergeSettings(direct_max_bytes=bad),
+            )
 
 
 def test_the_merge_metrics_are_named_by_the_checkpoint_key_even_with_table_properties(submitted, manifest, monkeypatch):
@@ -307,10 +406,16 @@ def test_the_merge_metrics_are_named_by_the_checkpoint_key_even_with_table_prope
 
     recorded = []
     monkeypatch.setattr(metrics, "record_merge", lambda name, summary, seconds: recorded.append(name))
-    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
-                             conf=CLUSTER_CONF, checkpoint_store_uri="/data/checkpoints", checkpoint_key="shop_db",
-                             table_properties={"write.target-file-size-bytes": "1000", "owner": "data-team"},
-                             direct_deletes="equality")
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc",
+                          table_properties={"write.target-file-size-bytes": "1000", "owner": "data-team"}),
+        spark=SparkSettings(conn_id="spark_cluster", conf=CLUSTER_CONF),
+        merge=MergeSettings(direct_deletes="equality"),
+        checkpoint_store_uri="/data/checkpoints",
+        checkpoint_key="shop_db",
+    )
     op.execute(context={})
     assert recorded == ["shop_db"]
     command = submitted[0]["command"]
@@ -320,7 +425,12 @@ def test_the_merge_metrics_are_named_by_the_checkpoint_key_even_with_table_prope
 
 def test_a_way_of_deleting_the_merge_does_not_know_is_refused_when_the_dag_is_parsed():
     with pytest.raises(ValueError, match="direct_deletes must be one of position, equality"):
-        BinlogMergeOperator(task_id="merge", manifests="/m", namespace="ns", direct_deletes="copy-on-write")
+        BinlogMergeOperator(
+            task_id="merge",
+            manifests="/m",
+            lake=LakeSettings(namespace="ns"),
+            merge=MergeSettings(direct_deletes="copy-on-write"),
+        )
 
 
 @pytest.mark.parametrize("conn", [
@@ -340,7 +450,12 @@ def test_the_master_and_deploy_mode_are_read_from_the_connection_as_the_spark_pr
         monkeypatch.delenv("AIRFLOW_CONN_SPARK_TARGET", raising=False)
     else:
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_TARGET", json.dumps(conn))
-    op = BinlogMergeOperator(task_id="merge", manifests="/m", namespace="n", conn_id="spark_target", conf={})
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests="/m",
+        lake=LakeSettings(namespace="n"),
+        spark=SparkSettings(conn_id="spark_target", conf={}),
+    )
     expected = SparkSubmitHook(conn_id="spark_target")._resolve_connection()
     assert op._submit_target() == (expected["master"], expected["deploy_mode"] or "client")
 
@@ -348,13 +463,18 @@ def test_the_master_and_deploy_mode_are_read_from_the_connection_as_the_spark_pr
 def test_a_kubernetes_master_keeps_its_url_and_port(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_K8S", json.dumps(
         {"conn_type": "spark", "host": "k8s://https://kube.internal", "port": 443}))
-    op = BinlogMergeOperator(task_id="merge", manifests="/m", namespace="n", conn_id="spark_k8s", conf={})
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests="/m",
+        lake=LakeSettings(namespace="n"),
+        spark=SparkSettings(conn_id="spark_k8s", conf={}),
+    )
     assert op._submit_target() == ("k8s://https://kube.internal:443", "client")
 
 
 def test_the_spark_submit_settings_are_templated_as_the_spark_operators_are():
-    fields = set(BinlogMergeOperator.template_fields)
-    assert {"env_vars", "packages", "jars", "application", "conf"} <= fields
+    assert {"lake", "spark", "staging"} <= set(BinlogMergeOperator.template_fields)
+    assert {"env_vars", "packages", "jars", "application", "conf"} <= set(SparkSettings.template_fields)
 
 
 def test_batches_applied_without_spark_are_reported_where_the_spark_run_found_them_applied():

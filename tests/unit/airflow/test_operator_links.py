@@ -18,6 +18,7 @@ from airflow_provider_binlog.operators.links import (
 )
 from airflow_provider_binlog.staging.storage import write_bytes
 from tests.unit.airflow.test_merge_operator_cluster import CLUSTER_CONF, manifest  # noqa: F401
+from airflow_provider_binlog.operators.settings import LakeSettings, SparkSettings
 
 
 def test_the_view_link_lands_on_the_sources_section_under_the_api_base_url(monkeypatch):
@@ -41,9 +42,14 @@ def test_the_view_serves_the_anchor_the_link_names():
 
 def test_each_operator_links_to_its_source_by_checkpoint_key_else_connection(monkeypatch):
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://af:8080")
-    dump = BinlogDumpOperator(task_id="dump", binlog_conn_id="mariadb_shop", staging_dir="/s", checkpoint_key="shop")
-    snapshot = BinlogSnapshotOperator(task_id="snap", binlog_conn_id="mariadb_shop", staging_dir="/s")
-    merge = BinlogMergeOperator(task_id="merge", manifests="/m", namespace="ns", checkpoint_key="shop")
+    dump = BinlogDumpOperator(task_id="dump", binlog_conn_id="mariadb_shop", staging="/s", checkpoint_key="shop")
+    snapshot = BinlogSnapshotOperator(task_id="snap", binlog_conn_id="mariadb_shop", staging="/s")
+    merge = BinlogMergeOperator(
+        task_id="merge",
+        manifests="/m",
+        lake=LakeSettings(namespace="ns"),
+        checkpoint_key="shop",
+    )
     link = BinlogCdcViewLink()
     assert [link.get_link(op, ti_key=None) for op in (dump, snapshot, merge)] == [
         "http://af:8080/binlog-cdc/#checkpoint-shop", "http://af:8080/binlog-cdc/#checkpoint-mariadb_shop",
@@ -77,8 +83,13 @@ def test_a_merge_records_the_spark_application_its_job_reported(manifest, monkey
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({"conn_type": "spark", "host": "spark://master",
                                                                  "port": 7077}))
     monkeypatch.setenv("AIRFLOW__BINLOG__SPARK_HISTORY_URL", "http://history:18080")
-    op = BinlogMergeOperator(task_id="merge", manifests=manifest, namespace="shop_cdc", conn_id="spark_cluster",
-                             conf=CLUSTER_CONF, advance_checkpoint=False)
+    op = BinlogMergeOperator(
+        task_id="merge",
+        manifests=manifest,
+        lake=LakeSettings(namespace="shop_cdc"),
+        spark=SparkSettings(conn_id="spark_cluster", conf=CLUSTER_CONF),
+        advance_checkpoint=False,
+    )
     assert SparkApplicationLink().get_link(op, ti_key=None) == ""
     op.execute(context={})
     assert SparkApplicationLink().get_link(op, ti_key=None) == "http://history:18080/history/app-42/"

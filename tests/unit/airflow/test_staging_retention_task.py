@@ -11,15 +11,17 @@ import pytest
 pytest.importorskip("airflow")
 
 from airflow_provider_binlog.checkpoints import open_checkpoint_store  # noqa: E402
-from airflow_provider_binlog.dags import make_cdc_dags  # noqa: E402
+from airflow_provider_binlog.dags import LakeSettings, make_cdc_dags  # noqa: E402
 from airflow_provider_binlog.operators.retention import BinlogStagingRetentionOperator  # noqa: E402
+from airflow_provider_binlog.staging.ref import StagingRef  # noqa: E402
 from tests.airflow_conn import set_connection  # noqa: E402
 from tests.integration.test_staging_retention import at, three_batches  # noqa: E402
 
 
 def make(**kwargs):
-    return make_cdc_dags("shop", binlog_conn_id="src_conn", tables=["shop.orders"], staging_dir="/staging",
-                         namespace="shop_cdc", checkpoint_store_uri="/store", staging_conn_id="s3_conn", **kwargs)
+    return make_cdc_dags("shop", binlog_conn_id="src_conn", tables=["shop.orders"],
+                         staging=StagingRef("/staging", "s3_conn"), lake=LakeSettings(namespace="shop_cdc"),
+                         checkpoint_store_uri="/store", **kwargs)
 
 
 def test_the_incremental_dag_removes_merged_batches_after_its_merge_when_retention_is_on():
@@ -28,9 +30,8 @@ def test_the_incremental_dag_removes_merged_batches_after_its_merge_when_retenti
         "wait_for_changes": [], "dump": ["wait_for_changes"], "merge": ["dump"], "remove_merged_batches": ["merge"]}
     task = incremental.get_task("remove_merged_batches")
     assert isinstance(task, BinlogStagingRetentionOperator)
-    assert (task.staging_dir, task.checkpoint_keys, task.binlog_conn_id, task.checkpoint_store_uri,
-            task.min_age, task.staging_conn_id) == ("/staging", ["shop", "audit"], "src_conn", "/store",
-                                                    6 * 3600.0, "s3_conn")
+    assert (task.staging, task.checkpoint_keys, task.binlog_conn_id, task.checkpoint_store_uri,
+            task.min_age) == (StagingRef("/staging", "s3_conn"), ["shop", "audit"], "src_conn", "/store", 6 * 3600.0)
     assert "remove_merged_batches" not in backfill.task_ids
 
 
@@ -64,13 +65,13 @@ def test_the_operator_removes_what_every_consumer_merged_and_nothing_while_one_m
     conn_id = set_connection(monkeypatch, host="h", extra={"checkpoint_store_uri": str(store_dir)})
     store = open_checkpoint_store(str(store_dir))
     store.save("shop", at(204))
-    op = BinlogStagingRetentionOperator(task_id="r", staging_dir=str(staging), checkpoint_keys=["shop", "audit"],
+    op = BinlogStagingRetentionOperator(task_id="r", staging=str(staging), checkpoint_keys=["shop", "audit"],
                                         binlog_conn_id=conn_id, min_age=0)
     assert op.execute({}) == []  # "audit" has merged nothing yet
     store.save("audit", at(104))
     assert op.execute({}) == [first.dump_id]
     store.save("audit", at(304))
-    young = BinlogStagingRetentionOperator(task_id="r2", staging_dir=str(staging), checkpoint_keys=["shop", "audit"],
+    young = BinlogStagingRetentionOperator(task_id="r2", staging=str(staging), checkpoint_keys=["shop", "audit"],
                                            binlog_conn_id=conn_id)  # a day by default
     assert young.execute({}) == []
     _age(staging, 2 * 86400)

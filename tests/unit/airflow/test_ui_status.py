@@ -106,7 +106,7 @@ def test_a_factory_dag_source_from_what_its_tasks_rendered():
         _ti("binlog_cdc__shop", "merge", "BinlogMergeOperator", binlog_conn_id="shop_db", checkpoint_key="shop",
             checkpoint_store_uri="s3://bucket/state", manifests="{{ ti.xcom_pull('dump') }}"),
         _ti("binlog_cdc__shop", "dump", "BinlogDumpOperator", binlog_conn_id="shop_db", checkpoint_key="shop",
-            staging_dir="/data/staging/shop", checkpoint_store_uri="None"),
+            staging={"location": "/data/staging/shop", "conn_id": None}, checkpoint_store_uri="None"),
         _ti("binlog_cdc__shop", "dump", "BinlogDumpOperator", binlog_conn_id="old_db", staging_dir="/old"),
     ]
     facts = rendered_facts(tis)

@@ -1,6 +1,6 @@
-"""Every argument the README and docs/ name exists: in inline calls (`BinlogMergeOperator(maintenance=True)`)
-and where the prose ties an argument to its owner (`spark_jars` of the factory, the merge
-operator's `packages`, `direct_deletes="equality"` on `BinlogMergeOperator`)."""
+"""Every argument the README and docs/ name exists: in inline calls (`MergeSettings(maintenance=True)`)
+and where the prose ties an argument to its owner (`jars` of `SparkSettings`, the factory's
+`staging`, `direct_deletes="equality"` on `MergeSettings`)."""
 from __future__ import annotations
 
 import ast
@@ -77,10 +77,10 @@ def test_every_argument_the_page_names_exists(page):
 
 def test_the_check_reads_the_arguments_the_prose_and_the_inline_calls_name():
     named = {(name(page), owner, argument) for page in manual() for _, owner, argument in named_arguments(page)}
-    assert {("docs/configuration.md", "make_cdc_dags", "spark_jars"),
-            ("docs/merge.md", "BinlogMergeOperator", "direct_deletes"),
-            ("docs/merge.md", "make_cdc_dags", "merge_direct_max_bytes"),
-            ("docs/snapshots.md", "make_cdc_dags", "snapshot_read_connections")} <= named
+    assert {("docs/configuration.md", "SparkSettings", "jars"),
+            ("docs/merge.md", "MergeSettings", "direct_deletes"),
+            ("docs/merge.md", "MergeSettings", "direct_max_bytes"),
+            ("docs/snapshots.md", "SnapshotSettings", "read_connections")} <= named
     inline = {(name(page), ast.unparse(tree)) for page in manual() for _, tree in inline_calls(page)}
     assert ("docs/airflow.md", "BinlogPositionSensor(skip_on_timeout=True)") in inline
-    assert ("docs/merge.md", "make_cdc_dags(table_layout=...)") in inline
+    assert ("docs/merge.md", "MergeSettings(maintenance=True)") in inline

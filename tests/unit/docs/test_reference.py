@@ -24,7 +24,8 @@ def test_the_reference_page_is_the_one_the_code_generates():
 
 def test_the_reference_covers_the_factory_and_every_operator_sensor_trigger_and_hook_the_provider_registers():
     names = {entry.name for entry in generator().entries()}
-    assert names == {"make_cdc_dags", "OnNewBinlogData", "BinlogDumpOperator", "BinlogSnapshotOperator",
+    assert names == {"make_cdc_dags", "OnNewBinlogData", "StagingRef", "LakeSettings", "SparkSettings", "MergeSettings",
+                     "SnapshotSettings", "BatchLimits", "WaitSettings", "BinlogDumpOperator", "BinlogSnapshotOperator",
                      "BinlogStagingRetentionOperator",
                      "BinlogMergeOperator", "BinlogPositionSensor", "BinlogPositionTrigger", "BinlogNewDataTrigger",
                      "BinlogHook", "IcebergCatalogHook"}
@@ -46,8 +47,8 @@ def test_every_param_line_of_a_docstring_names_an_argument():
 def test_an_argument_without_its_own_param_line_points_at_the_one_that_describes_it():
     factory = next(e for e in generator().entries() if e.name == "make_cdc_dags")
     arguments = {a.name: a for a in factory.arguments}
-    assert arguments["min_transactions"].meaning == "see `min_bytes`"
-    assert arguments["min_transactions"].described_by == "param:min_bytes"
+    assert arguments["masking_secret_conn_id"].meaning == "see `masking`"
+    assert arguments["masking_secret_conn_id"].described_by == "param:masking"
     assert arguments["tables"].described_by == "param" and arguments["tables"].default == "required"
     assert arguments["schedule"].default == "`'*/15 * * * *'`"
 

@@ -76,11 +76,10 @@ def staged_facts(files: Sequence[str], primary_key: Sequence[str], columns: Sequ
         for batch in source.iter_batches(batch_size=FACT_BATCH_ROWS, columns=["_op", *images, "_after_absent"]):
             updates = pc.equal(batch.column("_op"), "update")
             absent = batch.column("_after_absent")
+            lacking_any = pc.greater(pc.fill_null(pc.list_value_length(absent), 0), 0)  # an image lacks a column
             if not partial_inserts:
-                partial_inserts = pc.any(pc.and_(pc.equal(batch.column("_op"), "insert"), pc.greater(
-                    pc.fill_null(pc.list_value_length(absent), 0), 0))).as_py() or False
-            if not partial and pc.any(pc.and_(updates, pc.greater(pc.fill_null(pc.list_value_length(absent), 0),
-                                                                   0))).as_py():
+                partial_inserts = bool(pc.any(pc.and_(pc.equal(batch.column("_op"), "insert"), lacking_any)).as_py())
+            if not partial and pc.any(pc.and_(updates, lacking_any)).as_py():
                 lacking = {name for row in pc.filter(absent, updates).to_pylist() for name in (row or ())}
                 partial = bool(lacking - {renamed.get(k, k) for k in keyset})
             before, after = batch.column("_before"), batch.column("_after")

@@ -83,17 +83,24 @@ def _head(spark, namespace: str):
     return spark.sql(f"SELECT snapshot_id FROM {name}.refs WHERE name = 'main'").collect()
 
 
-def test_tables_with_column_defaults_take_the_merge_without_spark_when_images_are_whole(
-        mariadb_factory, spark, lake, tmp_path):
-    server = mariadb_factory(binlog_row_image="FULL")
+def _loaded_without_spark(server, spark, lake, tmp_path, namespace: str):
+    """The source created and its snapshot merged into a new table of ``namespace`` by the
+    engine without Spark (a plain creation, which the Java API makes too): the merge options and
+    the snapshot."""
     _create(server)
-    namespace = "defaults_full"
     options = MergeOptions(namespace=namespace)
     snapshot = _snapshot(server, tmp_path)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS lake.{namespace}")
     spark.sql(f"DROP TABLE IF EXISTS lake.{namespace}.{DB}__customers")
-    # the table does not exist yet: its creation is a plain one, which the Java API makes too
     apply_manifests(lake, [snapshot], options)
+    return options, snapshot
+
+
+def test_tables_with_column_defaults_take_the_merge_without_spark_when_images_are_whole(
+        mariadb_factory, spark, lake, tmp_path):
+    server = mariadb_factory(binlog_row_image="FULL")
+    namespace = "defaults_full"
+    options, snapshot = _loaded_without_spark(server, spark, lake, tmp_path, namespace)
     _same(spark, server, namespace, inserted=False)
     _changes(server)
     result = apply_manifests(lake, [_dump(server, tmp_path, snapshot.end)], options)
@@ -104,13 +111,8 @@ def test_tables_with_column_defaults_take_the_merge_without_spark_when_images_ar
 def test_an_insert_whose_minimal_image_leaves_a_default_out_takes_spark_before_anything_is_committed(
         mariadb_factory, spark, lake, tmp_path):
     server = mariadb_factory(binlog_row_image="MINIMAL")
-    _create(server)
     namespace = "defaults_minimal"
-    options = MergeOptions(namespace=namespace)
-    snapshot = _snapshot(server, tmp_path)
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS lake.{namespace}")
-    spark.sql(f"DROP TABLE IF EXISTS lake.{namespace}.{DB}__customers")
-    apply_manifests(lake, [snapshot], options)
+    options, snapshot = _loaded_without_spark(server, spark, lake, tmp_path, namespace)
     server.execute(f"INSERT INTO {DB}.customers (id, name) VALUES (1001, 'new one'), (1002, 'new two')")
     changes = _dump(server, tmp_path, snapshot.end)
     before = _head(spark, namespace)

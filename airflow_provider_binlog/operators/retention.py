@@ -4,10 +4,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Optional, Sequence, Union
 
-from airflow.sdk import BaseOperator
-
 from ..hooks.binlog import BinlogHook
 from ..staging.ref import StagingRef
+from .settings import SettingsOperator
 
 #: the default minimum age of a removed batch: a day, so that a retry of a reload (whose
 #: snapshot batch the incremental load may already be past) still finds its batch
@@ -31,7 +30,7 @@ def min_age_seconds(value: Union[dt.timedelta, float, int, None]) -> float:
     return seconds
 
 
-class BinlogStagingRetentionOperator(BaseOperator):
+class BinlogStagingRetentionOperator(SettingsOperator):
     """Removes the published batches of the ``staging`` location that every load reading it has merged:
     a batch goes when its end is at or before the checkpoint of each key of
     ``checkpoint_keys`` (all in one checkpoint store) and its manifest is at least ``min_age``
@@ -51,7 +50,7 @@ class BinlogStagingRetentionOperator(BaseOperator):
     :param min_age: the minimum age of a removed batch (``timedelta`` or seconds; default a day).
     """
 
-    template_fields: Sequence[str] = ("checkpoint_keys", "binlog_conn_id", "checkpoint_store_uri")
+    template_fields: Sequence[str] = ("staging", "checkpoint_keys", "binlog_conn_id", "checkpoint_store_uri")
     ui_color = "#e8e8e8"
 
     def __init__(self, *, staging: Union[StagingRef, str], checkpoint_keys: Sequence[str],

@@ -77,3 +77,10 @@ def test_the_operator_removes_what_every_consumer_merged_and_nothing_while_one_m
     _age(staging, 2 * 86400)
     assert young.execute({}) == [second.dump_id]
     assert sorted(p.name for p in staging.iterdir() if not p.name.startswith(".")) == [third.dump_id]
+
+
+def test_a_templated_staging_location_renders_like_the_other_tasks(tmp_path):
+    op = BinlogStagingRetentionOperator(task_id="r", staging=StagingRef("{{ params.root }}/staging", "s3_conn"),
+                                        checkpoint_keys=["shop"])
+    op.render_template_fields({"params": {"root": "s3://bucket"}})
+    assert op.staging == StagingRef("s3://bucket/staging", "s3_conn")
